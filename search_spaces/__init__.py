@@ -1,0 +1,67 @@
+"""Search spaces: one module per sweep, found by its file name (the folder is the registry).
+
+Each module `search_spaces/<name>.py` defines `sweep(preset: str) -> Sweep` and a
+docstring stating the hypothesis, the command and the expected cost. A sweep is data:
+it never builds a Tuner (that is `sweeper.run`'s job).
+
+    python -m sweeper.list
+"""
+from __future__ import annotations
+
+import importlib
+import itertools
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Any
+
+PRESETS = ("paper", "quick")
+
+
+class SweepError(ValueError):
+    """Unknown sweep or preset; the message lists the valid names."""
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str                               # file name of the module
+    description: str                        # one line: what of the paper it reproduces
+    paper_ref: str                          # e.g. "Fig. 3(c)", "Table 1"
+    base: dict[str, Any]                    # TrainConfig overrides shared by every trial
+    grid: dict[str, list] = field(default_factory=dict)      # key -> values, Cartesian product
+    variants: list[dict[str, Any]] = field(default_factory=lambda: [{}])  # rows like MT, MT+VD, ...
+    seeds: int = 3                          # seeds 0..seeds-1 are a grid axis
+    rows: tuple[str, ...] = ("method", "vd", "mur")          # config keys forming table rows
+    cols: tuple[str, ...] = ()              # config keys forming table columns
+    metric: str = "test_error"              # the number a trial returns (percent, lower is better)
+    minutes_per_trial: float = 1.0          # cost estimate on the preset's target machine
+    search: dict[str, Any] | None = None    # hpo only: {"space": {...}, "num_samples": n, ...}
+
+    def trials(self, seeds: int | None = None) -> list[dict[str, Any]]:
+        """Every trial's config dict: base, then a variant, then a grid point, then the seed."""
+        n_seeds = self.seeds if seeds is None else seeds
+        keys = list(self.grid)
+        out = []
+        for variant in self.variants:
+            for values in itertools.product(*(self.grid[k] for k in keys)):
+                for seed in range(n_seeds):
+                    cfg = {**self.base, **variant, **dict(zip(keys, values)), "seed": seed}
+                    out.append(cfg)
+        return out
+
+
+def names() -> list[str]:
+    """Every sweep module in this folder, sorted."""
+    import search_spaces
+
+    return sorted(m.name for m in pkgutil.iter_modules(search_spaces.__path__)
+                  if not m.name.startswith("_") and m.name != "common")
+
+
+def get_sweep(name: str, preset: str = "paper") -> Sweep:
+    valid = names()
+    if name not in valid:
+        raise SweepError(f"unknown sweep {name!r}; valid sweeps: {', '.join(valid)}")
+    if preset not in PRESETS:
+        raise SweepError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
+    module = importlib.import_module(f"search_spaces.{name}")
+    return module.sweep(preset)

@@ -1,0 +1,460 @@
+"""Ray Tune experiment folder -> one tidy row per trial -> mean ± std per config, seeds pooled.
+
+Reads the files Ray Tune leaves on disk, WITHOUT importing or starting Ray, so it works on a
+finished, an interrupted or a still running experiment:
+  <exp>/sweep.json                  the Sweep (written by sweeper.run; optional)
+  <exp>/experiment_state-*.json     Ray's trial states (optional; used for the status only)
+  <exp>/<trial dir>/params.json     the trial's config (the TrainConfig fields)
+  <exp>/<trial dir>/result.json     one JSON object per report; the last line may be torn
+  <exp>/<trial dir>/error.txt|.pkl  present once the trial has failed (possibly then retried)
+
+Status of a trial (`STATUSES`):
+  diverged    its last report has diverged=1 (the trainer stopped on a non-finite loss)
+  finished    its last report has done=True (or, with no `done` key, Ray marked it TERMINATED)
+  failed      error.txt / error.pkl exists, or Ray marked it ERROR, and it did not finish
+  stopped     Ray TERMINATED it before done=True (a scheduler such as ASHA stopped it early)
+  incomplete  none of the above: still running, or interrupted (the files cannot tell which)
+Only finished trials are averaged; the others are counted beside the mean, never in it.
+
+Final vs best: `final_<m>` is the metric at the last report (the honest default: what the run
+ends with); `best_<m>` is the minimum over all reports of the error metrics (what the paper's
+authors kept: the best test accuracy seen during training, an optimistic number).
+
+    python -c "from sweeper.aggregate import load_trials; print(load_trials('results/EXP'))"
+    pytest tests/test_aggregate.py -q
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import re
+import tempfile
+import warnings
+from dataclasses import MISSING, fields
+from importlib import metadata
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+STATUSES = ("finished", "failed", "diverged", "stopped", "incomplete")
+# Columns of the trials table that are not config keys and carry no metric prefix.
+BOOK_COLS = ("sweep", "trial_id", "trial_dir", "status", "n_reports", "n_failures", "wall_time_s",
+             "hostname", "python_version", "torch_version", "ray_version", "versions_source")
+# Config keys that do not change the result (or identify the repeat): never grouped by.
+NON_GROUP_KEYS = ("seed", "trial_index", "data_dir", "download", "device", "eval_batch", "channels_last")
+# Metrics whose best value is the minimum over reports (percent errors).
+ERROR_METRICS = ("test_error", "test_error_student", "test_error_teacher")
+# Keys Ray adds to every report that are not metrics of ours.
+RAY_KEYS = ("config", "timestamp", "checkpoint_dir_name", "date", "pid", "node_ip", "hostname",
+            "time_this_iter_s", "time_since_restore", "iterations_since_restore", "trial_id")
+VERSION_KEYS = ("python_version", "torch_version", "ray_version")
+_TRIAL_ID = re.compile(r"(?:^|_)([0-9a-f]{5}_\d{5})(?:_|$)")
+
+
+class AggregateError(ValueError):
+    """The folder or a file in it is not what a Ray Tune experiment holds; the message says which."""
+
+
+# ---------------------------------------------------------------- reading one experiment folder
+
+def trial_dirs(exp_dir: str | Path) -> list[Path]:
+    """The experiment's trial folders (those holding params.json), sorted by name."""
+    return sorted(p.parent for p in Path(exp_dir).glob("*/params.json"))
+
+
+def check_experiment(exp_dir: str | Path) -> Path:
+    """The folder as a Path if it is a Ray Tune experiment folder; else AggregateError naming the problem."""
+    exp = Path(exp_dir).expanduser()
+    if not exp.exists():
+        raise AggregateError(f"{exp} does not exist; pass a Ray Tune experiment folder such as results/<sweep>-<stamp>")
+    if not exp.is_dir():
+        raise AggregateError(f"{exp} is a file, not a folder; pass a Ray Tune experiment folder such as "
+                             f"results/<sweep>-<stamp>")
+    if trial_dirs(exp):
+        return exp
+    inner = sorted(p.parent.parent.name for p in exp.glob("*/*/params.json"))
+    if inner:
+        names = sorted(set(inner))
+        raise AggregateError(f"{exp} holds {len(names)} experiment folder(s), not trials; pass one of them, "
+                             f"e.g. {exp / names[-1]}")
+    if list(exp.glob("experiment_state-*.json")) or (exp / "sweep.json").is_file():
+        raise AggregateError(f"{exp} is an experiment folder with no trial folders yet (no */params.json); "
+                             f"wait for the first trial to start")
+    raise AggregateError(f"{exp} is not a Ray Tune experiment folder (no trial folders with params.json); "
+                         f"pass the folder printed at the end of `python -m sweeper.run`")
+
+
+def read_json_lines(path: Path) -> tuple[list[dict], bool]:
+    """The reports in a result.json and whether its last line was torn (cut short by an interrupt).
+
+    A torn LAST line is expected of a trial killed while writing and is dropped; an unreadable
+    line before the last means the file is corrupt, and raises.
+    """
+    if not path.is_file():
+        return [], False
+    lines = [(i, s) for i, s in enumerate(path.read_text(errors="replace").split("\n"), 1) if s.strip()]
+    out, torn = [], False
+    for k, (lineno, line) in enumerate(lines):
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            if k == len(lines) - 1:
+                torn = True
+                break
+            raise AggregateError(f"{path}: line {lineno} is not JSON ({e.msg}) and is not the last line, so the "
+                                 f"file is corrupt; move this trial folder aside and rerun the report") from None
+        if not isinstance(rec, dict):
+            raise AggregateError(f"{path}: line {lineno} is a JSON {type(rec).__name__}, not a report object; "
+                                 f"move this trial folder aside and rerun the report")
+        out.append(rec)
+    return out, torn
+
+
+def read_reports(tdir: Path) -> list[dict]:
+    """All reports of a trial, oldest first: result.json, else progress.csv if only that exists."""
+    reports, _ = read_json_lines(tdir / "result.json")
+    if not reports and not (tdir / "result.json").is_file() and (tdir / "progress.csv").is_file():
+        prog = pd.read_csv(tdir / "progress.csv")
+        reports = prog.to_dict("records")
+    return reports
+
+
+def read_params(tdir: Path) -> dict:
+    path = tdir / "params.json"
+    try:
+        params = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise AggregateError(f"{path} is not JSON ({e.msg}); restore it from params.pkl or move the trial "
+                             f"folder aside") from None
+    if not isinstance(params, dict):
+        raise AggregateError(f"{path} holds a JSON {type(params).__name__}, not a config object")
+    return _flatten(params)
+
+
+def read_sweep(exp_dir: str | Path) -> dict | None:
+    """sweep.json (the Sweep as JSON, written by sweeper.run before the Tuner starts), or None."""
+    path = Path(exp_dir) / "sweep.json"
+    if not path.is_file():
+        return None
+    try:
+        sweep = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise AggregateError(f"{path} is not JSON ({e.msg}); delete or fix it to aggregate without it") from None
+    if not isinstance(sweep, dict):
+        raise AggregateError(f"{path} holds a JSON {type(sweep).__name__}, not a Sweep object")
+    return sweep
+
+
+def read_ray_states(exp_dir: str | Path) -> dict[str, dict]:
+    """trial folder name -> {"status": Ray's TERMINATED|ERROR|RUNNING|..., "trial_id"} from the newest
+    experiment_state-*.json; {} if there is none or its layout is not the one Ray 2.x writes."""
+    states = sorted(Path(exp_dir).glob("experiment_state-*.json"), key=lambda p: p.stat().st_mtime)
+    if not states:
+        return {}
+    try:
+        data = json.loads(states[-1].read_text())
+    except json.JSONDecodeError as e:
+        warnings.warn(f"{states[-1]} is not JSON ({e.msg}); trial status is taken from the trial files only")
+        return {}
+    out = {}
+    for item in data.get("trial_data", []) if isinstance(data, dict) else []:
+        trial = item[0] if isinstance(item, list) and item else item
+        trial = json.loads(trial) if isinstance(trial, str) else trial
+        if isinstance(trial, dict) and isinstance(trial.get("relative_logdir"), str):
+            out[trial["relative_logdir"]] = {"status": trial.get("status"), "trial_id": trial.get("trial_id")}
+    return out
+
+
+# ---------------------------------------------------------------- one trial -> one row
+
+def trial_status(reports: list[dict], has_error: bool, ray_status: str | None) -> str:
+    """One of STATUSES; see the module docstring for the rules."""
+    last = reports[-1] if reports else {}
+    if _truthy(last.get("diverged")):
+        return "diverged"
+    if _truthy(last.get("done")):
+        return "finished"
+    if has_error or ray_status == "ERROR":
+        return "failed"
+    if ray_status == "TERMINATED":
+        return "stopped" if "done" in last else "finished"
+    return "incomplete"
+
+
+def environment_versions() -> dict:
+    """Python, torch and Ray versions installed here (read from package metadata; nothing imported)."""
+    out = {"python_version": platform.python_version()}
+    for pkg in ("torch", "ray"):
+        try:
+            out[f"{pkg}_version"] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[f"{pkg}_version"] = None
+    return out
+
+
+def trial_row(tdir: Path, sweep: str, ray_states: dict[str, dict], env: dict) -> dict:
+    """The trials-table row of one trial folder: bookkeeping, config keys, final_* and best_* metrics."""
+    reports = read_reports(tdir)
+    params = read_params(tdir)
+    clash = sorted(k for k in params if k in BOOK_COLS or k.startswith(("final_", "best_")))
+    if clash:
+        raise AggregateError(f"{tdir / 'params.json'}: config key(s) {clash} clash with the trials table's own "
+                             f"columns; rename them in the search space")
+    state = ray_states.get(tdir.name, {})
+    error_txt = tdir / "error.txt"
+    has_error = error_txt.is_file() or (tdir / "error.pkl").is_file()
+    last = reports[-1] if reports else {}
+    row = {
+        "sweep": sweep,
+        "trial_id": _trial_id(tdir, last, state),
+        "trial_dir": tdir.name,
+        "status": trial_status(reports, has_error, state.get("status")),
+        "n_reports": len(reports),
+        "n_failures": error_txt.read_text(errors="replace").count("Failure #") if error_txt.is_file()
+        else int(has_error),
+        "wall_time_s": _num(last.get("wall_time", last.get("time_total_s"))),
+        "hostname": last.get("hostname"),
+    }
+    reported = {k: _version(last, k) for k in VERSION_KEYS}
+    if any(v is not None for v in reported.values()):
+        row.update(reported, versions_source="reported")
+    else:
+        row.update(env, versions_source="aggregation_env")
+    row.update(params)
+    row.update({f"final_{k}": _scalar(v) for k, v in _flatten(last).items()
+                if k not in RAY_KEYS and k not in VERSION_KEYS})
+    row.update(best_metrics(reports))
+    return row
+
+
+def best_metrics(reports: list[dict]) -> dict:
+    """best_<m> = min over reports of each error metric (NaNs skipped), and the step it was reached at."""
+    out = {}
+    for m in ERROR_METRICS:
+        vals = np.array([_num(r.get(m)) for r in reports], dtype=float)
+        if not np.isfinite(vals).any():
+            out[f"best_{m}"] = math.nan
+            continue
+        i = int(np.nanargmin(np.where(np.isfinite(vals), vals, np.nan)))
+        out[f"best_{m}"] = float(vals[i])
+        if m == "test_error":
+            out["best_step"] = _num(reports[i].get("step", reports[i].get("training_iteration")))
+    return out
+
+
+# ---------------------------------------------------------------- the whole experiment
+
+def load_trials(exp_dir: str | Path) -> pd.DataFrame:
+    """One row per trial of a Ray Tune experiment folder (finished, interrupted or running).
+
+    Columns: BOOK_COLS (sweep, trial_id, trial_dir, status, n_reports, n_failures, wall_time_s,
+    hostname, python/torch/ray versions and `versions_source`: "reported" if the trial reported
+    them, else "aggregation_env" = what is installed where this function runs), every config key
+    of params.json (a key some trials lack is filled with the TrainConfig default, which is what
+    those trials ran with), `final_<metric>` (last report) and `best_<error metric>` (minimum over
+    reports) with `best_step`. Ray is not imported.
+    """
+    exp = check_experiment(exp_dir)
+    sweep_meta = read_sweep(exp) or {}
+    sweep = sweep_meta.get("name") or exp.name
+    states, env = read_ray_states(exp), environment_versions()
+    rows = [trial_row(t, sweep, states, env) for t in trial_dirs(exp)]
+    df = pd.DataFrame(rows)
+    config = [c for c in df.columns if _is_config(c)]
+    defaults = train_config_defaults()
+    for c in config:
+        if df[c].isna().any() and c in defaults:
+            df[c] = df[c].astype(object).where(df[c].notna(), defaults[c])
+            df[c] = df[c].infer_objects()
+    return df.sort_values(["trial_id"], kind="stable").reset_index(drop=True)
+
+
+def load_history(exp_dir: str | Path, metrics: tuple[str, ...] = ("test_error", "g0_norm", "sparsity",
+                                                                   "loss_mur")) -> pd.DataFrame:
+    """Every report of every trial: columns trial_id, step, and the given metrics where reported.
+
+    A step reported twice (a trial restored from its checkpoint repeats steps) keeps the last.
+    """
+    exp = check_experiment(exp_dir)
+    states, frames = read_ray_states(exp), []
+    for tdir in trial_dirs(exp):
+        reports = read_reports(tdir)
+        if not reports:
+            continue
+        tid = _trial_id(tdir, reports[-1], states.get(tdir.name, {}))
+        step = [_num(r.get("step", r.get("training_iteration", i + 1))) for i, r in enumerate(reports)]
+        cols = {m: [_num(r.get(m)) for r in reports] for m in metrics if any(m in r for r in reports)}
+        frames.append(pd.DataFrame({"trial_id": tid, "step": step, **cols}))
+    if not frames:
+        return pd.DataFrame(columns=["trial_id", "step"])
+    hist = pd.concat(frames, ignore_index=True)
+    return hist.drop_duplicates(["trial_id", "step"], keep="last").reset_index(drop=True)
+
+
+def config_columns(df: pd.DataFrame) -> list[str]:
+    """The config keys among the trials table's columns."""
+    return [c for c in df.columns if _is_config(c)]
+
+
+def group_keys(df: pd.DataFrame) -> list[str]:
+    """Config keys a summary groups by: all of them except the seed and bookkeeping (NON_GROUP_KEYS)."""
+    return [c for c in config_columns(df) if c not in NON_GROUP_KEYS]
+
+
+def metric_column(df: pd.DataFrame, metric: str, which: str) -> str:
+    """The trials-table column holding `metric` at the `which` ("final" | "best") point."""
+    if which not in ("final", "best"):
+        raise AggregateError(f"which must be 'final' or 'best', got {which!r}")
+    if which == "best" and metric not in ERROR_METRICS:
+        raise AggregateError(f"'best' is defined for the error metrics {list(ERROR_METRICS)} only, not "
+                             f"{metric!r}; use which='final'")
+    col = f"{which}_{metric}"
+    if col not in df.columns:
+        have = sorted(c[len("final_"):] for c in df.columns if c.startswith("final_"))
+        raise AggregateError(f"no trial reported {metric!r} (no column {col}); reported metrics: "
+                             f"{', '.join(have) or 'none yet'}")
+    return col
+
+
+def summarize(df: pd.DataFrame, metric: str = "test_error", which: str = "final") -> pd.DataFrame:
+    """Mean ± std of `metric` per config, seeds pooled: one row per distinct `group_keys(df)` value.
+
+    which="final": the metric at each trial's last report (the honest default); which="best":
+    its minimum over the reports (error metrics only; what the paper's authors reported).
+    std is the SAMPLE standard deviation (ddof=1), as the paper's ± over 3 runs; NaN when n < 2.
+    Only finished trials with a finite value are averaged: `n` counts them. `n_failed`,
+    `n_diverged`, `n_incomplete` (stopped, running or interrupted) and `n_trials` are shown beside
+    them and never averaged in. `seeds` lists the seeds averaged.
+    """
+    col = metric_column(df, metric, which)
+    keys = group_keys(df)
+    stats = []
+    groups = df.groupby(keys, dropna=False, sort=True) if keys else [((), df)]
+    for key, g in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        ok = g[(g["status"] == "finished") & np.isfinite(pd.to_numeric(g[col], errors="coerce"))]
+        vals = ok[col].to_numpy(dtype=float)
+        seeds = sorted(ok["seed"].tolist()) if "seed" in ok.columns else []
+        stats.append({**dict(zip(keys, key)), "metric": metric, "which": which,
+                      "mean": float(vals.mean()) if len(vals) else math.nan,
+                      "std": float(vals.std(ddof=1)) if len(vals) > 1 else math.nan,
+                      "n": len(vals),
+                      "n_failed": int((g["status"] == "failed").sum()),
+                      "n_diverged": int((g["status"] == "diverged").sum()),
+                      "n_incomplete": int(g["status"].isin(("stopped", "incomplete")).sum()),
+                      "n_trials": len(g),
+                      "seeds": ",".join(str(_plain(s)) for s in seeds)})
+    return pd.DataFrame(stats)
+
+
+# ---------------------------------------------------------------- writing (atomic)
+
+def atomic_write(path: str | Path, write: Callable[[str], object]) -> Path:
+    """Call write(tmp) on a temporary file in path's folder, then os.replace it onto path."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def write_trials(df: pd.DataFrame, path: str | Path) -> Path:
+    """trials.parquet (pyarrow), written atomically. Columns mixing text and numbers become text."""
+    out = _parquet_safe(df)
+    return atomic_write(path, lambda tmp: out.to_parquet(tmp, engine="pyarrow", index=False))
+
+
+def write_summary(summary: pd.DataFrame, folder: str | Path) -> dict[str, Path]:
+    """summary.parquet and summary.csv in `folder`, each written atomically."""
+    folder = Path(folder)
+    out = _parquet_safe(summary)
+    return {"summary.parquet": atomic_write(folder / "summary.parquet",
+                                            lambda tmp: out.to_parquet(tmp, engine="pyarrow", index=False)),
+            "summary.csv": atomic_write(folder / "summary.csv", lambda tmp: summary.to_csv(tmp, index=False))}
+
+
+def train_config_defaults() -> dict:
+    """TrainConfig's field defaults (trainables.config imports neither torch nor Ray)."""
+    from trainables.config import TrainConfig
+
+    return {f.name: f.default for f in fields(TrainConfig) if f.default is not MISSING}
+
+
+# ---------------------------------------------------------------- small helpers
+
+def _is_config(col: str) -> bool:
+    return col not in BOOK_COLS and not col.startswith(("final_", "best_"))
+
+
+def _trial_id(tdir: Path, last: dict, state: dict) -> str:
+    if isinstance(last.get("trial_id"), str):
+        return last["trial_id"]
+    if isinstance(state.get("trial_id"), str):
+        return state["trial_id"]
+    m = _TRIAL_ID.search(tdir.name)
+    return m.group(1) if m else tdir.name
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    """Nested dicts become "a/b" keys (Ray's convention); lists become JSON text."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}/"))
+        else:
+            out[f"{prefix}{k}"] = json.dumps(v) if isinstance(v, (list, tuple)) else v
+    return out
+
+
+def _truthy(v) -> bool:
+    if isinstance(v, str):
+        return v.strip().lower() in ("1", "true", "yes")
+    return v is not None and not (isinstance(v, float) and math.isnan(v)) and bool(v)
+
+
+def _num(v) -> float:
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        return float(v)
+    return math.nan
+
+
+def _scalar(v):
+    return json.dumps(v) if isinstance(v, (list, tuple, dict)) else v
+
+
+def _version(report: dict, key: str):
+    nested = report.get("versions")
+    if isinstance(nested, dict) and key.removesuffix("_version") in nested:
+        return nested[key.removesuffix("_version")]
+    return report.get(key)
+
+
+def _plain(v):
+    return v.item() if hasattr(v, "item") else v
+
+
+def _parquet_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy whose object columns hold one kind of value each (pyarrow rejects str mixed with float)."""
+    out = df.copy()
+    for c in out.columns:
+        if out[c].dtype != object:
+            continue
+        kinds = {type(v) for v in out[c] if v is not None and not (isinstance(v, float) and math.isnan(v))}
+        numeric = all(issubclass(t, (int, float, np.integer, np.floating)) and not issubclass(t, bool)
+                      for t in kinds)
+        if len(kinds) > 1 and not numeric:
+            out[c] = out[c].map(lambda v: None if v is None or (isinstance(v, float) and math.isnan(v))
+                                else str(v))
+    return out

@@ -1,0 +1,36 @@
+"""List every sweep: what it tests, its trial count per preset and a cost estimate.
+
+    python -m sweeper.list
+"""
+from __future__ import annotations
+
+import sys
+
+from search_spaces import get_sweep, names
+
+
+def rows() -> list[dict]:
+    out = []
+    for name in names():
+        quick, paper = get_sweep(name, "quick"), get_sweep(name, "paper")
+        nq = quick.search["num_samples"] if quick.search else len(quick.trials())
+        np_ = paper.search["num_samples"] if paper.search else len(paper.trials())
+        out.append({"name": name, "description": paper.description, "paper_ref": paper.paper_ref,
+                    "quick_trials": nq, "quick_minutes": nq * quick.minutes_per_trial,
+                    "paper_trials": np_, "paper_gpu_hours": np_ * paper.minutes_per_trial / 60})
+    return out
+
+
+def main() -> int:
+    print(f"{'sweep':<20} {'quick':>14} {'paper':>20}  what it reproduces")
+    for r in rows():
+        print(f"{r['name']:<20} {r['quick_trials']:>4} trials {r['quick_minutes'] / 2:>3.0f}m "
+              f"{r['paper_trials']:>4} trials {r['paper_gpu_hours']:>5.0f} GPU-h  "
+              f"{r['description']} ({r['paper_ref']})")
+    print("quick: minutes on a 2-core CPU machine (2 trials at a time); paper: GPU-hours in all.")
+    print("run one with: python -m sweeper.run <sweep> --preset quick")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,254 @@
+"""Run a sweep: `python -m sweeper.run SWEEP [--preset quick]` (also under `ray job submit`).
+
+Loads `search_spaces/<SWEEP>.py`, validates every trial's TrainConfig and the data before Ray
+starts, builds a Ray Tune Tuner (resources, storage, failure config; Optuna + ASHA for `hpo`),
+prints Tune's progress, then the mean ± std table and the results folder. Exit status: 0 all
+trials finished, 1 some trial failed (Tune's fit() does not raise), 2 bad input.
+
+    python -m sweeper.run ablation_radius --preset quick
+    python -m sweeper.run ablation_radius --preset quick --dry-run
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from search_spaces import PRESETS, Sweep, SweepError, get_sweep
+from trainables.config import ConfigError, TrainConfig
+from trainables.data import DataError, check_available
+
+
+class InputError(ValueError):
+    """Bad command-line input found before any work; message names the problem and the fix."""
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m sweeper.run", description=__doc__.splitlines()[0])
+    p.add_argument("sweep", help="a module name in search_spaces/ (see python -m sweeper.list)")
+    p.add_argument("--preset", default="paper", help=f"one of {', '.join(PRESETS)} (default paper)")
+    p.add_argument("--data-dir", default=None, help="folder with CIFAR-10/100 or SVHN (default ./data)")
+    p.add_argument("--seeds", type=int, default=None, help="seeds per grid point (default: the sweep's, 3)")
+    p.add_argument("--storage", default="./results", help="results root (default ./results)")
+    p.add_argument("--cpus-per-trial", type=float, default=1.0)
+    p.add_argument("--gpus-per-trial", type=float, default=None,
+                   help="GPUs per trial, fractions pack trials on one GPU (default 1 if Ray sees a GPU, else 0)")
+    p.add_argument("--max-concurrent", type=int, default=0, help="max trials at once (0: as resources allow)")
+    p.add_argument("--address", default=None, help="Ray address (default: RAY_ADDRESS, else a local Ray)")
+    p.add_argument("--resume", nargs="?", const="latest", default=None, metavar="EXP_DIR",
+                   help="continue the latest (or the given) experiment folder of this sweep")
+    p.add_argument("--dry-run", action="store_true", help="print the trial grid and cost, run nothing")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a TrainConfig key in every trial, e.g. --set steps=200 (repeatable)")
+    return p.parse_args(argv)
+
+
+# ---------------------------------------------------------------- validation (before Ray starts)
+
+def _parse_override(s: str) -> tuple[str, object]:
+    if "=" not in s:
+        raise InputError(f"--set {s!r} is not KEY=VALUE; write e.g. --set steps=200")
+    k, v = s.split("=", 1)
+    try:
+        return k, json.loads(v)
+    except json.JSONDecodeError:
+        return k, v
+
+
+def trial_configs(sweep: Sweep, args: argparse.Namespace) -> list[dict]:
+    """Every trial's config dict, validated by TrainConfig (raises ConfigError)."""
+    if args.seeds is not None and args.seeds < 1:
+        raise InputError(f"--seeds must be >= 1, got {args.seeds}")
+    overrides = dict(_parse_override(s) for s in args.set)
+    data_dir = args.data_dir or sweep.base.get("data_dir", "./data")
+    overrides["data_dir"] = str(Path(data_dir).expanduser().resolve())  # trials run in other folders
+    trials = [{**t, **overrides} for t in sweep.trials(args.seeds)]
+    for t in trials:
+        TrainConfig.from_dict(t)
+    return trials
+
+
+def check_storage(storage: str) -> Path:
+    root = Path(storage).expanduser().resolve()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".write-test-{os.getpid()}"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as e:
+        raise InputError(f"storage folder {root} cannot be written ({e.strerror}); "
+                         f"pass --storage with a writable folder") from None
+    return root
+
+
+def check_address(address: str | None) -> str | None:
+    """Fail fast (1 s) on a Ray address that does not answer, instead of Ray's long retries."""
+    if not address or address in ("auto", "local") or address.startswith("ray://"):
+        return address
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    host, _, port = hostport.rpartition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=1.0).close()
+    except (OSError, ValueError):
+        raise InputError(f"Ray address {address} does not answer; start a head with "
+                         f"`ray start --head --dashboard-host 127.0.0.1` or omit --address for a local Ray") from None
+    return address
+
+
+def find_experiment(root: Path, sweep: str, resume: str) -> Path:
+    if resume != "latest":
+        exp = Path(resume).expanduser().resolve()
+        if not (exp / "sweep.json").is_file():
+            raise InputError(f"{exp} is not an experiment folder of sweeper.run (no sweep.json); "
+                             f"pass the folder printed at the end of a run")
+        return exp
+    runs = sorted(root.glob(f"{sweep}-*/sweep.json"))
+    if not runs:
+        raise InputError(f"nothing to resume: no {sweep}-* experiment under {root}; run without --resume")
+    return runs[-1].parent
+
+
+def print_dry_run(sweep: Sweep, trials: list[dict], args) -> None:
+    varying = [k for k in trials[0] if len({json.dumps(t.get(k)) for t in trials}) > 1 and k != "seed"]
+    print(f"sweep {sweep.name} (preset {args.preset}): {sweep.description}")
+    print(f"reproduces: {sweep.paper_ref}")
+    print(f"{len(trials)} trials = {len(trials) // max(1, len({t['seed'] for t in trials}))} configs "
+          f"x {len({t['seed'] for t in trials})} seeds; varying keys: {', '.join(varying) or '-'}")
+    for i, t in enumerate(trials):
+        print(f"  {i:>4}  " + "  ".join(f"{k}={t[k]}" for k in (*varying, "seed")))
+    if sweep.search:
+        print(f"plus a search of {sweep.search['num_samples']} Optuna TPE samples over "
+              f"{sorted(sweep.search['space'])} with ASHA early stopping")
+    n = sweep.search["num_samples"] if sweep.search else len(trials)
+    print(f"estimated cost: {n} trials x {sweep.minutes_per_trial:g} min = "
+          f"{n * sweep.minutes_per_trial / 60:.1f} trial-hours "
+          f"({'one 2-core CPU machine' if args.preset == 'quick' else 'one GPU per trial'})")
+
+
+# ---------------------------------------------------------------- Ray
+
+def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources: dict):
+    from ray import tune
+
+    from trainables.tune import train_tune
+
+    trainable = tune.with_resources(train_tune, resources)
+    run_config = tune.RunConfig(
+        name=exp_dir.name, storage_path=str(exp_dir.parent),
+        failure_config=tune.FailureConfig(max_failures=3),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+        verbose=1)
+    if sweep.search:  # hpo: Optuna TPE + ASHA over the search space, study kept in SQLite
+        import optuna
+        from ray.tune.schedulers import ASHAScheduler
+        from ray.tune.search.optuna import OptunaSearch
+
+        s = sweep.search
+        space = {k: _tune_domain(tune, spec) for k, spec in s["space"].items()}
+        param_space = {**trials[0], **space}
+        storage = optuna.storages.RDBStorage(f"sqlite:///{exp_dir / 'optuna.db'}")
+        algo = OptunaSearch(metric=sweep.metric, mode="min", study_name=sweep.name,
+                            storage=storage, seed=0)
+        sched = ASHAScheduler(time_attr="step", max_t=trials[0]["steps"],
+                              grace_period=s.get("grace_period", trials[0]["eval_every"]),
+                              reduction_factor=s.get("reduction_factor", 3))
+        tune_config = tune.TuneConfig(search_alg=algo, scheduler=sched, num_samples=s["num_samples"],
+                                      metric=sweep.metric, mode="min",
+                                      max_concurrent_trials=args.max_concurrent or None)
+    else:  # a grid: trial_index picks one fully specified config (variants need not be a product)
+        keys = list(trials[0])
+        param_space = {"trial_index": tune.grid_search(list(range(len(trials))))}
+        for k in keys:
+            param_space[k] = tune.sample_from(lambda spec, k=k: trials[spec.config.trial_index][k])
+        tune_config = tune.TuneConfig(max_concurrent_trials=args.max_concurrent or None)
+    return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config, run_config=run_config)
+
+
+def _tune_domain(tune, spec):
+    kind, *a = spec
+    if kind == "loguniform":
+        return tune.loguniform(*a)
+    if kind == "uniform":
+        return tune.uniform(*a)
+    if kind == "choice":
+        return tune.choice(*a)
+    raise SweepError(f"unknown search domain {kind!r}; use loguniform, uniform or choice")
+
+
+def connect_ray(address: str | None):
+    import ray
+
+    if address:
+        return ray.init(address=address, log_to_driver=True)
+    return ray.init(address="local", include_dashboard=True, dashboard_host="127.0.0.1")
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        sweep = get_sweep(args.sweep, args.preset)
+        trials = trial_configs(sweep, args)
+        for name in sorted({(t["dataset"], t["data_dir"], t.get("download", False)) for t in trials}):
+            check_available(*name)
+        if args.dry_run:
+            print_dry_run(sweep, trials, args)
+            return 0
+        root = check_storage(args.storage)
+        if args.resume:
+            exp_dir = find_experiment(root, sweep.name, args.resume)
+        else:
+            exp_dir = root / f"{sweep.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        address = check_address(args.address or os.environ.get("RAY_ADDRESS"))
+    except (SweepError, ConfigError, DataError, InputError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+    from ray import tune
+
+    from sweeper.report import build_report
+
+    ctx = connect_ray(address)
+    if getattr(ctx, "dashboard_url", None):
+        print(f"Ray dashboard: http://{ctx.dashboard_url}")
+    import ray
+
+    gpus = args.gpus_per_trial
+    if gpus is None:
+        gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
+    resources = {"cpu": args.cpus_per_trial, "gpu": gpus}
+    if args.resume:
+        print(f"resuming {exp_dir}")
+        from trainables.tune import train_tune
+
+        tuner = tune.Tuner.restore(str(exp_dir), tune.with_resources(train_tune, resources),
+                                   resume_unfinished=True, resume_errored=True)
+    else:
+        exp_dir.mkdir(parents=True)
+        meta = {**asdict(sweep), "preset": args.preset, "n_trials": len(trials), "argv": sys.argv}
+        _atomic_write(exp_dir / "sweep.json", json.dumps(meta, indent=1, default=str))
+        tuner = build_tuner(sweep, trials, args, exp_dir, resources)
+    grid = tuner.fit()
+    errors = [r for r in grid if r.error is not None]
+    paths = build_report(exp_dir)
+    table = paths.get("table.md")
+    if table:
+        print(Path(table).read_text())
+    for r in errors:
+        print(f"trial {r.path} failed: {type(r.error).__name__}: {str(r.error).splitlines()[0]}", file=sys.stderr)
+    print(f"results: {exp_dir}")
+    return 1 if errors else 0
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""TrainConfig validation: unknown keys and out-of-range values fail before any work."""
+import pytest
+
+from trainables.config import ConfigError, TrainConfig
+
+
+def test_defaults_valid_and_roundtrip():
+    cfg = TrainConfig()
+    assert TrainConfig.from_dict(cfg.to_dict()) == cfg
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"radius": 1.0}, "unknown config key"),
+    ({"mur_radius": 0.0}, "mur_radius must be > 0"),
+    ({"mur_radius": -1.0}, "mur_radius must be > 0"),
+    ({"mur_steps": 0}, "mur_steps must be >= 1"),
+    ({"num_labels": 1500}, "exceeds the 1347 training images"),
+    ({"num_labels": 105}, "not divisible by the 10 classes"),
+    ({"dataset": "cifar100", "num_labels": 50}, "below the 100 classes"),
+    ({"kl_coef": -0.1}, "kl_coef must be >= 0"),
+    ({"method": "vat_only"}, "unknown method"),
+    ({"mur": "fgsm"}, "unknown mur"),
+    ({"method": "mut"}, "set mur to"),
+    ({"steps": 2.5}, "must be an integer"),
+    ({"vd": "yes"}, "true or false"),
+    ({"lr_rampdown": 10_000}, "longer than steps"),
+    ({"ema_decay": 1.5}, "[0, 1]"),
+    ({"arch": "convnet13"}, "needs 32x32"),
+])
+def test_bad_values_are_one_line_errors(bad, words):
+    with pytest.raises(ConfigError) as e:
+        TrainConfig.from_dict(bad)
+    msg = str(e.value)
+    assert words in msg and "\n" not in msg
+
+
+def test_numpy_and_int_values_coerced():
+    np = pytest.importorskip("numpy")
+    cfg = TrainConfig.from_dict({"mur_radius": np.float64(2.0), "steps": np.int64(1000), "lr": 1})
+    assert cfg.mur_radius == 2.0 and isinstance(cfg.steps, int) and isinstance(cfg.lr, float)
+
+
+def test_frozen():
+    with pytest.raises(Exception):
+        TrainConfig().steps = 3

@@ -1,0 +1,518 @@
+"""Tests of trainables/data.py: loaders on tiny files in the real on-disk formats, ZCA,
+labeled split, augmentation and the Batcher.
+
+    pytest tests/test_data.py -q
+"""
+import io
+import pickle
+import struct
+import urllib.error
+
+import numpy as np
+import pytest
+import scipy.io
+import scipy.linalg
+import torch
+import torchvision
+
+from trainables import data
+from trainables.data import (DataError, Batcher, augment, fit_zca, apply_zca, labeled_split, load_dataset,
+                             ZCA_EPS)
+
+
+# ----------------------------------------------------------------------------- real on-disk formats
+
+class _Py2Pickler(pickle._Pickler):
+    """Writes str and bytes as Python 2 byte strings, as in the CIFAR releases (pickled by Python 2)."""
+    dispatch = pickle._Pickler.dispatch.copy()
+
+    def _save_py2_str(self, obj):
+        b = obj.encode("latin1") if isinstance(obj, str) else bytes(obj)
+        if len(b) < 256:
+            self.write(pickle.SHORT_BINSTRING + bytes([len(b)]) + b)
+        else:
+            self.write(pickle.BINSTRING + struct.pack("<i", len(b)) + b)
+
+    dispatch[str] = _save_py2_str
+    dispatch[bytes] = _save_py2_str
+
+
+def _py2_dump(obj, path):
+    buf = io.BytesIO()
+    _Py2Pickler(buf, protocol=2).dump(obj)
+    path.write_bytes(buf.getvalue())
+
+
+def _write_cifar10(root, rng, per_batch=2, n_test=3, labels_max=10):
+    """cifar-10-batches-py/{data_batch_1..5, test_batch, batches.meta}; returns the rows written."""
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    rows, labels = [], []
+    for i in range(1, 6):
+        d = rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8)  # 1024 R, 1024 G, 1024 B, row-major
+        y = rng.integers(0, labels_max, per_batch).tolist()
+        _py2_dump({"batch_label": f"training batch {i} of 5", "labels": y, "data": d,
+                   "filenames": [f"img_{i}_{j}.png" for j in range(per_batch)]}, folder / f"data_batch_{i}")
+        rows.append(d)
+        labels += y
+    d_te = rng.integers(0, 256, (n_test, 3072), dtype=np.uint8)
+    y_te = rng.integers(0, labels_max, n_test).tolist()
+    _py2_dump({"batch_label": "testing batch 1 of 1", "labels": y_te, "data": d_te,
+               "filenames": [f"test_{j}.png" for j in range(n_test)]}, folder / "test_batch")
+    _py2_dump({"num_cases_per_batch": per_batch, "num_vis": 3072,
+               "label_names": ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
+                               "ship", "truck"]}, folder / "batches.meta")
+    return np.concatenate(rows), np.array(labels), d_te, np.array(y_te)
+
+
+def _write_cifar100(root, rng, n_train=6, n_test=2):
+    folder = root / "cifar-100-python"
+    folder.mkdir(parents=True)
+    out = []
+    for split, n in (("train", n_train), ("test", n_test)):
+        d = rng.integers(0, 256, (n, 3072), dtype=np.uint8)
+        fine = [99] + rng.integers(0, 100, n - 1).tolist()
+        _py2_dump({"filenames": [f"{split}_{j}.png" for j in range(n)], "batch_label": f"{split} batch 1 of 1",
+                   "fine_labels": fine, "coarse_labels": [f // 5 for f in fine], "data": d}, folder / split)
+        out += [d, np.array(fine)]
+    _py2_dump({"fine_label_names": [f"class_{i}" for i in range(100)],
+               "coarse_label_names": [f"super_{i}" for i in range(20)]}, folder / "meta")
+    return out
+
+
+def _write_svhn(root, rng, n_train=5, n_test=3):
+    """{train,test}_32x32.mat: X uint8 (32, 32, 3, N), y uint8 (N, 1) with 10 for the digit 0."""
+    root.mkdir(parents=True, exist_ok=True)
+    out = []
+    for split, n in (("train", n_train), ("test", n_test)):
+        X = rng.integers(0, 256, (32, 32, 3, n), dtype=np.uint8)
+        X[..., 0] = 77  # a constant image: std floored, no NaN
+        y = np.array([[10]] + [[v] for v in rng.integers(1, 11, n - 1)], dtype=np.uint8)
+        scipy.io.savemat(root / f"{split}_32x32.mat", {"X": X, "y": y})
+        out += [X, y]
+    return out
+
+
+def _zca_reference(train_rows, test_rows, eps):
+    """Whitening by (C + eps I)^(-1/2) via the thin SVD of the centred training rows (float64)."""
+    mean = train_rows.mean(0)
+    xc = train_rows - mean
+    _, s, Vt = np.linalg.svd(xc, full_matrices=False)
+    lam = s ** 2 / len(train_rows)
+    keep = lam > 1e-10 * lam.max()
+    V, lam = Vt[keep].T, lam[keep]  # (D, k), (k,)
+
+    def whiten(a):
+        a = a - mean
+        p = a @ V  # components in the spanned subspace; the rest has eigenvalue 0
+        return (p * (lam + eps) ** -0.5) @ V.T + (a - p @ V.T) * eps ** -0.5
+    return whiten(train_rows), whiten(test_rows)
+
+
+def _assert_one_line_fix(err, *needles):
+    msg = str(err.value)
+    assert "\n" not in msg, msg
+    for n in needles:
+        assert n in msg, f"{n!r} not in {msg!r}"
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+# ----------------------------------------------------------------------------- CIFAR
+
+def test_fixture_pickles_have_python2_byte_string_keys(tmp_path, rng):
+    _write_cifar10(tmp_path, rng)
+    with open(tmp_path / "cifar-10-batches-py" / "data_batch_1", "rb") as f:
+        entry = pickle.load(f, encoding="bytes")  # how Python 3 sees the real files without latin1
+    assert set(entry) == {b"batch_label", b"labels", b"data", b"filenames"}
+    assert entry[b"data"].dtype == np.uint8 and entry[b"data"].shape == (2, 3072)
+
+
+def test_cifar10_pixels_labels_and_zca_match_what_was_written(tmp_path, rng):
+    x_tr, y_tr, x_te, y_te = _write_cifar10(tmp_path, rng)
+    ds = load_dataset("cifar10", tmp_path)
+    assert ds.name == "cifar10" and ds.num_classes == 10
+    assert ds.x_train.shape == (10, 3, 32, 32) and ds.x_test.shape == (3, 3, 32, 32)
+    assert ds.x_train.dtype == torch.float32 and ds.y_train.dtype == torch.int64
+    assert ds.y_train.tolist() == y_tr.tolist() and ds.y_test.tolist() == y_te.tolist()
+    ref_tr, ref_te = _zca_reference(x_tr / 255.0, x_te / 255.0, ZCA_EPS)  # fitted on train only
+    # NCHW flattened is the CIFAR row layout (R plane, G plane, B plane), so rows compare directly
+    scale = np.abs(ref_te).max()
+    np.testing.assert_allclose(ds.x_train.flatten(1).numpy(), ref_tr, atol=1e-4 * scale)
+    np.testing.assert_allclose(ds.x_test.flatten(1).numpy(), ref_te, atol=1e-4 * scale)
+    # the comparison can fail: a B,G,R channel order gives other numbers
+    bgr = lambda r: r.reshape(-1, 3, 1024)[:, ::-1].reshape(-1, 3072)
+    ref_bgr, _ = _zca_reference(bgr(x_tr / 255.0), bgr(x_te / 255.0), ZCA_EPS)
+    assert np.abs(ds.x_train.flatten(1).numpy() - ref_bgr).max() > 1e-2
+
+
+def test_cifar100_fine_labels_and_zca(tmp_path, rng):
+    x_tr, y_tr, x_te, y_te = _write_cifar100(tmp_path, rng)
+    ds = load_dataset("cifar100", tmp_path)
+    assert ds.num_classes == 100 and ds.x_train.shape == (6, 3, 32, 32) and ds.x_test.shape == (2, 3, 32, 32)
+    assert ds.y_train.tolist() == y_tr.tolist() and ds.y_test.tolist() == y_te.tolist()
+    assert ds.y_train[0] == 99
+    ref_tr, ref_te = _zca_reference(x_tr / 255.0, x_te / 255.0, ZCA_EPS)
+    scale = np.abs(ref_te).max()
+    np.testing.assert_allclose(ds.x_train.flatten(1).numpy(), ref_tr, atol=1e-4 * scale)
+    np.testing.assert_allclose(ds.x_test.flatten(1).numpy(), ref_te, atol=1e-4 * scale)
+
+
+def test_dataset_to_returns_a_copy(tmp_path, rng):
+    ds = load_dataset("digits")
+    moved = ds.to("cpu")
+    assert moved is not ds and moved.name == ds.name and moved.num_classes == ds.num_classes
+    assert torch.equal(moved.x_train, ds.x_train) and torch.equal(moved.y_test, ds.y_test)
+
+
+# ----------------------------------------------------------------------------- ZCA
+
+def test_zca_whitens_and_is_symmetric():
+    g = np.random.default_rng(1)
+    A = g.normal(size=(12, 12)) * np.linspace(0.1, 3, 12)  # correlated, unequal variances
+    x = g.normal(size=(2000, 12)) @ A + 5.0  # (N, D), N > D
+    mean, W = fit_zca(torch.tensor(x, dtype=torch.float32), eps=1e-5)
+    W = W.double().numpy()
+    np.testing.assert_allclose(W, W.T, atol=1e-6 * np.abs(W).max())  # ZCA, not PCA (Lambda^-1/2 V^T)
+    C = np.cov(x, rowvar=False, bias=True)
+    np.testing.assert_allclose(W, np.real(scipy.linalg.fractional_matrix_power(C + 1e-5 * np.eye(12), -0.5)),
+                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(mean.numpy(), x.mean(0), rtol=1e-5)
+    z = (x - mean.double().numpy()) @ W
+    cov_z = np.cov(z, rowvar=False, bias=True)  # = C (C + eps I)^-1: identity up to eps / eigenvalue
+    np.testing.assert_allclose(cov_z, C @ np.linalg.inv(C + 1e-5 * np.eye(12)), atol=1e-4)
+    assert np.abs(cov_z - np.eye(12)).max() < 0.05
+
+
+def test_zca_with_fewer_images_than_dimensions():
+    g = np.random.default_rng(2)
+    x = g.normal(size=(5, 12)) @ g.normal(size=(12, 12))  # rank 4 after centring
+    eps = 1e-3
+    mean, W = fit_zca(torch.tensor(x, dtype=torch.float32), eps=eps)
+    C = np.cov(x, rowvar=False, bias=True)
+    ref = np.real(scipy.linalg.fractional_matrix_power(C + eps * np.eye(12), -0.5))
+    np.testing.assert_allclose(W.double().numpy(), ref, rtol=1e-3, atol=1e-3 * np.abs(ref).max())
+    z = (x - x.mean(0)) @ W.double().numpy()
+    ev = np.sort(np.linalg.eigvalsh(np.cov(z, rowvar=False, bias=True)))
+    lam = np.sort(np.linalg.eigvalsh(C))[-4:]
+    np.testing.assert_allclose(ev[-4:], lam / (lam + eps), atol=1e-3)  # white on the spanned subspace
+    np.testing.assert_allclose(ev[:-4], 0, atol=1e-3)
+
+
+def test_apply_zca_uses_the_flattened_image():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(40, 2, 2, 2, generator=g)
+    mean, W = fit_zca(x.flatten(1))
+    out = apply_zca(x, mean, W)
+    assert out.shape == x.shape
+    torch.testing.assert_close(out.flatten(1), (x.flatten(1) - mean) @ W)
+
+
+# ----------------------------------------------------------------------------- SVHN
+
+def test_svhn_labels_and_per_image_standardisation(tmp_path, rng):
+    X_tr, y_tr, X_te, y_te = _write_svhn(tmp_path, rng)
+    ds = load_dataset("svhn", tmp_path)
+    assert ds.num_classes == 10 and ds.x_train.shape == (5, 3, 32, 32) and ds.x_test.shape == (3, 3, 32, 32)
+    assert ds.y_train[0] == 0  # label 10 is the digit 0
+    assert ds.y_train.tolist() == (y_tr[:, 0] % 10).tolist() and ds.y_test.tolist() == (y_te[:, 0] % 10).tolist()
+    for X, x in ((X_tr, ds.x_train), (X_te, ds.x_test)):
+        img = X.transpose(3, 2, 0, 1).astype(np.float64)  # (N, C, H, W): rows, columns, channels
+        mu = img.mean(axis=(1, 2, 3), keepdims=True)
+        sd = np.maximum(img.std(axis=(1, 2, 3), keepdims=True), 1 / np.sqrt(3072))
+        np.testing.assert_allclose(x.numpy(), (img - mu) / sd, atol=1e-4)
+    assert torch.all(ds.x_train[0] == 0)  # the constant image
+    assert torch.allclose(ds.x_train[1:].std(dim=(1, 2, 3), correction=0), torch.ones(4), atol=1e-4)
+
+
+# ----------------------------------------------------------------------------- digits
+
+def test_digits_fixed_stratified_standardised_split():
+    from sklearn.datasets import load_digits
+
+    a, b = load_dataset("digits"), load_dataset("digits")
+    assert a.x_train.shape == (1347, 1, 8, 8) and a.x_test.shape == (450, 1, 8, 8)
+    assert a.num_classes == 10 and a.y_train.dtype == torch.int64
+    assert torch.equal(a.x_train, b.x_train) and torch.equal(a.y_test, b.y_test)  # fixed split
+    assert abs(a.x_train.mean().item()) < 1e-5 and abs(a.x_train.std(correction=0).item() - 1) < 1e-5
+    y_all = load_digits().target
+    for c in range(10):  # stratified: each class's share of the test set is its overall share
+        assert abs((a.y_test == c).sum().item() - 450 * (y_all == c).mean()) <= 1
+    # every image is (raw - mean) / std with the training mean and std: undo it from the training
+    # minimum (raw 0) and maximum (raw 16) and get back the 1797 real digits, integers 0..16
+    lo, hi = a.x_train.min().item(), a.x_train.max().item()
+    back = lambda x: x.flatten(1).double().numpy() * (16 / (hi - lo)) - lo * 16 / (hi - lo)  # (N, 64)
+    for x in (a.x_train, a.x_test):
+        assert np.abs(back(x) - np.rint(back(x))).max() < 1e-3
+    raw = load_digits().images.reshape(1797, 64)
+    got = np.rint(np.concatenate([back(a.x_train), back(a.x_test)]))
+    assert sorted(map(tuple, got)) == sorted(map(tuple, raw))
+
+
+# ----------------------------------------------------------------------------- errors
+
+def test_unknown_name():
+    with pytest.raises(DataError) as e:
+        load_dataset("mnist")
+    _assert_one_line_fix(e, "'mnist'", "cifar10", "svhn", "digits")
+
+
+@pytest.mark.parametrize("name", ["cifar10", "cifar100", "svhn"])
+def test_missing_folder(tmp_path, name):
+    with pytest.raises(DataError) as e:
+        load_dataset(name, tmp_path / "nope")
+    _assert_one_line_fix(e, "does not exist", str(tmp_path / "nope"), "--download")
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("cifar10", ["cifar-10-batches-py", "data_batch_1", "data_batch_5", "test_batch", "batches.meta",
+                 "cifar-10-python.tar.gz"]),
+    ("cifar100", ["cifar-100-python", "train", "test", "meta", "cifar-100-python.tar.gz"]),
+    ("svhn", ["train_32x32.mat", "test_32x32.mat", "http://ufldl.stanford.edu/housenumbers/train_32x32.mat"]),
+])
+def test_missing_files(tmp_path, name, expected):
+    with pytest.raises(DataError) as e:
+        load_dataset(name, tmp_path)
+    _assert_one_line_fix(e, "missing", str(tmp_path), "--download", *expected)
+
+
+def test_missing_file_is_reported_before_any_parsing(tmp_path, rng):
+    _write_cifar10(tmp_path, rng)
+    folder = tmp_path / "cifar-10-batches-py"
+    (folder / "data_batch_1").write_bytes(b"garbage")
+    (folder / "test_batch").unlink()
+    with pytest.raises(DataError) as e:
+        load_dataset("cifar10", tmp_path)
+    _assert_one_line_fix(e, "missing", "test_batch")
+    assert "data_batch_1" not in str(e.value).split("(expected")[0]
+
+
+@pytest.mark.parametrize("bad", ["data_batch_3", "test_batch", "batches.meta"])
+def test_truncated_cifar_pickle(tmp_path, rng, bad):
+    _write_cifar10(tmp_path, rng)
+    path = tmp_path / "cifar-10-batches-py" / bad
+    path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
+    with pytest.raises(DataError) as e:
+        load_dataset("cifar10", tmp_path)
+    _assert_one_line_fix(e, str(path), "corrupt", "--download")
+    assert e.value.__cause__ is not None
+
+
+def test_cifar_labels_out_of_range(tmp_path, rng):
+    _write_cifar10(tmp_path, rng, labels_max=100)  # CIFAR-100 labels in the CIFAR-10 folder
+    with pytest.raises(DataError) as e:
+        load_dataset("cifar10", tmp_path)
+    _assert_one_line_fix(e, "outside 0..9", "replace")
+
+
+@pytest.mark.parametrize("which,content", [("train", b"garbage" * 20), ("test", None)])
+def test_corrupt_svhn_mat(tmp_path, rng, which, content):
+    _write_svhn(tmp_path, rng)
+    path = tmp_path / f"{which}_32x32.mat"
+    path.write_bytes(content if content is not None else path.read_bytes()[:3000])  # garbage / truncated
+    with pytest.raises(DataError) as e:
+        load_dataset("svhn", tmp_path)
+    _assert_one_line_fix(e, str(path), "corrupt", "--download")
+    assert e.value.__cause__ is not None
+
+
+def test_download_goes_through_torchvision(tmp_path, rng, monkeypatch):
+    root = tmp_path / "new"  # does not exist yet: download creates it
+    calls = []
+
+    def fake_download_and_extract(url, download_root, filename=None, md5=None, **kw):
+        calls.append((url, md5))
+        _write_cifar10(root, np.random.default_rng(0))
+    monkeypatch.setattr(torchvision.datasets.cifar, "download_and_extract_archive", fake_download_and_extract)
+    ds = load_dataset("cifar10", root, download=True)
+    assert calls == [(torchvision.datasets.CIFAR10.url, torchvision.datasets.CIFAR10.tgz_md5)]
+    assert ds.x_train.shape == (10, 3, 32, 32)
+    load_dataset("cifar10", root, download=True)  # files present: no second download
+    assert len(calls) == 1
+
+
+def test_svhn_download_checks_the_real_md5(tmp_path, rng, monkeypatch):
+    calls = []
+
+    def fake_download_url(url, root, filename=None, md5=None, **kw):
+        calls.append((filename, md5))
+        split = filename.split("_")[0]
+        scipy.io.savemat(tmp_path / filename, {"X": np.zeros((32, 32, 3, 2), np.uint8),
+                                               "y": np.array([[1], [10]], np.uint8)})
+    monkeypatch.setattr(torchvision.datasets.svhn, "download_url", fake_download_url)
+    ds = load_dataset("svhn", tmp_path, download=True)
+    real = torchvision.datasets.SVHN.split_list
+    assert calls == [(real[s][1], real[s][2]) for s in ("train", "test")]
+    assert ds.y_train.tolist() == [1, 0]
+
+
+def test_failed_download(tmp_path, monkeypatch):
+    def offline(*a, **kw):
+        raise urllib.error.URLError("no network")
+    monkeypatch.setattr(torchvision.datasets.cifar, "download_and_extract_archive", offline)
+    with pytest.raises(DataError) as e:
+        load_dataset("cifar100", tmp_path, download=True)
+    _assert_one_line_fix(e, "failed", "no network", "cifar-100-python.tar.gz", str(tmp_path))
+
+
+# ----------------------------------------------------------------------------- labeled split
+
+def test_labeled_split_balanced_disjoint_reproducible():
+    y = torch.tensor(np.random.default_rng(3).integers(0, 10, 500))
+    lab, unl = labeled_split(y, 40, 10, seed=7)
+    assert lab.dtype == torch.int64 and unl.dtype == torch.int64
+    assert torch.bincount(y[lab], minlength=10).tolist() == [4] * 10
+    assert len(set(lab.tolist()) & set(unl.tolist())) == 0
+    assert sorted(lab.tolist() + unl.tolist()) == list(range(500))
+    lab2, unl2 = labeled_split(y, 40, 10, seed=7)
+    assert torch.equal(lab, lab2) and torch.equal(unl, unl2)
+    assert not torch.equal(lab, labeled_split(y, 40, 10, seed=8)[0])
+
+
+def test_labeled_split_is_uniform_within_a_class():
+    y = torch.arange(60) % 3  # 20 images per class, 5 labels per class
+    counts = torch.zeros(60)
+    seeds = 400
+    for s in range(seeds):
+        counts[labeled_split(y, 15, 3, seed=s)[0]] += 1
+    p = 5 / 20  # every image equally likely: binomial(400, 1/4), sd ~ 8.7
+    assert (counts - seeds * p).abs().max() < 5 * (seeds * p * (1 - p)) ** 0.5
+
+
+def test_labeled_split_errors():
+    y = torch.tensor([0] * 10 + [1] * 2)
+    with pytest.raises(DataError) as e:
+        labeled_split(y, 6, 2, seed=0)
+    _assert_one_line_fix(e, "class 1 has 2", "lower num_labels")
+    with pytest.raises(DataError) as e:
+        labeled_split(y, 3, 2, seed=0)
+    _assert_one_line_fix(e, "multiple of 2")
+
+
+# ----------------------------------------------------------------------------- augment
+
+def _shift(img, dy, dx):
+    """Reference translation with zero fill, one image (C, H, W), pixel by pixel."""
+    out = torch.zeros_like(img)
+    H, W = img.shape[1:]
+    for i in range(H):
+        for j in range(W):
+            if 0 <= i - dy < H and 0 <= j - dx < W:
+                out[:, i, j] = img[:, i - dy, j - dx]
+    return out
+
+
+def test_augment_translation_moves_a_pixel_by_at_most_translate():
+    B, t = 2000, 2
+    x = torch.zeros(B, 1, 9, 9)
+    x[:, 0, 4, 4] = 1.0
+    out = augment(x, t, False, torch.Generator().manual_seed(0))
+    assert out.shape == x.shape
+    assert torch.equal(out.sum(dim=(1, 2, 3)), torch.ones(B))  # the pixel stays inside, nothing else appears
+    pos = out[:, 0].flatten(1).argmax(1)
+    dy, dx = pos // 9 - 4, pos % 9 - 4
+    assert dy.abs().max() <= t and dx.abs().max() <= t
+    assert len(set(zip(dy.tolist(), dx.tolist()))) == (2 * t + 1) ** 2  # every shift occurs
+
+
+def test_augment_matches_reference_shift_and_flip():
+    B, t = 64, 3
+    g = torch.Generator().manual_seed(1)
+    content = torch.randn(B, 2, 9, 9, generator=g)
+    marker = torch.zeros(B, 1, 9, 9)
+    marker[:, 0, 4, 4] = 1.0  # centre pixel: flip-invariant, so it reads off (dy, dx)
+    out = augment(torch.cat([marker, content], 1), t, True, torch.Generator().manual_seed(2))
+    pos = out[:, 0].flatten(1).argmax(1)
+    flips = 0
+    for b in range(B):
+        dy, dx = int(pos[b] // 9 - 4), int(pos[b] % 9 - 4)
+        plain, mirrored = _shift(content[b], dy, dx), _shift(content[b].flip(2), dy, dx)
+        assert torch.equal(out[b, 1:], plain) or torch.equal(out[b, 1:], mirrored)
+        flips += torch.equal(out[b, 1:], mirrored)
+    assert 10 < flips < 54  # p = 0.5 over 64 samples
+
+
+def test_augment_flip_only_and_identity():
+    x = torch.randn(1000, 3, 4, 5)
+    out = augment(x, 0, True, torch.Generator().manual_seed(0))
+    same = (out == x).flatten(1).all(1)
+    mirrored = (out == x.flip(3)).flatten(1).all(1)
+    assert torch.all(same | mirrored)
+    assert 0.43 < mirrored.float().mean().item() < 0.57
+    assert augment(x, 0, False, torch.Generator()) is x
+
+
+def test_augment_reproducible_per_generator_seed():
+    x = torch.randn(50, 3, 8, 8)
+    a = augment(x, 2, True, torch.Generator().manual_seed(5))
+    b = augment(x, 2, True, torch.Generator().manual_seed(5))
+    c = augment(x, 2, True, torch.Generator().manual_seed(6))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    with pytest.raises(ValueError):
+        augment(x, -1, False, torch.Generator())
+
+
+# ----------------------------------------------------------------------------- Batcher
+
+def test_batcher_epochs_cover_each_index_once():
+    lab, unl = torch.tensor([3, 8, 11, 20]), torch.arange(100, 110)
+    bat = Batcher(lab, unl, batch_labeled=10, batch_unlabeled=3, generator=torch.Generator().manual_seed(0))
+    ls, us = [], []
+    for _ in range(10):
+        idx_l, idx_u = bat.next()
+        assert idx_l.shape == (10,) and idx_u.shape == (3,) and idx_l.dtype == torch.int64
+        ls.append(idx_l)
+        us.append(idx_u)
+    u = torch.cat(us)  # 30 draws = 3 epochs of 10
+    epochs = [sorted(u[i:i + 10].tolist()) for i in (0, 10, 20)]
+    assert all(e == list(range(100, 110)) for e in epochs)
+    assert not torch.equal(u[:10], u[10:20])  # a fresh permutation per epoch
+    l = torch.cat(ls)  # 100 draws = 25 epochs of the 4 labeled indices
+    assert all(sorted(l[i:i + 4].tolist()) == [3, 8, 11, 20] for i in range(0, 100, 4))
+
+
+def test_batcher_state_dict_restores_the_continuation():
+    lab, unl = torch.arange(7), torch.arange(7, 50)
+    a = Batcher(lab, unl, 5, 9, torch.Generator().manual_seed(0))
+    for _ in range(6):
+        a.next()
+    buf = io.BytesIO()
+    torch.save(a.state_dict(), buf)  # as the trainer checkpoints it
+    expected = [a.next() for _ in range(12)]
+    b = Batcher(lab, unl, 5, 9, torch.Generator().manual_seed(123))
+    b.load_state_dict(torch.load(io.BytesIO(buf.getvalue())))
+    for (el, eu), (gl, gu) in zip(expected, [b.next() for _ in range(12)]):
+        assert torch.equal(el, gl) and torch.equal(eu, gu)
+    with pytest.raises(ValueError):
+        Batcher(lab, unl[:-1], 5, 9, torch.Generator()).load_state_dict(a.state_dict())
+
+
+def test_batcher_without_unlabeled_batch():
+    bat = Batcher(torch.arange(5), torch.arange(5, 9), 3, 0, torch.Generator().manual_seed(0))
+    idx_l, idx_u = bat.next()
+    assert idx_l.shape == (3,) and idx_u.shape == (0,) and idx_u.dtype == torch.int64
+    with pytest.raises(ValueError):
+        Batcher(torch.arange(5), torch.arange(0), 3, 2, torch.Generator())
+
+
+# ----------------------------------------------------------------------------- CUDA (where present)
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_paths(tmp_path, rng):
+    x_tr, y_tr, x_te, y_te = _write_cifar10(tmp_path, rng)
+    cpu, gpu = load_dataset("cifar10", tmp_path), load_dataset("cifar10", tmp_path, device="cuda")
+    assert gpu.x_train.is_cuda and gpu.y_test.is_cuda
+    scale = gpu.x_test.abs().max().item()
+    torch.testing.assert_close(gpu.x_test.cpu(), cpu.x_test, atol=1e-4 * scale, rtol=0)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.zeros(500, 1, 9, 9, device="cuda")
+    x[:, 0, 4, 4] = 1
+    out = augment(x, 2, True, g)
+    pos = out[:, 0].flatten(1).argmax(1)
+    assert out.is_cuda and (pos // 9 - 4).abs().max() <= 2 and (pos % 9 - 4).abs().max() <= 2
+    bat = Batcher(torch.arange(4), torch.arange(4, 14), 3, 5, torch.Generator(device="cuda").manual_seed(0))
+    idx_l, idx_u = bat.next()
+    assert idx_l.is_cuda and gpu.x_train[idx_u].shape == (5, 3, 32, 32)

@@ -1,0 +1,229 @@
+"""Tests for trainables/models.py: ConvNet-13 against the paper's appendix table, ConvNetSmall,
+Gaussian input noise, He init, build_model.
+
+    pytest tests/test_models.py -q
+"""
+import math
+import time
+
+import pytest
+import torch
+import torch.nn as nn
+
+from trainables.config import TrainConfig
+from trainables.models import ConvNet13, ConvNetSmall, GaussianNoise, build_model
+from trainables.variational import VDConv2d, VDLinear
+
+# The appendix table: (filters, kernel, padding) of the 9 convolutions; "same" 3x3 = padding 1.
+TABLE = [(128, 3, 1)] * 3 + [(256, 3, 1)] * 3 + [(512, 3, 0), (256, 1, 0), (128, 1, 0)]
+
+
+def _convs(model):
+    return [m for m in model.modules() if isinstance(m, (nn.Conv2d, VDConv2d))]
+
+
+def _of(model, *types):
+    return [m for m in model.modules() if isinstance(m, types)]
+
+
+# ---------------------------------------------------------------- ConvNet-13
+@pytest.mark.parametrize("variational", [False, True])
+def test_convnet13_matches_the_table(variational):
+    torch.manual_seed(0)
+    w = 0.125
+    model = ConvNet13(num_classes=10, variational=variational, width=w)
+    convs = _convs(model)
+    assert len(convs) == 9
+    assert [(c.out_channels, c.kernel_size if isinstance(c, VDConv2d) else c.kernel_size[0],
+             c.padding if isinstance(c, VDConv2d) else c.padding[0]) for c in convs] == \
+        [(round(f * w), k, p) for f, k, p in TABLE]
+    assert convs[0].in_channels == 3
+    pools = _of(model, nn.MaxPool2d)
+    assert len(pools) == 2 and all(p.kernel_size == 2 for p in pools)
+    drops = _of(model, nn.Dropout)
+    if variational:
+        assert drops == []                              # removed, not p = 0
+        assert _of(model, nn.Conv2d, nn.Linear) == []   # every conv/linear is a VD layer
+        assert len(_of(model, VDConv2d)) == 9 and len(_of(model, VDLinear)) == 1
+    else:
+        assert len(drops) == 2 and all(d.p == 0.5 for d in drops)
+        assert _of(model, VDConv2d, VDLinear) == []
+    fc = _of(model, nn.Linear, VDLinear)
+    assert len(fc) == 1 and (fc[0].in_features, fc[0].out_features) == (round(128 * w), 10)
+    noise = _of(model, GaussianNoise)
+    assert len(noise) == 1 and noise[0].sigma == 0.15
+    # BatchNorm (momentum 0.001 = TF 0.999, eps 1e-8) then LeakyReLU(0.1) right after every conv
+    seq = list(model.modules())
+    for c in convs:
+        i = seq.index(c)
+        bn, act = seq[i + 1], seq[i + 2]
+        assert isinstance(bn, nn.BatchNorm2d) and bn.num_features == c.out_channels
+        assert bn.momentum == 0.001 and bn.eps == 1e-8
+        assert isinstance(act, nn.LeakyReLU) and act.negative_slope == 0.1
+    assert len(_of(model, nn.BatchNorm2d)) == 9 and len(_of(model, nn.LeakyReLU)) == 9
+
+
+def test_convnet13_shapes_and_6x6_map_before_pooling():
+    torch.manual_seed(0)
+    model = ConvNet13(num_classes=100, width=0.125)
+    x = torch.randn(2, 3, 32, 32)
+    assert model(x).shape == (2, 100)
+    gap = [i for i, m in enumerate(model.layers) if isinstance(m, nn.AdaptiveAvgPool2d)]
+    assert len(gap) == 1
+    assert model.layers[:gap[0]](x).shape == (2, 16, 6, 6)   # 32 -> 16 -> 8 -> valid 3x3 -> 6
+
+
+def test_width_multiplier_scales_channels():
+    full = ConvNet13(width=1.0)
+    assert [c.out_channels for c in _convs(full)] == [f for f, _, _ in TABLE]
+    half = ConvNet13(width=0.5)
+    assert [c.out_channels for c in _convs(half)] == [f // 2 for f, _, _ in TABLE]
+    tiny = ConvNet13(width=1e-3)                        # round to 0 -> at least one channel
+    assert all(c.out_channels == 1 for c in _convs(tiny))
+    assert tiny(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+    small = ConvNetSmall(width=2.0)
+    assert [c.out_channels for c in _convs(small)] == [2 * c.out_channels for c in _convs(ConvNetSmall())]
+
+
+def test_bn_settings_and_dropout_rate_pass_through():
+    model = ConvNet13(width=0.125, bn_momentum=0.01, bn_eps=1e-5, dropout=0.3, input_noise=0.0)
+    assert all(b.momentum == 0.01 and b.eps == 1e-5 for b in _of(model, nn.BatchNorm2d))
+    assert all(d.p == 0.3 for d in _of(model, nn.Dropout))
+    assert _of(model, GaussianNoise)[0].sigma == 0.0
+
+
+# ---------------------------------------------------------------- init
+@pytest.mark.parametrize("variational", [False, True])
+def test_he_normal_init(variational):
+    torch.manual_seed(0)
+    model = ConvNet13(width=0.5, variational=variational)
+    gain = math.sqrt(2.0 / (1 + 0.1 ** 2))              # leaky_relu(0.1)
+    for m in _of(model, nn.Conv2d, nn.Linear, VDConv2d, VDLinear):
+        w = m.theta if variational else m.weight
+        fan_in = w[0].numel()
+        std = gain / math.sqrt(fan_in)
+        n = w.numel()
+        assert w.mean().abs().item() < 5 * std / math.sqrt(n)
+        assert abs(w.std().item() / std - 1) < 5 * math.sqrt(1 / (2 * n)) + 1e-3
+        if m.bias is not None:
+            assert (m.bias == 0).all()
+        if variational:
+            assert (m.log_sigma2 == -10).all()
+
+
+# ---------------------------------------------------------------- noise, train/eval
+def test_gaussian_noise_train_only():
+    torch.manual_seed(0)
+    layer = GaussianNoise(0.15)
+    x = torch.randn(200, 50)
+    d = layer(x) - x
+    n = d.numel()
+    assert abs(d.mean().item()) < 5 * 0.15 / math.sqrt(n)
+    assert abs(d.std().item() / 0.15 - 1) < 5 * math.sqrt(1 / (2 * n))
+    layer.eval()
+    assert torch.equal(layer(x), x)
+    assert torch.equal(GaussianNoise(0.0)(x), x)
+    with pytest.raises(ValueError, match="sigma"):
+        GaussianNoise(-1.0)
+
+
+@pytest.mark.parametrize("variational", [False, True])
+def test_input_noise_only_in_train_mode(variational):
+    torch.manual_seed(0)
+    x = torch.randn(4, 1, 8, 8)
+    noisy = ConvNetSmall(variational=variational, dropout=0.0, input_noise=0.15)
+    quiet = ConvNetSmall(variational=variational, dropout=0.0, input_noise=0.0)
+    quiet.load_state_dict(noisy.state_dict())
+    for m in (noisy, quiet):
+        for v in _of(m, VDConv2d, VDLinear):
+            v.sample = False                           # isolate the input noise from weight noise
+    noisy.eval(), quiet.eval()                          # eval: no noise, same as the quiet net
+    torch.testing.assert_close(noisy(x), noisy(x))
+    torch.testing.assert_close(noisy(x), quiet(x))
+    noisy.train(), quiet.train()
+    assert not torch.allclose(noisy(x), noisy(x))       # train mode: fresh noise per pass
+    torch.testing.assert_close(quiet(x), quiet(x))      # same net without input noise: deterministic
+
+
+def test_eval_mode_is_deterministic_with_all_noise_sources():
+    torch.manual_seed(0)
+    for model in (ConvNet13(width=0.125), ConvNet13(width=0.125, variational=True)):
+        x = torch.randn(2, 3, 32, 32)
+        assert not torch.allclose(model(x), model(x))
+        model.eval()
+        torch.testing.assert_close(model(x), model(x))
+
+
+# ---------------------------------------------------------------- ConvNetSmall
+@pytest.mark.parametrize("variational", [False, True])
+def test_convnet_small_shapes_and_family(variational):
+    torch.manual_seed(0)
+    model = ConvNetSmall(variational=variational)
+    assert model(torch.randn(5, 1, 8, 8)).shape == (5, 10)
+    assert ConvNetSmall(num_classes=3, in_channels=3)(torch.randn(2, 3, 8, 8)).shape == (2, 3)
+    assert len(_of(model, nn.MaxPool2d)) == 2
+    assert len(_of(model, nn.Dropout)) == (0 if variational else 2)
+    assert len(_of(model, nn.BatchNorm2d)) == len(_convs(model)) == len(_of(model, nn.LeakyReLU))
+    assert any(c.kernel_size in (1, (1, 1)) for c in _convs(model))
+    assert len(_of(model, nn.AdaptiveAvgPool2d)) == 1 and len(_of(model, GaussianNoise)) == 1
+    if variational:
+        assert _of(model, nn.Conv2d, nn.Linear) == []
+
+
+def test_convnet_small_is_fast_on_cpu():
+    torch.manual_seed(0)
+    model = ConvNetSmall()
+    x = torch.randn(100, 1, 8, 8)
+    times = []
+    for _ in range(8):
+        t = time.perf_counter()
+        model(x).sum().backward()
+        times.append(time.perf_counter() - t)
+    assert sorted(times)[len(times) // 2] < 0.1         # ~10 ms on 2 cores; loose for shared CPUs
+
+
+@pytest.mark.parametrize("variational", [False, True])
+def test_every_parameter_gets_a_gradient(variational):
+    torch.manual_seed(0)
+    model = ConvNetSmall(variational=variational)
+    model(torch.randn(8, 1, 8, 8)).logsumexp(1).sum().backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+
+
+def test_bf16_autocast_and_channels_last():
+    torch.manual_seed(0)
+    model = ConvNetSmall(variational=True).to(memory_format=torch.channels_last)
+    x = torch.randn(4, 1, 8, 8).to(memory_format=torch.channels_last)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = model(x)
+    assert y.shape == (4, 10) and torch.isfinite(y.float()).all()
+
+
+def test_bad_input_and_arguments_raise_clear_errors():
+    with pytest.raises(ValueError, match="in_channels"):
+        ConvNetSmall()(torch.randn(2, 3, 8, 8))
+    with pytest.raises(ValueError, match="expects input"):
+        ConvNet13(width=0.125)(torch.randn(3, 32, 32))
+    with pytest.raises(ValueError, match="width"):
+        ConvNet13(width=0)
+    with pytest.raises(ValueError, match="dropout"):
+        ConvNetSmall(dropout=1.0)
+
+
+# ---------------------------------------------------------------- build_model
+def test_build_model_follows_the_config():
+    m = build_model(TrainConfig(arch="convnet_small", dataset="digits", vd=False, dropout=0.2))
+    assert type(m) is ConvNetSmall and _convs(m)[0].in_channels == 1
+    assert all(d.p == 0.2 for d in _of(m, nn.Dropout)) and len(_of(m, nn.Dropout)) == 2
+    cfg = TrainConfig(arch="convnet13", dataset="cifar100", vd=True, width=0.125, bn_momentum=0.01,
+                      bn_eps=1e-5, input_noise=0.1)
+    m = build_model(cfg)
+    assert type(m) is ConvNet13 and _convs(m)[0].in_channels == 3
+    assert _convs(m)[0].out_channels == 16 and _of(m, nn.Dropout) == []
+    assert _of(m, VDLinear)[0].out_features == 100
+    assert all(b.momentum == 0.01 and b.eps == 1e-5 for b in _of(m, nn.BatchNorm2d))
+    assert _of(m, GaussianNoise)[0].sigma == 0.1
+    assert m(torch.randn(2, 3, 32, 32)).shape == (2, 100)
+    m = build_model(TrainConfig(arch="convnet_small", dataset="svhn", num_labels=1000))
+    assert _convs(m)[0].in_channels == 3

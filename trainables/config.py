@@ -1,0 +1,173 @@
+"""TrainConfig: the one frozen, validated description of a training run.
+
+Ray Tune hands the trainable a flat dict; `TrainConfig.from_dict` turns it into this
+object and rejects unknown keys and out-of-range values before any work is done.
+
+    python -c "from trainables.config import TrainConfig; print(TrainConfig())"
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, fields
+from typing import Any
+
+METHODS = ("supervised", "pi", "mt", "ict", "mut", "fixmatch")
+DATASETS = ("digits", "cifar10", "cifar100", "svhn")
+MUR_METHODS = ("none", "direct", "pga", "ga", "random", "vat")  # random = RR, vat = VAT point
+ARCHS = ("convnet13", "convnet_small")
+NUM_CLASSES = {"digits": 10, "cifar10": 10, "cifar100": 100, "svhn": 10}
+TRAIN_SIZE = {"digits": 1347, "cifar10": 50000, "cifar100": 50000, "svhn": 73257}
+
+
+class ConfigError(ValueError):
+    """A config value is unknown or out of range; the message names the fix."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    # --- what is trained -------------------------------------------------------
+    method: str = "mt"              # supervised | pi | mt | ict | mut | fixmatch
+    vd: bool = False                # variational dropout (the paper's VBI) on every conv/linear
+    mur: str = "none"               # virtual point: none | direct | pga | ga | random (RR) | vat
+    # --- data ------------------------------------------------------------------
+    dataset: str = "digits"         # digits (embedded) | cifar10 | cifar100 | svhn
+    data_dir: str = "./data"        # folder holding the torchvision data sets
+    download: bool = False          # let torchvision download into data_dir (needs network)
+    num_labels: int = 100           # labeled training images, balanced over classes
+    seed: int = 0                   # labeled subset, init, batches, noise: everything
+    # --- schedule (in optimizer steps) ------------------------------------------
+    steps: int = 600                # total training steps
+    batch_labeled: int = 25         # labeled images per batch
+    batch_unlabeled: int = 75       # unlabeled images per batch
+    lr: float = 0.1                 # peak learning rate (Nesterov SGD)
+    momentum: float = 0.9           # SGD momentum
+    weight_decay: float = 1e-4      # L2 term on weights (theta only under VD); not on BN/bias
+    lr_rampup: int = 100            # steps of exp(-5(1-t)^2) ramp-up of the LR
+    lr_rampdown: int = 150          # last steps of exp(-12.5 p^2) ramp-down (authors' code)
+    rampup: int = 100               # ramp-up length of every loss coefficient
+    # --- loss coefficients (maxima of lambda_i(t)) ------------------------------
+    cons_coef: float = 10.0         # lambda1: consistency (squared error summed over classes)
+    kl_coef: float = 0.05           # lambda2: KL(q||p) per weight, only with vd
+    mur_coef: float = 4.0           # lambda3: MUR / RR / VAT consistency
+    entmin_coef: float = 0.0        # entropy minimisation on unlabeled data (authors' MT+VD: 0.1)
+    # --- teacher ---------------------------------------------------------------
+    ema_decay: float = 0.99         # EMA momentum of the mean teacher
+    ema_decay_late: float = -1.0    # stepped momentum after ema_switch_step; < 0: constant
+    ema_switch_step: int = 0        # step at which ema_decay_late takes over
+    # --- MUR -------------------------------------------------------------------
+    mur_radius: float = 1.0         # r: L2 distance per sample (paper: 10 in ZCA CIFAR units)
+    mur_step_size: float = 1.0      # alpha of pga / ga
+    mur_steps: int = 1              # iterations of pga / ga / vat power iteration
+    vat_xi: float = 1e-6            # VAT finite-difference scale
+    # --- ICT / FixMatch ----------------------------------------------------------
+    ict_alpha: float = 1.0          # Beta(a, a) mixing weight per sample
+    fm_threshold: float = 0.95      # FixMatch confidence threshold tau
+    # --- network and augmentation ------------------------------------------------
+    arch: str = "convnet_small"     # convnet13 (paper) | convnet_small (8x8 inputs)
+    width: float = 1.0              # channel multiplier (1.0 = 128/256/512)
+    dropout: float = 0.5            # dropout after each pooling (removed under vd)
+    input_noise: float = 0.15       # Gaussian input noise sigma inside the network
+    translate: int = 1              # random translation, pixels (paper: 4 CIFAR, 2 SVHN)
+    flip: bool = False              # random horizontal flip (CIFAR yes, SVHN and digits no)
+    bn_momentum: float = 0.001      # PyTorch convention (TF 0.999)
+    bn_eps: float = 1e-8
+    # --- evaluation and runtime -------------------------------------------------
+    eval_every: int = 100           # steps between test evaluations (and reports)
+    eval_batch: int = 1000          # test images per forward pass
+    sensitivity_samples: int = 200  # test images used for the Jacobian sensitivity
+    device: str = "auto"            # auto | cpu | cuda
+    bf16: bool = False              # bf16 autocast on CUDA
+    channels_last: bool = False     # channels_last memory format on CUDA
+
+    # ------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ConfigError(f"unknown config key(s) {unknown}; valid keys: {sorted(names)}")
+        typed = {}
+        for f in fields(cls):
+            if f.name in d:
+                typed[f.name] = _coerce(f, d[f.name])
+        return cls(**typed)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def replace(self, **kw) -> "TrainConfig":
+        return dataclasses.replace(self, **kw)
+
+    @property
+    def num_classes(self) -> int:
+        return NUM_CLASSES[self.dataset]
+
+    @property
+    def uses_teacher(self) -> bool:
+        return self.method in ("mt", "ict")
+
+    def __post_init__(self):
+        def need(ok: bool, msg: str):
+            if not ok:
+                raise ConfigError(msg)
+
+        need(self.method in METHODS, f"unknown method {self.method!r}; choose one of {list(METHODS)}")
+        need(self.dataset in DATASETS, f"unknown dataset {self.dataset!r}; choose one of {list(DATASETS)}")
+        need(self.mur in MUR_METHODS, f"unknown mur {self.mur!r}; choose one of {list(MUR_METHODS)}")
+        need(self.arch in ARCHS, f"unknown arch {self.arch!r}; choose one of {list(ARCHS)}")
+        need(self.device in ("auto", "cpu", "cuda"), f"device must be auto, cpu or cuda, got {self.device!r}")
+        need(self.method != "mut" or self.mur != "none",
+             "method 'mut' is Pi + MUR without the Pi term: set mur to direct, pga, ga, random or vat")
+        k = self.num_classes
+        need(self.num_labels >= k, f"num_labels={self.num_labels} is below the {k} classes of {self.dataset}; "
+             f"use at least one label per class")
+        need(self.num_labels % k == 0, f"num_labels={self.num_labels} is not divisible by the {k} classes of "
+             f"{self.dataset}; a balanced labeled subset needs a multiple of {k}")
+        n_train = TRAIN_SIZE[self.dataset]
+        need(self.num_labels <= n_train, f"num_labels={self.num_labels} exceeds the {n_train} training "
+             f"images of {self.dataset}; use at most {n_train}")
+        for name in ("steps", "batch_labeled", "eval_every", "eval_batch", "mur_steps"):
+            need(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
+        need(self.batch_unlabeled >= 0, f"batch_unlabeled must be >= 0, got {self.batch_unlabeled}")
+        need(self.method == "supervised" or self.batch_unlabeled >= 1,
+             f"method {self.method!r} needs unlabeled data: set batch_unlabeled >= 1")
+        for name in ("lr", "mur_radius", "mur_step_size", "ict_alpha", "vat_xi"):
+            need(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
+        for name in ("weight_decay", "cons_coef", "kl_coef", "mur_coef", "entmin_coef",
+                     "input_noise", "lr_rampup", "lr_rampdown", "rampup", "translate",
+                     "sensitivity_samples", "ema_switch_step", "seed"):
+            need(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
+        need(self.lr_rampdown <= self.steps, f"lr_rampdown={self.lr_rampdown} is longer than steps={self.steps}")
+        for name in ("momentum", "ema_decay", "bn_momentum", "fm_threshold"):
+            need(0 <= getattr(self, name) <= 1, f"{name} must lie in [0, 1], got {getattr(self, name)}")
+        need(0 <= self.dropout < 1, f"dropout must lie in [0, 1), got {self.dropout}")
+        need(self.ema_decay_late < 0 or self.ema_decay_late <= 1,
+             f"ema_decay_late must be <= 1 (or negative for a constant momentum), got {self.ema_decay_late}")
+        need(self.width > 0, f"width must be > 0, got {self.width}")
+        need(self.bn_eps > 0, f"bn_eps must be > 0, got {self.bn_eps}")
+        need(self.arch != "convnet13" or self.dataset != "digits",
+             "arch convnet13 needs 32x32 inputs; use arch convnet_small for digits")
+
+
+def _coerce(f: dataclasses.Field, v: Any) -> Any:
+    """Accept what Tune/JSON/CLI give (numpy scalars, ints for floats); reject the rest."""
+    t = f.type if isinstance(f.type, str) else f.type.__name__
+    if hasattr(v, "item") and not isinstance(v, (str, bytes)):
+        v = v.item()  # numpy scalar
+    if t == "bool":
+        if isinstance(v, bool):
+            return v
+        raise ConfigError(f"{f.name} must be true or false, got {v!r}")
+    if t == "int":
+        if isinstance(v, bool) or not (isinstance(v, int) or (isinstance(v, float) and v.is_integer())):
+            raise ConfigError(f"{f.name} must be an integer, got {v!r}")
+        return int(v)
+    if t == "float":
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ConfigError(f"{f.name} must be a number, got {v!r}")
+        return float(v)
+    if t == "str":
+        if not isinstance(v, str):
+            raise ConfigError(f"{f.name} must be a string, got {v!r}")
+        return v
+    return v

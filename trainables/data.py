@@ -1,0 +1,374 @@
+"""Data: the four data sets, the labeled subset, batch augmentation and the batch index streams.
+
+The whole data set lives on the training device (airbench style): `load_dataset` returns
+float32 tensors on `device`, a `Batcher` yields index tensors into them, and `augment`
+translates and flips a batch with tensor ops. Nothing here loops over images in Python.
+
+    digits    scikit-learn's bundled 8x8 digits (offline), fixed split 1347/450, standardised
+    cifar10   torchvision CIFAR10 from data_dir/cifar-10-batches-py, [0,1] then ZCA (train fit)
+    cifar100  torchvision CIFAR100 from data_dir/cifar-100-python, [0,1] then ZCA (train fit)
+    svhn      torchvision SVHN from data_dir/{train,test}_32x32.mat, per-image standardisation
+
+    pytest tests/test_data.py -q
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import torchvision
+
+NAMES = ("digits", "cifar10", "cifar100", "svhn")
+# ZCA regulariser, added to the eigenvalues of the covariance of [0,1]-scaled pixels. The
+# paper's ZCA (Laine & Aila, Mean Teacher) uses about 1e-5: CIFAR-10's 3072 eigenvalues
+# run from ~50 down to ~1e-6, so it damps only the noisiest few hundred directions (which
+# would otherwise be amplified ~1000x) and leaves the image structure white.
+ZCA_EPS = 1e-5
+DIGITS_TEST_SIZE = 450  # fixed stratified split of the 1797 digits: 1347 train / 450 test
+
+
+class DataError(ValueError):
+    """Data set missing, corrupt or unusable; the one-line message names the fix."""
+
+
+@dataclass
+class Dataset:
+    name: str
+    x_train: torch.Tensor  # (N, C, H, W) float32, preprocessed
+    y_train: torch.Tensor  # (N,) int64 in [0, num_classes)
+    x_test: torch.Tensor   # (M, C, H, W) float32, preprocessed with the training statistics
+    y_test: torch.Tensor   # (M,) int64
+    num_classes: int
+
+    def to(self, device) -> "Dataset":
+        """A copy whose four tensors live on `device`."""
+        return dataclasses.replace(self, x_train=self.x_train.to(device), y_train=self.y_train.to(device),
+                                   x_test=self.x_test.to(device), y_test=self.y_test.to(device))
+
+
+# ----------------------------------------------------------------------------- loading
+
+def load_dataset(name: str, data_dir="./data", download: bool = False, device="cpu") -> Dataset:
+    """Load, preprocess and place on `device` one of NAMES; DataError (with the fix) if it cannot."""
+    if name not in NAMES:
+        raise DataError(f"unknown data set {name!r}; choose one of {list(NAMES)}")
+    device = torch.device(device)
+    if name == "digits":
+        return _load_digits().to(device)
+    root = Path(data_dir).expanduser()
+    if not download and not root.is_dir():
+        raise DataError(f"data folder {root} does not exist; create it and put the {name} files in it, "
+                        f"or pass --download (download=True) to fetch them there")
+    if name == "svhn":
+        (x_tr, y_tr), (x_te, y_te) = _read_svhn(root, download)
+        x_tr, x_te = x_tr.to(device), x_te.to(device)
+        x_tr, x_te = per_image_standardize(x_tr), per_image_standardize(x_te)
+        num_classes = 10
+    else:
+        (x_tr, y_tr), (x_te, y_te) = _read_cifar(name, root, download)
+        x_tr = x_tr.to(device).float().div_(255)  # (N, 3, 32, 32) in [0, 1]
+        x_te = x_te.to(device).float().div_(255)
+        mean, W = fit_zca(x_tr.flatten(1))  # fitted on the training images only
+        x_tr, x_te = apply_zca(x_tr, mean, W), apply_zca(x_te, mean, W)
+        num_classes = 10 if name == "cifar10" else 100
+    for split, y in (("training", y_tr), ("test", y_te)):
+        if y.numel() and (y.min() < 0 or y.max() >= num_classes):
+            raise DataError(f"{name} {split} labels lie outside 0..{num_classes - 1} in {root}; "
+                            f"the files belong to another data set: replace them (or use --download)")
+    return Dataset(name, x_tr, y_tr.to(device), x_te, y_te.to(device), num_classes)
+
+
+def _load_digits() -> Dataset:
+    """scikit-learn's 1797 8x8 digits (values 0..16), fixed stratified split, train-standardised."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    digits = load_digits()
+    x = digits.images.astype(np.float64)  # (1797, 8, 8)
+    y = digits.target.astype(np.int64)
+    x_tr, x_te, y_tr, y_te = train_test_split(x, y, test_size=DIGITS_TEST_SIZE, stratify=y, random_state=0)
+    mean, std = x_tr.mean(), x_tr.std()  # global statistics of the training images
+    prep = lambda a: torch.from_numpy(((a - mean) / std).astype(np.float32)).unsqueeze(1)  # (N, 1, 8, 8)
+    return Dataset("digits", prep(x_tr), torch.from_numpy(y_tr), prep(x_te), torch.from_numpy(y_te), 10)
+
+
+# torchvision checks each file's MD5 against the real release, which tiny test files (and
+# re-pickled copies) fail. These subclasses only require the files to exist; load_dataset
+# reports a file that does not parse. download=True still runs torchvision's download,
+# which checks the MD5 of what it fetches (the CIFAR archive, the SVHN .mat files).
+class _CIFAR10(torchvision.datasets.CIFAR10):
+    train_list = [[f, None] for f, _ in torchvision.datasets.CIFAR10.train_list]
+    test_list = [[f, None] for f, _ in torchvision.datasets.CIFAR10.test_list]
+    meta = {**torchvision.datasets.CIFAR10.meta, "md5": None}
+
+
+class _CIFAR100(torchvision.datasets.CIFAR100):
+    train_list = [[f, None] for f, _ in torchvision.datasets.CIFAR100.train_list]
+    test_list = [[f, None] for f, _ in torchvision.datasets.CIFAR100.test_list]
+    meta = {**torchvision.datasets.CIFAR100.meta, "md5": None}
+
+
+class _SVHN(torchvision.datasets.SVHN):
+    def _check_integrity(self) -> bool:
+        return os.path.isfile(os.path.join(self.root, self.filename))
+
+    def download(self) -> None:
+        if not self._check_integrity():
+            super().download()  # torchvision's download_url with the real MD5
+
+
+def _read_cifar(name, root: Path, download: bool):
+    """Raw CIFAR through torchvision: ((x uint8 (N,3,32,32), y int64 (N,)), same for test)."""
+    cls = _CIFAR10 if name == "cifar10" else _CIFAR100
+    folder = root / cls.base_folder
+    train_files = [f for f, _ in cls.train_list]
+    test_files = [f for f, _ in cls.test_list]
+    meta_file = cls.meta["filename"]
+    fix = f"pass --download (download=True) to fetch them, or download {cls.url} and extract it into {root}"
+    if download:
+        _download(name, root, lambda: cls(str(root), train=True, download=True), cls.url)
+    _require_files(name, folder, train_files + test_files + [meta_file], fix)
+    splits = []
+    for train, files in ((True, train_files), (False, test_files)):
+        try:
+            ds = cls(str(root), train=train)
+        except Exception as e:  # parsers raise many types; name the file, keep the cause
+            bad, err = _find_bad_cifar_file(folder, files, meta_file, cls.meta["key"]) or (folder, e)
+            raise DataError(f"cannot read {name} file {bad} ({_one_line(err)}); it is corrupt or truncated: "
+                            f"delete it and {fix}") from e
+        x = torch.from_numpy(np.ascontiguousarray(ds.data)).permute(0, 3, 1, 2)  # (N,32,32,3) -> (N,3,32,32)
+        splits.append((x.contiguous(), torch.as_tensor(ds.targets, dtype=torch.int64)))
+    return splits
+
+
+def _find_bad_cifar_file(folder: Path, data_files, meta_file, meta_key):
+    """The first CIFAR pickle that does not unpickle into the expected dict, with its error."""
+    for f in data_files + [meta_file]:
+        try:
+            with open(folder / f, "rb") as fh:
+                entry = pickle.load(fh, encoding="latin1")
+            if f == meta_file:
+                if meta_key not in entry:
+                    raise KeyError(f"no {meta_key!r} in the meta file")
+                continue
+            data = np.asarray(entry["data"])
+            labels = entry["labels"] if "labels" in entry else entry["fine_labels"]
+            if data.ndim != 2 or data.shape[1] != 3072 or len(labels) != len(data):
+                raise ValueError(f"data {data.shape} with {len(labels)} labels, expected (n, 3072) with n labels")
+        except Exception as e:
+            return folder / f, e
+    return None
+
+
+def _read_svhn(root: Path, download: bool):
+    """Raw SVHN through torchvision (label 10 -> 0): ((x uint8 (N,3,32,32), y int64 (N,)), test)."""
+    files = [_SVHN.split_list[s][1] for s in ("train", "test")]
+    fix = ("pass --download (download=True) to fetch them, or download "
+           + " and ".join(_SVHN.split_list[s][0] for s in ("train", "test")) + f" into {root}")
+    if download:
+        for split in ("train", "test"):
+            _download("svhn", root, lambda: _SVHN(str(root), split=split, download=True), _SVHN.split_list[split][0])
+    _require_files("svhn", root, files, fix)
+    splits = []
+    for split, f in zip(("train", "test"), files):
+        try:
+            ds = _SVHN(str(root), split=split)  # data (N, 3, 32, 32) uint8, labels (N,)
+            if ds.data.ndim != 4 or ds.data.shape[1:] != (3, 32, 32) or ds.labels.shape != (len(ds.data),):
+                raise ValueError(f"X {ds.data.shape} and y {ds.labels.shape}, expected (32, 32, 3, N) and (N, 1)")
+        except Exception as e:  # scipy raises IndexError, OSError, MatReadError, ... on bad bytes
+            raise DataError(f"cannot read svhn file {root / f} ({_one_line(e)}); it is corrupt or truncated: "
+                            f"delete it and {fix}") from e
+        splits.append((torch.from_numpy(np.ascontiguousarray(ds.data)), torch.from_numpy(ds.labels)))
+    return splits
+
+
+def _require_files(name, folder: Path, files, fix):
+    missing = [f for f in files if not (folder / f).is_file()]
+    if missing:
+        raise DataError(f"{name} files missing in {folder}: {', '.join(missing)} "
+                        f"(expected {', '.join(files)}); {fix}")
+
+
+def _download(name, root: Path, make, url):
+    try:
+        make()
+    except (OSError, RuntimeError) as e:  # no network, HTTP error, MD5 mismatch of the download
+        raise DataError(f"downloading {name} into {root} failed ({_one_line(e)}); check the network, "
+                        f"or download {url} by hand into {root} and load without --download") from e
+
+
+def _one_line(e: BaseException) -> str:
+    msg = " ".join(str(e).split())
+    return f"{type(e).__name__}: {msg[:200]}"
+
+
+# ----------------------------------------------------------------------------- preprocessing
+
+def fit_zca(x: torch.Tensor, eps: float = ZCA_EPS) -> tuple[torch.Tensor, torch.Tensor]:
+    """ZCA of the rows of x (N, D): mean (D,) and symmetric W = (C + eps I)^(-1/2) (D, D), float32.
+
+    C = (x - mean)^T (x - mean) / N, accumulated and decomposed in float64 on x's device.
+    With fewer rows than dimensions the eigenvectors come from the N x N Gram matrix (same W,
+    much cheaper): the directions the data do not span have eigenvalue 0.
+    """
+    N, D = x.shape
+    mean = x.double().mean(0)  # (D,)
+    if N >= D:
+        C = torch.zeros(D, D, dtype=torch.float64, device=x.device)
+        for chunk in x.split(4096):  # float64 copies of 4096 rows at a time
+            xc = chunk.double() - mean  # (n, D)
+            C += xc.T @ xc
+        lam, V = torch.linalg.eigh(C / N)  # (D,), (D, D)
+        W = (V * (lam.clamp(min=0) + eps).rsqrt()) @ V.T
+    else:
+        xc = x.double() - mean  # (N, D)
+        lam, U = torch.linalg.eigh(xc @ xc.T / N)  # (N,), (N, N): the nonzero eigenvalues of C
+        keep = lam > lam.max().clamp(min=0) * 1e-10
+        lam, U = lam[keep], U[:, keep]  # (k,), (N, k)
+        V = xc.T @ U / (N * lam).sqrt()  # (D, k) orthonormal eigenvectors of C
+        W = (V * ((lam + eps).rsqrt() - eps ** -0.5)) @ V.T
+        W += torch.eye(D, dtype=torch.float64, device=x.device) * eps ** -0.5
+    W = (W + W.T) / 2  # exactly symmetric
+    return mean.float(), W.float()
+
+
+def apply_zca(x: torch.Tensor, mean: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+    """Whiten images x (N, C, H, W) with fit_zca's (mean, W) of their flattened (N, C*H*W) form."""
+    return ((x.flatten(1) - mean) @ W).view_as(x)
+
+
+def per_image_standardize(x: torch.Tensor) -> torch.Tensor:
+    """Each image minus its mean over all pixels and channels, divided by its std.
+
+    x holds raw 0..255 values (any dtype). As tf.image.per_image_standardization, the std is
+    floored at 1/sqrt(pixels*channels), so a constant image becomes zeros, not NaN.
+    """
+    x = x.float()
+    flat = x.flatten(1)  # (N, D)
+    mean = flat.mean(1, keepdim=True)  # (N, 1)
+    std = flat.std(1, correction=0, keepdim=True).clamp(min=1 / math.sqrt(flat.shape[1]))
+    return ((flat - mean) / std).view_as(x)
+
+
+# ----------------------------------------------------------------------------- labeled subset
+
+def labeled_split(y, num_labels: int, num_classes: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Balanced labeled subset (num_labels / num_classes per class, chosen with `seed`) and the rest.
+
+    Returns (labeled_idx, unlabeled_idx): sorted int64 CPU tensors, disjoint, together all of range(len(y)).
+    """
+    y = torch.as_tensor(y).cpu()
+    if num_labels < num_classes or num_labels % num_classes:
+        raise DataError(f"num_labels={num_labels} is not a positive multiple of the {num_classes} classes; "
+                        f"a balanced labeled subset needs a multiple of {num_classes}")
+    if y.numel() and (y.min() < 0 or y.max() >= num_classes):
+        raise DataError(f"labels lie outside 0..{num_classes - 1}; pass the data set's num_classes")
+    per_class = num_labels // num_classes
+    g = torch.Generator().manual_seed(seed)
+    picked = []
+    for c in range(num_classes):
+        idx_c = (y == c).nonzero().squeeze(1)  # (n_c,)
+        if len(idx_c) < per_class:
+            raise DataError(f"class {c} has {len(idx_c)} training images, fewer than the {per_class} labels "
+                            f"per class that num_labels={num_labels} asks for; lower num_labels")
+        picked.append(idx_c[torch.randperm(len(idx_c), generator=g)[:per_class]])
+    labeled = torch.cat(picked).sort().values  # (num_labels,)
+    is_unlabeled = torch.ones(len(y), dtype=torch.bool)
+    is_unlabeled[labeled] = False
+    return labeled, is_unlabeled.nonzero().squeeze(1)
+
+
+# ----------------------------------------------------------------------------- augmentation
+
+def augment(x: torch.Tensor, translate: int, flip: bool, generator: torch.Generator) -> torch.Tensor:
+    """Per-sample random horizontal flip (p = 0.5) then translation by dy, dx in [-translate, translate].
+
+    Pixels shifted in from outside are zero: zero is the mean image of the whitened
+    (CIFAR) or standardised (SVHN, digits) inputs, as the zero-pad-and-crop of Mean Teacher.
+    Random numbers come from `generator` (on x's device); translate=0, flip=False returns x.
+    """
+    if translate < 0:
+        raise ValueError(f"translate must be >= 0 pixels, got {translate}")
+    B, C, H, W = x.shape
+    dev = x.device
+    if flip:
+        mirror = torch.rand(B, generator=generator, device=dev) < 0.5  # (B,)
+        x = torch.where(mirror[:, None, None, None], x.flip(3), x)
+    if translate:
+        t = translate
+        dy, dx = torch.randint(-t, t + 1, (2, B), generator=generator, device=dev)  # (B,), (B,)
+        xp = F.pad(x, (t, t, t, t))  # (B, C, H+2t, W+2t), zeros around
+        rows = torch.arange(H, device=dev) + t - dy[:, None]  # (B, H): out[i] = x[i - dy]
+        xp = xp.gather(2, rows[:, None, :, None].expand(B, C, H, W + 2 * t))  # (B, C, H, W+2t)
+        cols = torch.arange(W, device=dev) + t - dx[:, None]  # (B, W): out[j] = x[j - dx]
+        x = xp.gather(3, cols[:, None, None, :].expand(B, C, H, W))  # (B, C, H, W)
+    return x
+
+
+# ----------------------------------------------------------------------------- batches
+
+class Batcher:
+    """Two index streams: batch_labeled from labeled_idx, batch_unlabeled from unlabeled_idx.
+
+    Each stream walks a fresh random permutation of its index set per epoch (one pass through
+    the set) and carries over into the next permutation mid-batch, so every epoch uses each
+    index exactly once. `generator` is used only here (its state is in state_dict); the
+    index tensors live on its device.
+    """
+
+    def __init__(self, labeled_idx, unlabeled_idx, batch_labeled: int, batch_unlabeled: int,
+                 generator: torch.Generator):
+        dev = generator.device
+        self.idx = {"labeled": torch.as_tensor(labeled_idx, dtype=torch.int64).to(dev),
+                    "unlabeled": torch.as_tensor(unlabeled_idx, dtype=torch.int64).to(dev)}
+        self.batch = {"labeled": batch_labeled, "unlabeled": batch_unlabeled}
+        if batch_labeled < 1 or len(self.idx["labeled"]) == 0:
+            raise ValueError(f"Batcher needs batch_labeled >= 1 and labeled images, got batch_labeled="
+                             f"{batch_labeled} and {len(self.idx['labeled'])} labeled indices")
+        if batch_unlabeled < 0 or (batch_unlabeled > 0 and len(self.idx["unlabeled"]) == 0):
+            raise ValueError(f"batch_unlabeled={batch_unlabeled} needs unlabeled images (got "
+                             f"{len(self.idx['unlabeled'])}); set batch_unlabeled=0 or keep unlabeled indices")
+        self.generator = generator
+        self.perm = {"labeled": None, "unlabeled": None}  # current epoch's order of the index set
+        self.pos = {"labeled": 0, "unlabeled": 0}  # next position in perm
+        self.epochs = {"labeled": 0, "unlabeled": 0}  # permutations started so far
+
+    def next(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(idx_l (batch_labeled,), idx_u (batch_unlabeled,)) int64 indices into the training set."""
+        return self._take("labeled"), self._take("unlabeled")
+
+    def _take(self, stream: str) -> torch.Tensor:
+        idx, n = self.idx[stream], self.batch[stream]
+        pieces = []
+        while n > 0:  # one iteration per epoch boundary crossed, not per sample
+            if self.perm[stream] is None or self.pos[stream] == len(idx):
+                order = torch.randperm(len(idx), generator=self.generator, device=idx.device)
+                self.perm[stream], self.pos[stream] = idx[order], 0
+                self.epochs[stream] += 1
+            p = self.pos[stream]
+            k = min(n, len(idx) - p)
+            pieces.append(self.perm[stream][p:p + k])
+            self.pos[stream], n = p + k, n - k
+        return torch.cat(pieces) if pieces else idx.new_empty(0)
+
+    def state_dict(self) -> dict:
+        perm = lambda s: None if self.perm[s] is None else self.perm[s].cpu()
+        return {"perm": {s: perm(s) for s in self.perm}, "pos": dict(self.pos), "epochs": dict(self.epochs),
+                "sizes": {s: len(self.idx[s]) for s in self.idx}, "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        sizes = {s: len(self.idx[s]) for s in self.idx}
+        if state["sizes"] != sizes:
+            raise ValueError(f"Batcher state is for index sets of sizes {state['sizes']}, this one has {sizes}; "
+                             f"restore it into a Batcher built from the same labeled split")
+        dev = self.generator.device
+        self.perm = {s: None if p is None else p.to(dev) for s, p in state["perm"].items()}
+        self.pos, self.epochs = dict(state["pos"]), dict(state["epochs"])
+        self.generator.set_state(state["generator"])

@@ -1,0 +1,163 @@
+"""Maximum uncertainty regularization (MUR): the virtual point x* of the paper.
+
+x* = argmax_x H(p(y|x))  s.t.  ||x - x0||_2 <= r          (paper Eq. 9)
+
+approximated four ways (`virtual_point(..., method=...)`):
+  direct  x* = x0 + r g0 / ||g0||, g0 = dH/dx at x0          (paper Eq. 10)
+  pga     projected gradient ascent on H inside the ball     (appendix)
+  ga      gradient ascent on the Lagrangian relaxation F(x)  (paper Eq. 11, appendix)
+  random  x0 + r u / ||u||, u ~ N(0, I): the RR ablation baseline
+
+Norms are L2 per sample over every non-batch axis, with EPS added to each denominator.
+x* is always detached: no gradient flows through its construction.
+
+Batch-norm policy: the forward passes made here (g0 and every ascent step) use batch
+statistics but never update the running statistics (`frozen_bn_stats`), as VAT's
+official code does for its perturbed passes. Run the loss pass on x* under the same
+context so that x* never touches running_mean / running_var.
+
+    pytest tests/test_mur.py -q
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+METHODS = ("direct", "pga", "ga", "random")
+EPS = 1e-8  # added to every per-sample norm used as a denominator
+
+
+def entropy(logits: torch.Tensor) -> torch.Tensor:
+    """Shannon entropy (nats) of softmax(logits) per row: (B, K) -> (B,); half precision is upcast to float32."""
+    if logits.dtype in (torch.float16, torch.bfloat16):
+        logits = logits.float()
+    logp = F.log_softmax(logits, dim=-1)  # (B, K), stable for large logits
+    return -(logp.exp() * logp).sum(dim=-1)  # (B,)
+
+
+@contextlib.contextmanager
+def frozen_bn_stats(model: nn.Module):
+    """Inside: BatchNorm layers still normalise with batch statistics in train mode, but
+    running_mean, running_var and num_batches_tracked keep their values on exit.
+
+    Done by saving the buffers and copying them back (also on exceptions), which is exact
+    for any momentum, including momentum=None (cumulative average) and NaN batches.
+    """
+    saved = []  # (buffer, copy of its value on entry)
+    for m in model.modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            for buf in (m.running_mean, m.running_var, m.num_batches_tracked):
+                if buf is not None:
+                    saved.append((buf, buf.detach().clone()))
+    try:
+        yield model
+    finally:
+        with torch.no_grad():
+            for buf, value in saved:
+                # through .data: restoring must not bump the buffer's autograd version, or the
+                # graph of an earlier train-mode pass (which saved these buffers) cannot backward
+                buf.data.copy_(value)
+
+
+def _norm(x: torch.Tensor) -> torch.Tensor:
+    """Per-sample L2 norm over all non-batch axes, shaped to broadcast: (B, ...) -> (B, 1, ..., 1)."""
+    n = torch.linalg.vector_norm(x.flatten(1), dim=1)  # (B,)
+    return n.view(-1, *([1] * (x.dim() - 1)))
+
+
+def _unit(x: torch.Tensor) -> torch.Tensor:
+    """x / (||x|| + EPS) per sample."""
+    return x / (_norm(x) + EPS)
+
+
+def entropy_grad(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """g = d sum_b H(softmax(model(x))_b) / dx, same shape as x; one forward and one backward.
+
+    Samples do not interact except through train-mode BatchNorm, so g[b] is the gradient
+    of sample b's own entropy up to that coupling (as in the authors' code). Parameter
+    .grad fields are not touched; BN running statistics are not updated.
+    """
+    _check_input(x)
+    x = x.detach().requires_grad_(True)
+    with frozen_bn_stats(model), torch.enable_grad():
+        h = entropy(model(x)).sum()  # scalar
+        (g,) = torch.autograd.grad(h, x)
+    return g  # (B, ...) like x
+
+
+def _project(x: torch.Tensor, x0: torch.Tensor, radius: float) -> torch.Tensor:
+    """Closest point to x in the L2 ball of `radius` around x0, per sample (appendix PGA)."""
+    d = x - x0
+    scale = torch.clamp(radius / (_norm(d) + EPS), max=1.0)  # 1 inside the ball
+    return x0 + d * scale
+
+
+def virtual_point(model: nn.Module, x0: torch.Tensor, radius: float, method: str = "direct",
+                  step_size: float = 1.0, steps: int = 1, g0: torch.Tensor | None = None,
+                  generator: torch.Generator | None = None) -> torch.Tensor:
+    """The virtual point x* of x0 (B, ...): detached, same shape and dtype as x0.
+
+    radius: r, L2 distance per sample. step_size, steps: alpha and T of pga / ga (direct
+    and random ignore them). g0: dH/dx at x0 if already computed (direct, ga and the first
+    pga step use it instead of a new pass). generator: draws u of `random`.
+
+    ga starts off x0 because the Lagrangian's gradient is undefined at x = x0 (the term
+    (x - x0)(2 - r/||x - x0||) has no limit there): its first iteration is the plain
+    ascent step x1 = x0 + step_size * g0, i.e. dF/dx at x0 along g0 with the penalty term
+    dropped; the remaining steps - 1 iterations use the full update
+    x <- x + step_size * (dH/dx - (||g0|| / r) (x - x0) (2 - r / ||x - x0||)). No projection.
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown virtual-point method {method!r}; choose one of {list(METHODS)}")
+    radius = float(radius)
+    if not radius > 0:
+        raise ValueError(f"radius must be > 0, got {radius}")
+    if isinstance(steps, bool) or int(steps) != steps or steps < 1:
+        raise ValueError(f"steps must be an integer >= 1, got {steps}")
+    if method in ("pga", "ga") and not step_size > 0:
+        raise ValueError(f"step_size must be > 0 for {method}, got {step_size}")
+    _check_input(x0)
+    x0 = x0.detach()
+    if g0 is not None:
+        if g0.shape != x0.shape:
+            raise ValueError(f"g0 has shape {tuple(g0.shape)} but x0 has {tuple(x0.shape)}; "
+                             f"pass g0 = entropy_grad(model, x0)")
+        g0 = g0.detach()
+
+    if method == "random":
+        return x0 + radius * _unit(_gaussian_like(x0, generator))
+    if g0 is None:
+        g0 = entropy_grad(model, x0)  # (B, ...)
+    if method == "direct":
+        return x0 + radius * _unit(g0)
+    if method == "pga":
+        x = _project(x0 + step_size * g0, x0, radius)  # first step: the gradient at x0 is g0
+        for _ in range(int(steps) - 1):
+            x = _project(x + step_size * entropy_grad(model, x), x0, radius)
+        return x
+    # ga
+    lam = _norm(g0) / radius  # (B, 1, ..) ||g0|| / r, a constant
+    x = x0 + step_size * g0  # first step, see docstring
+    for _ in range(int(steps) - 1):
+        d = x - x0
+        penalty = lam * d * (2.0 - radius / (_norm(d) + EPS))
+        x = x + step_size * (entropy_grad(model, x) - penalty)
+    return x
+
+
+def _gaussian_like(x0: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """u ~ N(0, I) of x0's shape, dtype and device, drawn with `generator` (on its own device)."""
+    dev = x0.device if generator is None else generator.device
+    u = torch.randn(x0.shape, generator=generator, device=dev, dtype=x0.dtype)
+    return u.to(x0.device)
+
+
+def _check_input(x: torch.Tensor):
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 2:
+        got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        dtype = x.dtype if isinstance(x, torch.Tensor) else ""
+        raise ValueError(f"x must be a floating-point tensor of shape (B, ...) with a batch axis, "
+                         f"got {got} {dtype}; convert inputs with x.float() and keep the batch axis")

@@ -1,0 +1,46 @@
+"""The thin Ray Tune trainable around `trainables.trainer.Trainer` (the only Ray import in trainables/).
+
+Config dict -> TrainConfig -> Trainer; every evaluation is reported with a checkpoint; after a
+failure Ray Tune restarts the trial and it resumes from `tune.get_checkpoint()`. A diverged run
+reports `diverged=1` with the step and loss term, and ends normally so the sweep goes on.
+
+    python -m sweeper.run ablation_radius --preset quick     # uses this trainable
+"""
+from __future__ import annotations
+
+import math
+import tempfile
+from pathlib import Path
+
+from ray import tune
+
+from trainables.config import TrainConfig
+from trainables.trainer import Diverged, Trainer
+
+CKPT = "trainer.pt"
+BOOKKEEPING = ("trial_index",)  # keys sweeper.run adds to the param space; not TrainConfig fields
+
+
+def train_tune(config: dict) -> None:
+    cfg = TrainConfig.from_dict({k: v for k, v in config.items() if k not in BOOKKEEPING})
+    trainer = Trainer(cfg)
+    ckpt = tune.get_checkpoint()
+    if ckpt is not None:
+        with ckpt.as_directory() as d:
+            trainer.load(Path(d) / CKPT)
+    last: dict = {}
+    while not trainer.done:
+        try:
+            last = trainer.run_interval()
+        except Diverged as e:
+            tune.report({**_nan_metrics(last), "step": e.step, "diverged": 1, "diverged_step": e.step,
+                         "diverged_term": e.term, "test_error": math.nan, "done": True})
+            return
+        with tempfile.TemporaryDirectory() as d:
+            trainer.save(Path(d) / CKPT)
+            tune.report(last, checkpoint=tune.Checkpoint.from_directory(d))
+
+
+def _nan_metrics(last: dict) -> dict:
+    """Keep the last good evaluation's numbers for the record, flagged by diverged=1."""
+    return {k: v for k, v in last.items() if k not in ("test_error",)}
