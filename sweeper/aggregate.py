@@ -30,7 +30,7 @@ import math
 import os
 import platform
 import re
-import tempfile
+import uuid
 import warnings
 from dataclasses import MISSING, fields
 from importlib import metadata
@@ -49,8 +49,8 @@ NON_GROUP_KEYS = ("seed", "trial_index", "data_dir", "download", "device", "eval
 # Metrics whose best value is the minimum over reports (percent errors).
 ERROR_METRICS = ("test_error", "test_error_student", "test_error_teacher")
 # Keys Ray adds to every report that are not metrics of ours.
-RAY_KEYS = ("config", "timestamp", "checkpoint_dir_name", "date", "pid", "node_ip", "hostname",
-            "time_this_iter_s", "time_since_restore", "iterations_since_restore", "trial_id")
+RAY_KEYS = ("config", "timestamp", "checkpoint_dir_name", "should_checkpoint", "date", "pid", "node_ip",
+            "hostname", "time_this_iter_s", "time_since_restore", "iterations_since_restore", "trial_id")
 VERSION_KEYS = ("python_version", "torch_version", "ray_version")
 _TRIAL_ID = re.compile(r"(?:^|_)([0-9a-f]{5}_\d{5})(?:_|$)")
 
@@ -225,8 +225,8 @@ def trial_row(tdir: Path, sweep: str, ray_states: dict[str, dict], env: dict) ->
     else:
         row.update(env, versions_source="aggregation_env")
     row.update(params)
-    row.update({f"final_{k}": _scalar(v) for k, v in _flatten(last).items()
-                if k not in RAY_KEYS and k not in VERSION_KEYS})
+    metrics = {k: v for k, v in last.items() if k not in RAY_KEYS and k not in VERSION_KEYS}
+    row.update({f"final_{k}": _scalar(v) for k, v in _flatten(metrics).items()})
     row.update(best_metrics(reports))
     return row
 
@@ -273,8 +273,8 @@ def load_trials(exp_dir: str | Path) -> pd.DataFrame:
     return df.sort_values(["trial_id"], kind="stable").reset_index(drop=True)
 
 
-def load_history(exp_dir: str | Path, metrics: tuple[str, ...] = ("test_error", "g0_norm", "sparsity",
-                                                                   "loss_mur")) -> pd.DataFrame:
+def load_history(exp_dir: str | Path,
+                 metrics: tuple[str, ...] = ("test_error", "g0_norm", "sparsity")) -> pd.DataFrame:
     """Every report of every trial: columns trial_id, step, and the given metrics where reported.
 
     A step reported twice (a trial restored from its checkpoint repeats steps) keeps the last.
@@ -356,8 +356,7 @@ def summarize(df: pd.DataFrame, metric: str = "test_error", which: str = "final"
 def atomic_write(path: str | Path, write: Callable[[str], object]) -> Path:
     """Call write(tmp) on a temporary file in path's folder, then os.replace it onto path."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    tmp = str(path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"))  # made by write: umask applies
     try:
         write(tmp)
         os.replace(tmp, path)

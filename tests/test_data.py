@@ -15,7 +15,6 @@ import scipy.linalg
 import torch
 import torchvision
 
-from trainables import data
 from trainables.data import (DataError, Batcher, augment, fit_zca, apply_zca, labeled_split, load_dataset,
                              ZCA_EPS)
 
@@ -86,7 +85,9 @@ def _write_svhn(root, rng, n_train=5, n_test=3):
     out = []
     for split, n in (("train", n_train), ("test", n_test)):
         X = rng.integers(0, 256, (32, 32, 3, n), dtype=np.uint8)
-        X[..., 0] = 77  # a constant image: std floored, no NaN
+        X[..., 0] = 77  # a constant image: zeros, no NaN
+        X[..., 1] = 77
+        X[5, 6, 1, 1] = 78  # nearly constant: std just below the floor 1/sqrt(3072) of raw 0..255 units
         y = np.array([[10]] + [[v] for v in rng.integers(1, 11, n - 1)], dtype=np.uint8)
         scipy.io.savemat(root / f"{split}_32x32.mat", {"X": X, "y": y})
         out += [X, y]
@@ -225,7 +226,7 @@ def test_svhn_labels_and_per_image_standardisation(tmp_path, rng):
         sd = np.maximum(img.std(axis=(1, 2, 3), keepdims=True), 1 / np.sqrt(3072))
         np.testing.assert_allclose(x.numpy(), (img - mu) / sd, atol=1e-4)
     assert torch.all(ds.x_train[0] == 0)  # the constant image
-    assert torch.allclose(ds.x_train[1:].std(dim=(1, 2, 3), correction=0), torch.ones(4), atol=1e-4)
+    assert torch.allclose(ds.x_train[2:].std(dim=(1, 2, 3), correction=0), torch.ones(3), atol=1e-4)
 
 
 # ----------------------------------------------------------------------------- digits
@@ -339,7 +340,6 @@ def test_svhn_download_checks_the_real_md5(tmp_path, rng, monkeypatch):
 
     def fake_download_url(url, root, filename=None, md5=None, **kw):
         calls.append((filename, md5))
-        split = filename.split("_")[0]
         scipy.io.savemat(tmp_path / filename, {"X": np.zeros((32, 32, 3, 2), np.uint8),
                                                "y": np.array([[1], [10]], np.uint8)})
     monkeypatch.setattr(torchvision.datasets.svhn, "download_url", fake_download_url)
@@ -513,6 +513,9 @@ def test_cuda_paths(tmp_path, rng):
     out = augment(x, 2, True, g)
     pos = out[:, 0].flatten(1).argmax(1)
     assert out.is_cuda and (pos // 9 - 4).abs().max() <= 2 and (pos % 9 - 4).abs().max() <= 2
-    bat = Batcher(torch.arange(4), torch.arange(4, 14), 3, 5, torch.Generator(device="cuda").manual_seed(0))
-    idx_l, idx_u = bat.next()
-    assert idx_l.is_cuda and gpu.x_train[idx_u].shape == (5, 3, 32, 32)
+    bat = Batcher(torch.arange(4), torch.arange(4, 10), 3, 5, torch.Generator(device="cuda").manual_seed(0))
+    for _ in range(3):
+        idx_l, idx_u = bat.next()
+        assert idx_l.is_cuda and idx_u.is_cuda
+        torch.testing.assert_close(gpu.x_train[idx_u].cpu(), cpu.x_train[idx_u.cpu()], atol=1e-4 * scale, rtol=0)
+    torch.cuda.synchronize()

@@ -66,23 +66,52 @@ def load_dataset(name: str, data_dir="./data", download: bool = False, device="c
     if not download and not root.is_dir():
         raise DataError(f"data folder {root} does not exist; create it and put the {name} files in it, "
                         f"or pass --download (download=True) to fetch them there")
+    num_classes = 100 if name == "cifar100" else 10
     if name == "svhn":
-        (x_tr, y_tr), (x_te, y_te) = _read_svhn(root, download)
-        x_tr, x_te = x_tr.to(device), x_te.to(device)
-        x_tr, x_te = per_image_standardize(x_tr), per_image_standardize(x_te)
-        num_classes = 10
+        (x_tr, y_tr), (x_te, y_te) = _read_svhn(root, download)  # uint8 (N, 3, 32, 32), int64 (N,)
     else:
         (x_tr, y_tr), (x_te, y_te) = _read_cifar(name, root, download)
+    for split, y in (("training", y_tr), ("test", y_te)):  # before the expensive preprocessing
+        if y.numel() and (y.min() < 0 or y.max() >= num_classes):
+            raise DataError(f"{name} {split} labels lie outside 0..{num_classes - 1} in {root}; "
+                            f"the files belong to another data set: replace them (or use --download)")
+    if name == "svhn":
+        x_tr, x_te = per_image_standardize(x_tr.to(device)), per_image_standardize(x_te.to(device))
+    else:
         x_tr = x_tr.to(device).float().div_(255)  # (N, 3, 32, 32) in [0, 1]
         x_te = x_te.to(device).float().div_(255)
         mean, W = fit_zca(x_tr.flatten(1))  # fitted on the training images only
         x_tr, x_te = apply_zca(x_tr, mean, W), apply_zca(x_te, mean, W)
-        num_classes = 10 if name == "cifar10" else 100
-    for split, y in (("training", y_tr), ("test", y_te)):
-        if y.numel() and (y.min() < 0 or y.max() >= num_classes):
-            raise DataError(f"{name} {split} labels lie outside 0..{num_classes - 1} in {root}; "
-                            f"the files belong to another data set: replace them (or use --download)")
     return Dataset(name, x_tr, y_tr.to(device), x_te, y_te.to(device), num_classes)
+
+
+def check_available(name: str, data_dir="./data", download: bool = False) -> None:
+    """Cheap pre-flight check (no parsing, no preprocessing): DataError with the fix if the files
+    of `name` are not in `data_dir`. With download=True the files are fetched here, once, so
+    that parallel trials do not all download them."""
+    if name not in NAMES:
+        raise DataError(f"unknown data set {name!r}; choose one of {list(NAMES)}")
+    if name == "digits":
+        return
+    root = Path(data_dir).expanduser()
+    if not download and not root.is_dir():
+        raise DataError(f"data folder {root} does not exist; create it and put the {name} files in it, "
+                        f"or pass --set download=true to fetch them there")
+    if name == "svhn":
+        files = [_SVHN.split_list[s][1] for s in ("train", "test")]
+        if download:
+            for split in ("train", "test"):
+                _download("svhn", root, lambda: _SVHN(str(root), split=split, download=True),
+                          _SVHN.split_list[split][0])
+        _require_files("svhn", root, files, "pass --set download=true to fetch them, or download "
+                       + " and ".join(_SVHN.split_list[s][0] for s in ("train", "test")) + f" into {root}")
+        return
+    cls = _CIFAR10 if name == "cifar10" else _CIFAR100
+    if download:
+        _download(name, root, lambda: cls(str(root), train=True, download=True), cls.url)
+    files = [f for f, _ in cls.train_list + cls.test_list] + [cls.meta["filename"]]
+    _require_files(name, root / cls.base_folder, files,
+                   f"pass --set download=true to fetch them, or download {cls.url} and extract it into {root}")
 
 
 def _load_digits() -> Dataset:
@@ -248,10 +277,12 @@ def per_image_standardize(x: torch.Tensor) -> torch.Tensor:
     """Each image minus its mean over all pixels and channels, divided by its std.
 
     x holds raw 0..255 values (any dtype). As tf.image.per_image_standardization, the std is
-    floored at 1/sqrt(pixels*channels), so a constant image becomes zeros, not NaN.
+    floored at 1/sqrt(pixels*channels) (in raw units: it only guards against dividing by
+    zero), so a constant image becomes zeros, not NaN.
     """
     x = x.float()
     flat = x.flatten(1)  # (N, D)
+    flat = flat - flat.mean(1, keepdim=True).round()  # exact for integer pixels; keeps float32 precise
     mean = flat.mean(1, keepdim=True)  # (N, 1)
     std = flat.std(1, correction=0, keepdim=True).clamp(min=1 / math.sqrt(flat.shape[1]))
     return ((flat - mean) / std).view_as(x)

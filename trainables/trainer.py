@@ -127,7 +127,7 @@ class Trainer:
         total = sum(coef[k] * t.float() for k, t in terms.items())
         if not bool(torch.isfinite(total)):  # one host sync per step: divergence stops at once
             bad = next((k for k, t in terms.items() if not torch.isfinite(t)), "total")
-            raise Diverged(self.step, bad, float(terms.get(bad, total)))
+            raise Diverged(self.step, bad, float(terms.get(bad, total).detach()))
         self.opt.zero_grad(set_to_none=True)
         total.backward()
         self.opt.step()
@@ -255,7 +255,8 @@ def train(cfg: TrainConfig, data: Dataset | None = None, log=print) -> dict:
         except Diverged as e:
             out = {**out, "step": e.step, "diverged": 1, "diverged_step": e.step,
                    "diverged_term": e.term, "test_error": math.nan, "done": True}
-            log(f"[trainer] {e}")
+            if log:
+                log(f"[trainer] {e}")
             return out
         if log:
             log(f"[trainer] step {out['step']:>6}  test_error {out['test_error']:6.2f}  "

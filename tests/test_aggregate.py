@@ -1,0 +1,286 @@
+"""Tests of sweeper.aggregate on fake Ray Tune folders written here, and one real Ray Tune folder.
+
+    pytest tests/test_aggregate.py -q            # the real-Ray test is marked slow (~20 s)
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sweeper.aggregate import (AggregateError, atomic_write, check_experiment, group_keys, load_history,
+                               load_trials, summarize, write_summary, write_trials)
+
+STEPS = (100, 200, 300)
+
+
+def write_trial(exp, idx, params, reports, error=False, torn=None, sensitivity=None):
+    """A trial folder as Ray Tune 2.x lays it out: params.json, result.json (JSON lines), error.txt."""
+    d = exp / f"train_tune_ab12c_{idx:05d}_{idx}_seed={params.get('seed')}_2026-01-01_00-00-00"
+    d.mkdir(parents=True)
+    (d / "params.json").write_text(json.dumps(params, indent=2))
+    if reports is not None:
+        text = "".join(json.dumps({**r, "trial_id": f"ab12c_{idx:05d}", "config": params,
+                                   "time_total_s": 1.5 * (i + 1)}) + "\n" for i, r in enumerate(reports))
+        (d / "result.json").write_text(text + (torn or ""))
+    if error:
+        (d / "error.txt").write_text("Failure # 1 (occurred at 2026-01-01_00-00-05)\nRuntimeError: boom\n")
+    return d
+
+
+def finished_reports(errors, g0=None):
+    """One report per evaluation; the last one has done=True."""
+    out = []
+    for k, (step, e) in enumerate(zip(STEPS, errors)):
+        r = {"step": step, "test_error": float(e), "diverged": 0, "done": k == len(errors) - 1,
+             "wall_time": 2.0 * (k + 1), "sparsity": math.nan}
+        if g0 is not None:
+            r["g0_norm"] = float(g0[k])
+        out.append(r)
+    return out
+
+
+@pytest.fixture
+def experiment(tmp_path):
+    """Two configs: A = MT (4 finished seeds), B = MT+VD+MUR (3 finished, 1 failed, 1 diverged)."""
+    rng = np.random.default_rng(0)
+    exp = tmp_path / "table_cifar-20260101-000000"
+    errs = {"A": rng.uniform(10, 30, size=(4, 3)), "B": rng.uniform(10, 30, size=(3, 3))}
+    base = {"dataset": "cifar10", "num_labels": 1000, "data_dir": "/data", "mur_radius": 10.0}
+    idx = 0
+    for seed in range(4):
+        write_trial(exp, idx, {**base, "method": "mt", "vd": False, "mur": "none", "seed": seed, "trial_index": idx},
+                    finished_reports(errs["A"][seed]))
+        idx += 1
+    b = {**base, "method": "mt", "vd": True, "mur": "direct"}
+    for seed in range(3):
+        write_trial(exp, idx, {**b, "seed": seed, "trial_index": idx}, finished_reports(errs["B"][seed]))
+        idx += 1
+    # failed after one report with a huge error: must be counted, not averaged
+    write_trial(exp, idx, {**b, "seed": 3, "trial_index": idx},
+                [{"step": 100, "test_error": 99.0, "diverged": 0, "done": False}], error=True)
+    idx += 1
+    # diverged: last report diverged=1, test_error NaN, done=True (as trainables.tune reports it)
+    write_trial(exp, idx, {**b, "seed": 4, "trial_index": idx},
+                [{"step": 100, "test_error": 1.0, "diverged": 0, "done": False},
+                 {"step": 200, "test_error": math.nan, "diverged": 1, "diverged_step": 150, "done": True}])
+    (exp / "sweep.json").write_text(json.dumps({"name": "table_cifar", "rows": ["method", "vd", "mur"],
+                                                "cols": ["dataset", "num_labels"], "metric": "test_error"}))
+    return exp, errs
+
+
+def test_one_row_per_trial_with_status_final_and_best(experiment):
+    exp, errs = experiment
+    df = load_trials(exp)
+    assert len(df) == 9 and df["trial_id"].is_unique
+    assert (df["sweep"] == "table_cifar").all()
+    by_status = df["status"].value_counts().to_dict()
+    assert by_status == {"finished": 7, "failed": 1, "diverged": 1}
+    a = df[~df["vd"].astype(bool) & (df["status"] == "finished")].sort_values("seed")
+    np.testing.assert_allclose(a["final_test_error"], errs["A"][:, -1])
+    np.testing.assert_allclose(a["best_test_error"], errs["A"].min(axis=1))
+    assert list(a["best_step"]) == [STEPS[i] for i in errs["A"].argmin(axis=1)]
+    assert list(a["n_reports"]) == [3] * 4
+    np.testing.assert_allclose(a["wall_time_s"], 6.0)          # the trainer's wall_time at the last report
+    failed = df[df["status"] == "failed"].iloc[0]
+    assert failed["n_failures"] == 1 and failed["n_reports"] == 1
+    assert df.loc[df["status"] == "diverged", "final_diverged_step"].item() == 150
+    assert not [c for c in df.columns if c.startswith(("final_config", "final_trial_id", "final_timestamp"))]
+
+
+def test_summary_mean_sample_std_and_counts(experiment):
+    exp, errs = experiment
+    df = load_trials(exp)
+    s = summarize(df, "test_error", "final").set_index("vd")
+    assert "seed" not in s.columns and "trial_index" not in s.columns and "data_dir" not in s.columns
+    for vd, key in ((False, "A"), (True, "B")):
+        final = errs[key][:, -1]
+        assert s.loc[vd, "mean"] == pytest.approx(final.sum() / len(final))
+        assert s.loc[vd, "std"] == pytest.approx(math.sqrt(((final - final.mean()) ** 2).sum() / (len(final) - 1)))
+        assert s.loc[vd, "n"] == len(final)
+    assert (s.loc[True, "n_failed"], s.loc[True, "n_diverged"], s.loc[True, "n_trials"]) == (1, 1, 5)
+    assert (s.loc[False, "n_failed"], s.loc[False, "n_diverged"]) == (0, 0)
+    assert s.loc[True, "seeds"] == "0,1,2"
+    best = summarize(df, "test_error", "best").set_index("vd")
+    assert best.loc[False, "mean"] == pytest.approx(errs["A"].min(axis=1).mean())
+    assert best.loc[True, "std"] == pytest.approx(np.std(errs["B"].min(axis=1), ddof=1))
+
+
+def test_summary_files_written(experiment, tmp_path):
+    exp, _ = experiment
+    s = summarize(load_trials(exp))
+    paths = write_summary(s, exp)
+    back = pd.read_parquet(paths["summary.parquet"])
+    pd.testing.assert_frame_equal(back, s, check_dtype=False)
+    csv = pd.read_csv(paths["summary.csv"])
+    np.testing.assert_allclose(csv["mean"], s["mean"])
+    assert not [p for p in os.listdir(exp) if p.endswith(".tmp")]
+
+
+def test_trials_parquet_round_trip_and_atomic(experiment):
+    exp, _ = experiment
+    df = load_trials(exp)
+    path = write_trials(df, exp / "trials.parquet")
+    back = pd.read_parquet(path)
+    assert list(back.columns) == list(df.columns)
+    np.testing.assert_allclose(back["final_test_error"], df["final_test_error"])
+    assert list(back["status"]) == list(df["status"])
+    before = path.read_bytes()
+
+    def torn_write(tmp):
+        open(tmp, "wb").write(b"half a file")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write(path, torn_write)
+    assert path.read_bytes() == before                        # old file intact
+    assert not [p for p in os.listdir(exp) if p.endswith(".tmp")]
+
+
+def test_interrupted_trial_with_torn_last_line(tmp_path):
+    exp = tmp_path / "exp"
+    p = {"method": "mt", "dataset": "digits", "num_labels": 100}
+    write_trial(exp, 0, {**p, "seed": 0}, finished_reports([20.0, 15.0, 12.0]))
+    write_trial(exp, 1, {**p, "seed": 1}, finished_reports([22.0, 18.0, 14.0]))
+    write_trial(exp, 2, {**p, "seed": 2}, [{"step": 100, "test_error": 21.0, "done": False},
+                                           {"step": 200, "test_error": 16.0, "done": False}],
+                torn='{"step": 300, "test_err')
+    df = load_trials(exp)
+    row = df[df["seed"] == 2].iloc[0]
+    assert row["status"] == "incomplete" and row["n_reports"] == 2 and row["final_test_error"] == 16.0
+    s = summarize(df).iloc[0]
+    assert s["n"] == 2 and s["n_incomplete"] == 1
+    assert s["mean"] == pytest.approx(13.0) and s["std"] == pytest.approx(math.sqrt(2.0))
+    hist = load_history(exp)
+    assert len(hist[hist["trial_id"] == "ab12c_00002"]) == 2
+
+
+def test_trial_without_any_result_is_incomplete(tmp_path):
+    exp = tmp_path / "exp"
+    write_trial(exp, 0, {"method": "mt", "seed": 0}, None)
+    row = load_trials(exp).iloc[0]
+    assert row["status"] == "incomplete" and row["n_reports"] == 0
+
+
+def test_corrupt_line_before_the_last_is_an_error(tmp_path):
+    exp = tmp_path / "exp"
+    d = write_trial(exp, 0, {"method": "mt", "seed": 0}, finished_reports([20.0, 15.0, 12.0]))
+    lines = (d / "result.json").read_text().split("\n")
+    lines[1] = lines[1][:10]
+    (d / "result.json").write_text("\n".join(lines))
+    with pytest.raises(AggregateError, match=r"result.json: line 2 is not JSON"):
+        load_trials(exp)
+
+
+def test_ray_state_marks_stopped_and_errored(tmp_path):
+    """experiment_state-*.json in Ray 2.x's layout: TERMINATED without done=True is an early stop."""
+    exp = tmp_path / "exp"
+    d0 = write_trial(exp, 0, {"method": "mt", "seed": 0}, [{"step": 100, "test_error": 30.0, "done": False}])
+    d1 = write_trial(exp, 1, {"method": "mt", "seed": 1}, [{"step": 100, "test_error": 30.0, "done": False}])
+    d2 = write_trial(exp, 2, {"method": "mt", "seed": 2}, [{"step": 100, "test_error": 30.0}])
+    state = {"trial_data": [[json.dumps({"trial_id": f"ab12c_0000{i}", "status": s, "relative_logdir": d.name}), "{}"]
+                            for i, (d, s) in enumerate(((d0, "TERMINATED"), (d1, "ERROR"), (d2, "TERMINATED")))]}
+    (exp / "experiment_state-2026-01-01_00-00-00.json").write_text(json.dumps(state))
+    assert list(load_trials(exp)["status"]) == ["stopped", "failed", "finished"]
+
+
+def test_retried_trial_that_finished_is_finished(tmp_path):
+    exp = tmp_path / "exp"
+    write_trial(exp, 0, {"method": "mt", "seed": 0}, finished_reports([20.0, 15.0, 12.0]), error=True)
+    row = load_trials(exp).iloc[0]
+    assert row["status"] == "finished" and row["n_failures"] == 1
+
+
+def test_missing_config_key_gets_the_trainconfig_default(tmp_path):
+    exp = tmp_path / "exp"
+    write_trial(exp, 0, {"method": "mt", "seed": 0}, finished_reports([20.0, 15.0, 12.0]))
+    write_trial(exp, 1, {"method": "mt", "vd": True, "seed": 0}, finished_reports([20.0, 15.0, 11.0]))
+    df = load_trials(exp)
+    assert list(df["vd"]) == [False, True]
+    assert group_keys(df) == ["method", "vd"]
+    assert len(summarize(df)) == 2
+
+
+def test_versions_reported_or_from_environment(tmp_path):
+    exp = tmp_path / "exp"
+    write_trial(exp, 0, {"method": "mt", "seed": 0}, [{"step": 1, "test_error": 5.0, "done": True,
+                                                        "python_version": "3.0.0", "torch_version": "9.9"}])
+    write_trial(exp, 1, {"method": "mt", "seed": 1}, [{"step": 1, "test_error": 5.0, "done": True}])
+    df = load_trials(exp).set_index("seed")
+    assert df.loc[0, "versions_source"] == "reported" and df.loc[0, "torch_version"] == "9.9"
+    assert df.loc[1, "versions_source"] == "aggregation_env"
+    assert df.loc[1, "python_version"].count(".") == 2
+
+
+def test_not_an_experiment_folder(tmp_path):
+    with pytest.raises(AggregateError, match="does not exist"):
+        check_experiment(tmp_path / "nope")
+    with pytest.raises(AggregateError, match="not a Ray Tune experiment folder"):
+        check_experiment(tmp_path)
+    (tmp_path / "f.txt").write_text("x")
+    with pytest.raises(AggregateError, match="is a file"):
+        check_experiment(tmp_path / "f.txt")
+    write_trial(tmp_path / "sweep-1", 0, {"seed": 0}, None)
+    with pytest.raises(AggregateError, match="holds 1 experiment folder"):
+        check_experiment(tmp_path)
+
+
+def test_unknown_metric_or_which_is_a_clear_error(experiment):
+    exp, _ = experiment
+    df = load_trials(exp)
+    with pytest.raises(AggregateError, match="no trial reported 'accuracy'"):
+        summarize(df, "accuracy")
+    with pytest.raises(AggregateError, match="'best' is defined for the error metrics"):
+        summarize(df, "sparsity", "best")
+    with pytest.raises(AggregateError, match="which must be"):
+        summarize(df, "test_error", "last")
+
+
+@pytest.mark.slow
+def test_real_ray_tune_folder(tmp_path):
+    """4 trials of a tiny function trainable through ray.tune: 2 finish, 1 diverges, 1 raises."""
+    ray = pytest.importorskip("ray")
+    from ray import tune
+
+    errors = {0: [30.0, 20.0], 1: [28.0, 22.0], 2: [25.0, math.nan]}
+
+    def trainable(config):
+        seed = config["seed"]
+        for k, step in enumerate((10, 20)):
+            if seed == 3 and k == 1:
+                raise RuntimeError("boom")
+            err = errors.get(seed, [40.0, 40.0])[k]
+            diverged = int(seed == 2 and k == 1)
+            tune.report({"step": step, "test_error": err, "best_test_error": err, "diverged": diverged,
+                         "diverged_step": step if diverged else -1, "diverged_term": "loss_xent" if diverged else "",
+                         "g0_norm": 1.0 / step, "sensitivity_hist": json.dumps({"counts": [1, 2], "edges": [0, 1, 2]}),
+                         "wall_time": 0.1 * step, "done": k == 1})
+
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        space = {"method": "mt", "dataset": "digits", "num_labels": 100, "seed": tune.grid_search([0, 1, 2, 3])}
+        tuner = tune.Tuner(trainable, param_space=space,
+                           run_config=tune.RunConfig(name="tiny", storage_path=str(tmp_path), verbose=0))
+        grid = tuner.fit()                                      # does not raise for the failed trial
+        assert sum(r.error is not None for r in grid) == 1
+    finally:
+        ray.shutdown()
+    df = load_trials(tmp_path / "tiny").set_index("seed")
+    assert list(df["status"].sort_index()) == ["finished", "finished", "diverged", "failed"]
+    assert df.loc[3, "n_failures"] == 1 and df.loc[3, "n_reports"] == 1
+    assert (df["versions_source"] == "aggregation_env").all()
+    assert df.loc[0, "trial_id"] in df.loc[0, "trial_dir"]
+    s = summarize(df.reset_index()).iloc[0]
+    assert s["n"] == 2 and s["n_diverged"] == 1 and s["n_failed"] == 1
+    assert s["mean"] == pytest.approx(21.0) and s["std"] == pytest.approx(math.sqrt(2.0))
+    hist = load_history(tmp_path / "tiny")
+    assert set(hist["step"]) == {10, 20} and hist["g0_norm"].notna().all()
+    from sweeper.report import build_report                 # the whole report, Ray shut down
+
+    paths = build_report(tmp_path / "tiny")
+    assert "21.00 ± 1.41 (n=2, 1 failed, 1 diverged)" in paths["table.md"].read_text()
+    assert paths["g0_norm.png"].stat().st_size > 0 and paths["sensitivity_hist.png"].stat().st_size > 0

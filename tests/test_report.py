@@ -1,0 +1,246 @@
+"""Tests of sweeper.report: paper-shaped tables (md, LaTeX, CSV) with the paper's values, plots, CLI.
+
+    pytest tests/test_report.py -q
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from sweeper.aggregate import AggregateError, load_trials, summarize
+from sweeper.paper_results import paper_value
+from sweeper.report import build_report, cell_text, main, plot_virtual_points, table_frame, to_latex
+
+ROOT = Path(__file__).resolve().parents[1]
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def write_trial(exp, idx, params, reports, error=False):
+    """A trial folder as Ray Tune 2.x lays it out (params.json, result.json as JSON lines)."""
+    d = exp / f"train_tune_cd34e_{idx:05d}_{idx}_seed={params.get('seed')}_2026-01-01_00-00-00"
+    d.mkdir(parents=True)
+    (d / "params.json").write_text(json.dumps(params))
+    (d / "result.json").write_text("".join(json.dumps({**r, "trial_id": f"cd34e_{idx:05d}"}) + "\n" for r in reports))
+    if error:
+        (d / "error.txt").write_text("Failure # 1\n")
+
+
+def reports(errors, done=True, **last):
+    out = [{"step": 100 * (k + 1), "test_error": float(e), "diverged": 0, "done": done and k == len(errors) - 1}
+           for k, e in enumerate(errors)]
+    out[-1].update(last)
+    return out
+
+
+VARIANTS = [("mt", False, "none", 0.0), ("mt", True, "none", 0.1), ("mt", False, "direct", 0.0),
+            ("mt", True, "direct", 0.1), ("ict", False, "none", 0.0), ("ict", True, "direct", 0.0)]
+COLS = [("cifar10", 1000, 10.0), ("cifar100", 10000, 20.0)]
+
+
+def make_table_exp(tmp_path):
+    """A Table-1-shaped sweep: 6 variants x 2 data sets x 3 seeds; one extra diverged MT trial."""
+    rng = np.random.default_rng(3)
+    exp = tmp_path / "table_cifar-20260101-000000"
+    curves, i = {}, 0
+    for method, vd, mur, entmin in VARIANTS:
+        for ds, n, r in COLS:
+            curves[(method, vd, mur, ds)] = rng.uniform(5, 40, size=(3, 3))
+            for seed in range(3):
+                sens = rng.uniform(0.1, 0.3)
+                write_trial(exp, i, {"method": method, "vd": vd, "mur": mur, "entmin_coef": entmin, "dataset": ds,
+                                     "num_labels": n, "mur_radius": r, "seed": seed, "trial_index": i},
+                            reports(curves[(method, vd, mur, ds)][seed], sensitivity_mean=sens,
+                                    sensitivity_hist=json.dumps({"counts": [5, 3, 2], "edges": [0, 0.1, 0.2, 0.3]})))
+                i += 1
+    write_trial(exp, i, {"method": "mt", "vd": False, "mur": "none", "entmin_coef": 0.0, "dataset": "cifar10",
+                         "num_labels": 1000, "mur_radius": 10.0, "seed": 3, "trial_index": i},
+                reports([50.0, math.nan], diverged=1))
+    (exp / "sweep.json").write_text(json.dumps({"name": "table_cifar", "description": "MT/ICT table",
+                                                "paper_ref": "Table 1", "rows": ["method", "vd", "mur"],
+                                                "cols": ["dataset", "num_labels"], "metric": "test_error"}))
+    return exp, curves
+
+
+@pytest.fixture
+def table_exp(tmp_path):
+    return make_table_exp(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def table_built(tmp_path_factory):
+    """make_table_exp's folder with its report built once (markdown) for the read-only tests."""
+    exp, curves = make_table_exp(tmp_path_factory.mktemp("built"))
+    return exp, curves, build_report(exp)
+
+
+def test_table_cells_paper_values_and_delta(table_built):
+    exp, curves, paths = table_built
+    t = pd.read_csv(paths["table.csv"])
+    assert len(t) == len(VARIANTS) * len(COLS)
+    for (method, vd, mur, ds), c in curves.items():
+        cell = t[(t["method"] == method) & (t["vd"] == vd) & (t["mur"] == mur) & (t["dataset"] == ds)]
+        assert len(cell) == 1
+        cell = cell.iloc[0]
+        assert cell["mean"] == pytest.approx(np.mean(c[:, -1]))
+        assert cell["std"] == pytest.approx(np.std(c[:, -1], ddof=1))
+        n_labels = dict((d, n) for d, n, _ in COLS)[ds]
+        r = dict((d, rad) for d, _, rad in COLS)[ds]
+        pv = paper_value(method, vd, mur, ds, n_labels, mur_radius=r, kl_coef=0.05)
+        assert pv is not None                                      # every cell here is in Table 1
+        assert cell["paper_mean"] == pytest.approx(pv[0])
+        assert cell["delta"] == pytest.approx(cell["mean"] - pv[0])
+    mt = t[(t["row"] == "MT") & (t["col"] == "CIFAR-10 1000")].iloc[0]
+    assert (mt["paper_mean"], mt["paper_std"]) == (19.63, 0.33)    # read off the paper's Table 1
+    assert (mt["n"], mt["n_diverged"]) == (3, 1)
+    md = paths["table.md"].read_text()
+    header = md.splitlines()[2]
+    assert header.startswith("| Model | CIFAR-10 1000 | paper | Δ | CIFAR-100 10000 | paper | Δ |")
+    for row in ("| MT |", "| MT + VD |", "| MT + MUR |", "| MT + VD + MUR |", "| ICT |", "| ICT + VD + MUR |"):
+        assert row in md
+    assert "1 diverged" in md and "entmin" not in header          # entmin follows the rows: no extra column
+    assert paths["table"] == paths["table.md"]
+
+
+def test_which_best_tabulates_the_minimum(table_built):
+    exp, curves, _ = table_built
+    t = table_frame(summarize(load_trials(exp), "test_error", "best"), ("method", "vd", "mur"), ("dataset",))
+    c = curves[("ict", True, "direct", "cifar100")]
+    cell = t[(t["method"] == "ict") & (t["vd"]) & (t["dataset"] == "cifar100")].iloc[0]
+    assert cell["mean"] == pytest.approx(c.min(axis=1).mean())
+    assert cell["which"] == "best"
+
+
+def _braces_balanced(s: str) -> bool:
+    depth = 0
+    for ch in re.sub(r"\\[{}]", "", s):
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def test_latex_table_is_structurally_valid(table_built):
+    tex = table_built[2]["table.tex"].read_text()
+    assert _braces_balanced(tex)
+    assert tex.count(r"\begin{tabular}") == tex.count(r"\end{tabular}") == 1
+    spec = re.search(r"\\begin\{tabular\}\{([^}]*)\}", tex).group(1)
+    ncols = len(re.findall(r"[lcr]", spec))
+    assert ncols == 1 + 3 + 3
+    rows = [line for line in tex.splitlines() if line.rstrip().endswith("\\\\")]
+    assert len(rows) == 1 + len(VARIANTS)
+    for line in rows:
+        assert len(re.findall(r"(?<!\\)&", line)) == ncols - 1, line
+    assert "$\\pm$" in tex and "$\\Delta$" in tex
+    assert all(line.startswith("%") for line in tex.splitlines() if "±" in line or "_" in line.replace("\\_", ""))
+
+
+def test_latex_escapes_special_characters():
+    t = pd.DataFrame([{"row": "MT, kl_coef=0.05 & 50%", "col": "Π {x}", "col_order": 0, "metric": "test_error",
+                       "which": "final", "mean": 1.0, "std": 0.5, "n": 3, "n_failed": 1, "n_diverged": 0,
+                       "n_incomplete": 0, "n_trials": 4, "seeds": "0,1,2", "paper_mean": math.nan,
+                       "paper_std": math.nan, "delta": math.nan}])
+    tex = to_latex(t)
+    assert _braces_balanced(tex)
+    assert r"kl\_coef=0.05 \& 50\%" in tex and r"$\Pi$ \{x\}" in tex
+    body = [line for line in tex.splitlines() if line.startswith("MT")][0]
+    assert len(re.findall(r"(?<!\\)&", body)) == 1
+
+
+def test_sensitivity_table_uses_table_3(table_built):
+    paths = table_built[2]
+    s = pd.read_csv(paths["table_sensitivity.csv"])
+    cell = s[(s["row"] == "MT + VD + MUR") & (s["col"] == "CIFAR-10 1000")].iloc[0]
+    assert (cell["paper_mean"], cell["paper_std"]) == (0.13, 0.29)
+    assert s[s["col"] == "CIFAR-100 10000"]["paper_mean"].isna().all()   # Table 3 is CIFAR-10 1000 only
+
+
+def test_cell_text_names_what_was_left_out():
+    r = {"mean": 12.345, "std": 0.5, "n": 2, "n_failed": 1, "n_diverged": 1, "n_incomplete": 0}
+    assert cell_text(r) == "12.35 ± 0.50 (n=2, 1 failed, 1 diverged)"
+    assert cell_text({**r, "n": 3, "n_failed": 0, "n_diverged": 0}) == "12.35 ± 0.50"
+    assert cell_text({**r, "n": 0, "n_failed": 3, "n_diverged": 0}).startswith("— (n=0, 3 failed")
+
+
+@pytest.fixture
+def ablation_exp(tmp_path):
+    """Every ablation axis at once: radius x {MUR, RR}, GA/PGA x (alpha, s), VD x KL coefficient."""
+    rng = np.random.default_rng(5)
+    exp = tmp_path / "ablations-1"
+    configs = [{"mur": m, "mur_radius": r} for m in ("direct", "random") for r in (1.0, 4.0)]
+    configs += [{"mur": m, "mur_step_size": a, "mur_steps": 2} for m in ("ga", "pga") for a in (0.1, 1.0)]
+    configs += [{"vd": True, "kl_coef": k} for k in (0.01, 0.2)]
+    i = 0
+    for cfg in configs:
+        for seed in range(2):
+            errs = rng.uniform(5, 30, 3)
+            hist = {"counts": rng.integers(0, 9, 4).tolist(), "edges": [0, 0.5, 1, 1.5, 2]} if cfg.get("vd") else {}
+            rep = reports(errs, **({"sensitivity_hist": json.dumps(hist)} if hist else {}))
+            for k, r in enumerate(rep):
+                r["g0_norm"] = math.nan if cfg.get("mur", "none") == "none" else float(rng.uniform(0.1, 2))
+                r["sparsity"] = float(rng.uniform(0, 0.5)) if cfg.get("vd") else math.nan
+            write_trial(exp, i, {"method": "mt", "dataset": "digits", "num_labels": 100, **cfg, "seed": seed}, rep)
+            i += 1
+    return exp
+
+
+def test_every_plot_is_written(ablation_exp):
+    paths = build_report(ablation_exp)
+    for name in ("radius.png", "mur_vs_rr.png", "ga_vs_pga.png", "kl.png", "sensitivity_hist.png", "g0_norm.png"):
+        assert name in paths, name
+        data = paths[name].read_bytes()
+        assert data.startswith(PNG) and len(data) > 1000, name
+    assert not list(ablation_exp.glob("*.tmp"))
+
+
+def test_plots_need_what_they_show(table_built):
+    exp, _, paths = table_built
+    assert "sensitivity_hist.png" in paths
+    for name in ("radius.png", "mur_vs_rr.png", "ga_vs_pga.png", "kl.png", "g0_norm.png"):
+        assert name not in paths and not (exp / name).exists()
+
+
+def test_plot_virtual_points(tmp_path):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 3, 8, 8, generator=g)
+    xs = {r: x + r * torch.randn(4, 3, 8, 8, generator=g) for r in (0.5, 1.0, 4.0)}
+    out = plot_virtual_points(x, xs, tmp_path / "virtual.png")
+    assert out.read_bytes().startswith(PNG) and out.stat().st_size > 1000
+    gray = plot_virtual_points(x[:, 0].numpy(), {1.0: xs[1.0][:, 0].numpy()}, tmp_path / "gray.png")
+    assert gray.stat().st_size > 1000
+    with pytest.raises(ValueError, match=r"x\* at r=2 has shape"):
+        plot_virtual_points(x, {2.0: x[:2]}, tmp_path / "bad.png")
+
+
+def test_cli_prints_the_table(table_exp, capsys):
+    exp, _ = table_exp
+    assert main([str(exp), "--format", "latex", "--which", "best"]) == 0
+    out = capsys.readouterr().out
+    assert "\\begin{tabular}" in out and "best test_error" in out and f"results: {exp.resolve()}" in out
+    assert (exp / "trials.parquet").is_file() and (exp / "summary.csv").is_file()
+
+
+def test_cli_rejects_a_folder_that_is_not_an_experiment(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello")
+    proc = subprocess.run([sys.executable, "-m", "sweeper.report", str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "not a Ray Tune experiment folder" in lines[0]
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]     # nothing written
+
+
+def test_build_report_rejects_bad_arguments_before_writing(table_exp):
+    exp, _ = table_exp
+    with pytest.raises(AggregateError, match="unknown format 'html'"):
+        build_report(exp, fmt="html")
+    assert not (exp / "trials.parquet").exists()

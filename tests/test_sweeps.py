@@ -1,0 +1,92 @@
+"""Sweep modules, the sweeper.run command line (dry run, bad input) and sweeper.list; no Ray needed."""
+import subprocess
+import sys
+
+import pytest
+
+from search_spaces import PRESETS, SweepError, get_sweep, names
+from sweeper import list as sweep_list
+from sweeper.run import main as run_main
+from trainables.config import TrainConfig
+
+EXPECTED = {"ablation_radius", "ablation_kl", "ablation_mur_steps", "ablation_mur_vs_rr", "mut_radius",
+            "table_cifar", "table_svhn", "hpo"}
+
+
+def test_every_expected_sweep_is_registered_by_file_name():
+    assert EXPECTED <= set(names())
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_every_trial_config_validates(name, preset):
+    sweep = get_sweep(name, preset)
+    assert sweep.name == name and sweep.description and sweep.paper_ref
+    trials = sweep.trials()
+    assert trials, name
+    for t in trials:
+        TrainConfig.from_dict(t)
+    if preset == "quick":
+        assert {t["dataset"] for t in trials} == {"digits"}
+    module_doc = __import__(f"search_spaces.{name}", fromlist=["x"]).__doc__
+    assert "python -m sweeper.run " + name in module_doc  # docstring states the command
+
+
+def test_grid_counts_and_seeds_are_an_axis():
+    s = get_sweep("ablation_radius", "paper")
+    assert len(s.trials()) == 5 * 3
+    assert sorted({t["mur_radius"] for t in s.trials()}) == [4.0, 7.0, 10.0, 20.0, 40.0]
+    assert len(s.trials(seeds=2)) == 10 and {t["seed"] for t in s.trials(seeds=2)} == {0, 1}
+    t = get_sweep("table_cifar", "paper")
+    assert len(t.trials()) == 8 * 4 * 3
+    cifar100 = [x for x in t.trials() if x["dataset"] == "cifar100"]
+    assert cifar100 and all(x["mur_radius"] == 20.0 and x["num_labels"] == 10000 for x in cifar100)
+    q = get_sweep("ablation_radius", "quick")
+    assert len({t["mur_radius"] for t in q.trials()}) >= 4 and q.seeds >= 2
+
+
+def test_unknown_sweep_and_preset_errors_list_valid_names():
+    with pytest.raises(SweepError, match="valid sweeps: .*ablation_radius"):
+        get_sweep("ablation_radiu")
+    with pytest.raises(SweepError, match="valid presets: paper, quick"):
+        get_sweep("ablation_radius", "fast")
+
+
+def test_dry_run_counts_match_grid(capsys, tmp_path):
+    rc = run_main(["ablation_mur_steps", "--preset", "quick", "--dry-run", "--storage", str(tmp_path / "r")])
+    out = capsys.readouterr().out
+    n = len(get_sweep("ablation_mur_steps", "quick").trials())
+    assert rc == 0 and f"{n} trials" in out and "estimated cost" in out
+    assert not (tmp_path / "r").exists()  # a dry run writes nothing
+    rc = run_main(["ablation_radius", "--preset", "quick", "--dry-run", "--seeds", "5"])
+    assert rc == 0 and "25 trials" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["no_such_sweep"], "unknown sweep 'no_such_sweep'; valid sweeps:"),
+    (["ablation_radius", "--preset", "fast"], "unknown preset 'fast'"),
+    (["ablation_radius", "--preset", "quick", "--set", "mur_radius=-1"], "mur_radius must be > 0"),
+    (["ablation_radius", "--preset", "quick", "--set", "num_labels=105"], "not divisible"),
+    (["ablation_radius", "--preset", "quick", "--set", "radius=3"], "unknown config key"),
+    (["ablation_radius", "--preset", "quick", "--seeds", "0"], "--seeds must be >= 1"),
+    (["ablation_radius", "--preset", "quick", "--address", "127.0.0.1:1"], "does not answer"),
+])
+def test_bad_input_is_one_line_exit_2(argv, words, capsys, tmp_path):
+    rc = run_main(argv + ["--storage", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and words in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_missing_data_folder_is_reported_before_ray(tmp_path, capsys):
+    rc = run_main(["ablation_radius", "--data-dir", str(tmp_path / "nothing"), "--storage", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "download" in err.lower() and len(err.strip().splitlines()) == 1
+
+
+def test_cli_process_exit_status_and_list():
+    p = subprocess.run([sys.executable, "-m", "sweeper.run", "nope"], capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.startswith("error: unknown sweep") and "Traceback" not in p.stderr
+    rows = {r["name"]: r for r in sweep_list.rows()}
+    assert rows["ablation_radius"]["paper_trials"] == 15 and rows["hpo"]["quick_trials"] >= 10
+    p = subprocess.run([sys.executable, "-m", "sweeper.list"], capture_output=True, text=True)
+    assert p.returncode == 0 and all(n in p.stdout for n in EXPECTED)

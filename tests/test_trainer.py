@@ -1,0 +1,84 @@
+"""The training loop: exact restore, divergence, and a short digits run that learns."""
+import math
+
+import pytest
+import torch
+
+from search_spaces.common import QUICK
+from trainables.config import TrainConfig
+from trainables.data import load_dataset
+from trainables.trainer import Diverged, Trainer, train
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_dataset("digits")
+
+
+def _cfg(**kw):
+    base = dict(QUICK, steps=24, eval_every=8, lr_rampup=4, lr_rampdown=8, rampup=8,
+                sensitivity_samples=16, batch_labeled=10, batch_unlabeled=30)
+    return TrainConfig(**{**base, **kw})
+
+
+def _params(tr):
+    nets = [tr.student] + ([tr.teacher] if tr.teacher is not None else [])
+    return torch.cat([t.flatten().float() for n in nets for t in n.state_dict().values()])
+
+
+@pytest.mark.parametrize("kw", [dict(method="mt", vd=True, mur="direct", entmin_coef=0.1),
+                                dict(method="ict", mur="random"),
+                                dict(method="pi", mur="pga", mur_steps=2)],
+                         ids=["mt-vd-mur", "ict-rr", "pi-pga"])
+def test_restore_then_continue_equals_uninterrupted(tmp_path, digits, kw):
+    cfg = _cfg(**kw)
+    a = Trainer(cfg, digits)
+    outs_a = [a.run_interval() for _ in range(3)]
+
+    b = Trainer(cfg, digits)
+    b.run_interval()
+    b.save(tmp_path / "ckpt.pt")
+    torch.manual_seed(1234)  # a restarted process has other RNG state: the checkpoint must restore it
+    c = Trainer(cfg, digits)
+    c.load(tmp_path / "ckpt.pt")
+    outs_c = [c.run_interval() for _ in range(2)]
+    assert c.done and c.step == a.step == cfg.steps
+    assert torch.equal(_params(a), _params(c))
+    for k in ("test_error", "test_error_student", "loss_total", "loss_mur", "sensitivity_mean"):
+        va, vc = outs_a[-1][k], outs_c[-1][k]
+        assert (math.isnan(va) and math.isnan(vc)) or va == vc, k
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]  # atomic write left no temp file
+
+
+def test_checkpoint_of_another_config_is_refused(tmp_path, digits):
+    a = Trainer(_cfg(), digits)
+    a.save(tmp_path / "c.pt")
+    b = Trainer(_cfg(mur_radius=2.0), digits)
+    with pytest.raises(ValueError, match="mur_radius"):
+        b.load(tmp_path / "c.pt")
+
+
+def test_divergence_stops_at_once_with_step_and_term(digits):
+    cfg = _cfg(lr=1e12, lr_rampup=0, method="supervised")
+    tr = Trainer(cfg, digits)
+    with pytest.raises(Diverged) as e:
+        for _ in range(cfg.steps):
+            tr.train_step()
+    assert e.value.term in ("xent", "total") and e.value.step == tr.step < cfg.steps
+    out = train(cfg, digits, log=None)
+    assert out["diverged"] == 1 and out["diverged_step"] == e.value.step and math.isnan(out["test_error"])
+
+
+def test_supervised_without_unlabeled_data(digits):
+    out = train(_cfg(method="supervised", batch_unlabeled=0, steps=8), digits, log=None)
+    assert out["step"] == 8 and math.isnan(out["test_error_teacher"]) and 0 <= out["test_error"] <= 100
+
+
+@pytest.mark.slow
+def test_digits_mt_vd_mur_learns(digits):
+    """A short MT+VD+MUR run on the real digits: error far below chance (90%)."""
+    torch.set_num_threads(1)
+    out = train(TrainConfig(**{**QUICK, "method": "mt", "vd": True, "mur": "direct", "entmin_coef": 0.1}),
+                digits, log=None)
+    assert out["test_error"] < 30, out
+    assert out["loss_mur"] > 0 and out["loss_kl"] > 0 and 0 <= out["sparsity"] <= 1
