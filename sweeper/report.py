@@ -484,8 +484,20 @@ def _hist(text, trial_id: str) -> tuple[np.ndarray, np.ndarray]:
     return counts, edges
 
 
+def _pool(hists: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Sum the seeds' histograms; where their edges differ, each count is re-binned at its bin's
+    centre onto common edges (same number of bins over the union of the ranges)."""
+    edges = hists[0][1]
+    if all(np.array_equal(e, edges) for _, e in hists):
+        return sum(c for c, _ in hists), edges
+    lo, hi = min(e[0] for _, e in hists), max(e[-1] for _, e in hists)
+    edges = np.linspace(lo, hi, max(len(e) for _, e in hists))
+    counts = sum(np.histogram((e[:-1] + e[1:]) / 2, bins=edges, weights=c)[0] for c, e in hists)
+    return counts, edges
+
+
 def plot_sensitivity_hist(df: pd.DataFrame, path: Path) -> Path | None:
-    """Sensitivity histograms per variant (finished seeds' counts summed); None without the metric."""
+    """Sensitivity histograms per variant (finished seeds pooled, see _pool); None without the metric."""
     col = "final_sensitivity_hist"
     if col not in df.columns:
         return None
@@ -499,10 +511,8 @@ def plot_sensitivity_hist(df: pd.DataFrame, path: Path) -> Path | None:
     fig, axes = _fig(ncols=ncols, nrows=nrows, w=3.0, h=2.2, share=True)
     for ax, (key, g) in zip(axes.flat, groups):
         key = key if isinstance(key, tuple) else (key,)
-        hists = [_hist(v, t) for v, t in zip(g[col], g["trial_id"])]
-        same = all(np.array_equal(e, hists[0][1]) for _, e in hists)
-        for counts, edges in ([(sum(c for c, _ in hists), hists[0][1])] if same else hists):
-            ax.stairs(counts / max(counts.sum(), 1.0), edges, fill=same)
+        counts, edges = _pool([_hist(v, t) for v, t in zip(g[col], g["trial_id"])])
+        ax.stairs(counts / max(counts.sum(), 1.0), edges, fill=True)
         ax.set_title(_label(dict(zip(keys, map(_py, key)))) + f" (n={len(g)})", fontsize=8)
     for ax in list(axes.flat)[len(groups):]:
         ax.set_visible(False)

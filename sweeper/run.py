@@ -19,6 +19,10 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+# Tune's classic CLI table (set before Ray is imported): compact rows of the varying keys and metrics.
+os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+
 from search_spaces import PRESETS, Sweep, SweepError, get_sweep
 from trainables.config import ConfigError, TrainConfig
 from trainables.data import DataError, check_available
@@ -138,11 +142,17 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
     from trainables.tune import train_tune
 
     trainable = tune.with_resources(train_tune, resources)
+    varying = sorted(k for k in trials[0] if k != "seed" and len({json.dumps(t[k]) for t in trials}) > 1)
+    reporter = tune.CLIReporter(
+        metric_columns={"step": "step", "test_error": "err %", "best_test_error": "best %",
+                        "loss_total": "loss", "steps_per_s": "steps/s"},
+        parameter_columns=[*varying, "seed"] if not sweep.search else list(sweep.search["space"]),
+        max_report_frequency=30)
     run_config = tune.RunConfig(
         name=exp_dir.name, storage_path=str(exp_dir.parent),
         failure_config=tune.FailureConfig(max_failures=3),
-        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-        verbose=1)
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+        progress_reporter=reporter, verbose=1)
     if sweep.search:  # hpo: Optuna TPE + ASHA over the search space, study kept in SQLite
         import optuna
         from ray.tune.schedulers import ASHAScheduler
@@ -210,6 +220,7 @@ def main(argv=None) -> int:
 
     from ray import tune
 
+    from sweeper.aggregate import AggregateError
     from sweeper.report import build_report
 
     ctx = connect_ray(address)
@@ -234,7 +245,11 @@ def main(argv=None) -> int:
         tuner = build_tuner(sweep, trials, args, exp_dir, resources)
     grid = tuner.fit()
     errors = [r for r in grid if r.error is not None]
-    paths = build_report(exp_dir)
+    try:
+        paths = build_report(exp_dir)
+    except AggregateError as e:  # e.g. no trial reported anything before the sweep ended
+        print(f"no report: {e}", file=sys.stderr)
+        paths = {}
     table = paths.get("table.md")
     if table:
         print(Path(table).read_text())

@@ -244,3 +244,16 @@ def test_build_report_rejects_bad_arguments_before_writing(table_exp):
     with pytest.raises(AggregateError, match="unknown format 'html'"):
         build_report(exp, fmt="html")
     assert not (exp / "trials.parquet").exists()
+
+
+def test_pooled_histograms_keep_every_test_point():
+    from sweeper.report import _pool
+
+    same = _pool([(np.array([1.0, 2.0]), np.array([0.0, 1.0, 2.0])), (np.array([3.0, 0.0]), np.array([0.0, 1.0, 2.0]))])
+    np.testing.assert_array_equal(same[0], [4.0, 2.0])
+    a = (np.array([2.0, 1.0, 0.0]), np.array([0.0, 0.1, 0.2, 0.3]))
+    b = (np.array([0.0, 5.0, 1.0]), np.array([0.2, 0.3, 0.4, 0.5]))
+    counts, edges = _pool([a, b])
+    assert counts.sum() == 9.0 and edges[0] == 0.0 and edges[-1] == 0.5
+    centres = np.repeat([0.05, 0.15, 0.25, 0.35, 0.45], [2, 1, 0, 5, 1])        # each count at its bin centre
+    np.testing.assert_array_equal(counts, np.histogram(centres, bins=edges)[0])

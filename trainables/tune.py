@@ -9,15 +9,20 @@ reports `diverged=1` with the step and loss term, and ends normally so the sweep
 from __future__ import annotations
 
 import math
+import platform
 import tempfile
 from pathlib import Path
 
+import ray
+import torch
 from ray import tune
 
 from trainables.config import TrainConfig
 from trainables.trainer import Diverged, Trainer
 
 CKPT = "trainer.pt"
+VERSIONS = {"python_version": platform.python_version(), "torch_version": torch.__version__,
+            "ray_version": ray.__version__}
 BOOKKEEPING = ("trial_index",)  # keys sweeper.run adds to the param space; not TrainConfig fields
 
 
@@ -31,7 +36,7 @@ def train_tune(config: dict) -> None:
     last: dict = {}
     while not trainer.done:
         try:
-            last = trainer.run_interval()
+            last = {**trainer.run_interval(), **VERSIONS}
         except Diverged as e:
             tune.report({**_nan_metrics(last), "step": e.step, "diverged": 1, "diverged_step": e.step,
                          "diverged_term": e.term, "test_error": math.nan, "done": True})
