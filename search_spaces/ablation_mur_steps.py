@@ -19,4 +19,4 @@ def sweep(preset: str) -> Sweep:
               "mur_step_size": [0.1, 10.0] if quick else [0.1, 1.0, 10.0],
               "mur_steps": [2, 5] if quick else [2, 5, 8]},
         seeds=2 if quick else 3, rows=("mur", "mur_steps"), cols=("mur_step_size",),
-        minutes_per_trial=1.2 if quick else 1500)
+        minutes_per_trial=1.2 if quick else 200)

@@ -18,7 +18,7 @@ def sweep(preset: str) -> Sweep:
         name="hpo", paper_ref="Eq. 7 coefficients (appendix Training Settings)",
         description="Optuna TPE + ASHA over lambda1, lambda2, lambda3, r and lr of MT+VD+MUR",
         base=base, seeds=1, rows=("method",), cols=(),
-        minutes_per_trial=0.6 if quick else 900,
+        minutes_per_trial=0.6 if quick else 100,  # ASHA stops most early
         search={"space": {"cons_coef": ("loguniform", 1.0, 100.0), "kl_coef": ("loguniform", 0.005, 1.0),
                           "mur_coef": ("loguniform", 0.3, 30.0), "mur_radius": ("loguniform", *r),
                           "lr": ("loguniform", 0.01, 0.3)},

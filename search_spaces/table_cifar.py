@@ -22,4 +22,4 @@ def sweep(preset: str) -> Sweep:
     return Sweep(name="table_cifar", paper_ref="Tables 1 and 3", base=dict(CIFAR),
                  description="MT/ICT x {-, VD, MUR, VD+MUR} on CIFAR-10/100",
                  variants=[{**r, **s} for s in settings for r in rows], seeds=3,
-                 rows=("method", "vd", "mur"), cols=("dataset", "num_labels"), minutes_per_trial=1000)
+                 rows=("method", "vd", "mur"), cols=("dataset", "num_labels"), minutes_per_trial=150)

@@ -20,4 +20,4 @@ def sweep(preset: str) -> Sweep:
     rows = [{**SVHN_PI, **v} for v in variants("pi", 0.0)] + [{**SVHN_MT, **v} for v in variants("mt")]
     return Sweep(name="table_svhn", paper_ref="Table 2", base={}, description="Pi/MT x {-, VD, MUR, VD+MUR} on SVHN",
                  variants=rows, grid={"num_labels": [250, 500, 1000]}, seeds=3,
-                 rows=("method", "vd", "mur"), cols=("dataset", "num_labels"), minutes_per_trial=1000)
+                 rows=("method", "vd", "mur"), cols=("dataset", "num_labels"), minutes_per_trial=150)
