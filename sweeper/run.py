@@ -25,6 +25,7 @@ os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_
 
 from search_spaces import PRESETS, Sweep, SweepError, get_sweep
 from trainables.config import ConfigError, TrainConfig
+from trainables import data
 from trainables.data import DataError, check_available
 
 
@@ -77,6 +78,27 @@ def trial_configs(sweep: Sweep, args: argparse.Namespace) -> list[dict]:
     return trials
 
 
+def check_resources(args: argparse.Namespace) -> None:
+    """Per-trial resources and concurrency that Ray would reject only after it started."""
+    if not args.cpus_per_trial > 0:
+        raise InputError(f"--cpus-per-trial must be > 0, got {args.cpus_per_trial:g}")
+    if args.gpus_per_trial is not None and not args.gpus_per_trial >= 0:
+        raise InputError(f"--gpus-per-trial must be >= 0 (fractions share a GPU), got {args.gpus_per_trial:g}")
+    if args.max_concurrent < 0:
+        raise InputError(f"--max-concurrent must be >= 0 (0: as resources allow), got {args.max_concurrent}")
+
+
+def check_data(name: str, data_dir: str, download: bool) -> None:
+    """The files are there (fetched once here with download) and parse: a truncated or corrupt file
+    fails now, not in every trial. Reads the raw arrays only (no ZCA), about a second for CIFAR."""
+    check_available(name, data_dir, download)
+    root = Path(data_dir).expanduser()
+    if name in ("cifar10", "cifar100"):
+        data._read_cifar(name, root, download=False)
+    elif name == "svhn":
+        data._read_svhn(root, download=False)
+
+
 def check_storage(storage: str) -> Path:
     root = Path(storage).expanduser().resolve()
     try:
@@ -92,9 +114,11 @@ def check_storage(storage: str) -> Path:
 
 def check_address(address: str | None) -> str | None:
     """Fail fast (1 s) on a Ray address that does not answer, instead of Ray's long retries."""
-    if not address or address in ("auto", "local") or address.startswith("ray://"):
+    if not address or address in ("auto", "local"):
         return address
     hostport = address.split("://", 1)[-1].rstrip("/")
+    if address.startswith("ray://") and ":" not in hostport:
+        hostport += ":10001"  # the Ray client's default port
     host, _, port = hostport.rpartition(":")
     try:
         socket.create_connection((host or "127.0.0.1", int(port)), timeout=1.0).close()
@@ -110,6 +134,14 @@ def find_experiment(root: Path, sweep: str, resume: str) -> Path:
         if not (exp / "sweep.json").is_file():
             raise InputError(f"{exp} is not an experiment folder of sweeper.run (no sweep.json); "
                              f"pass the folder printed at the end of a run")
+        try:
+            stored = json.loads((exp / "sweep.json").read_text()).get("name")
+        except (json.JSONDecodeError, AttributeError):
+            raise InputError(f"{exp / 'sweep.json'} is not a sweep description (torn or edited); "
+                             f"start a new run without --resume") from None
+        if stored != sweep:
+            raise InputError(f"{exp} holds the sweep {stored!r}, not {sweep!r}; "
+                             f"run `python -m sweeper.run {stored} --resume {exp}`")
         return exp
     runs = sorted(root.glob(f"{sweep}-*/sweep.json"))
     if not runs:
@@ -190,7 +222,21 @@ def _tune_domain(tune, spec):
     raise SweepError(f"unknown search domain {kind!r}; use loguniform, uniform or choice")
 
 
+def use_token_if_available(env=os.environ) -> bool:
+    """Ray 2.60 heads enable token auth by default, and a client sends its token only with
+    RAY_AUTH_MODE=token. When a token is at hand (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or
+    ~/.ray/auth_token) and the mode is unset, turn it on so `--address` just works."""
+    if "RAY_AUTH_MODE" in env:
+        return env["RAY_AUTH_MODE"] == "token"
+    if env.get("RAY_AUTH_TOKEN") or env.get("RAY_AUTH_TOKEN_PATH") or Path("~/.ray/auth_token").expanduser().is_file():
+        env["RAY_AUTH_MODE"] = "token"
+        return True
+    return False
+
+
 def connect_ray(address: str | None):
+    if address:
+        use_token_if_available()  # before Ray is imported: it reads the mode once
     import ray
 
     if address:
@@ -203,8 +249,9 @@ def main(argv=None) -> int:
     try:
         sweep = get_sweep(args.sweep, args.preset)
         trials = trial_configs(sweep, args)
+        check_resources(args)
         for name in sorted({(t["dataset"], t["data_dir"], t.get("download", False)) for t in trials}):
-            check_available(*name)
+            check_data(*name)
         if args.dry_run:
             print_dry_run(sweep, trials, args)
             return 0
@@ -223,7 +270,12 @@ def main(argv=None) -> int:
     from sweeper.aggregate import AggregateError
     from sweeper.report import build_report
 
-    ctx = connect_ray(address)
+    try:
+        ctx = connect_ray(address)
+    except ConnectionError as e:  # e.g. --address auto with no cluster running here
+        print(f"error: cannot connect to Ray at {address}: {str(e).splitlines()[0]}; start a head with "
+              f"`ray start --head --dashboard-host 127.0.0.1` or omit --address for a local Ray", file=sys.stderr)
+        return 2
     if getattr(ctx, "dashboard_url", None):
         print(f"Ray dashboard: http://{ctx.dashboard_url}")
     import ray

@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass, fields
 from typing import Any
 
-METHODS = ("supervised", "pi", "mt", "ict", "mut", "fixmatch")
+METHODS = ("supervised", "pi", "mt", "ict", "mut", "fixmatch", "vat")
 DATASETS = ("digits", "cifar10", "cifar100", "svhn")
 MUR_METHODS = ("none", "direct", "pga", "ga", "random", "vat")  # random = RR, vat = VAT point
 ARCHS = ("convnet13", "convnet_small")
@@ -26,7 +26,7 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class TrainConfig:
     # --- what is trained -------------------------------------------------------
-    method: str = "mt"              # supervised | pi | mt | ict | mut | fixmatch
+    method: str = "mt"              # supervised | pi | mt | ict | mut | fixmatch | vat (VAT alone)
     vd: bool = False                # variational dropout (the paper's VBI) on every conv/linear
     mur: str = "none"               # virtual point: none | direct | pga | ga | random (RR) | vat
     # --- data ------------------------------------------------------------------
@@ -55,13 +55,16 @@ class TrainConfig:
     ema_decay_late: float = -1.0    # stepped momentum after ema_switch_step; < 0: constant
     ema_switch_step: int = 0        # step at which ema_decay_late takes over
     # --- MUR -------------------------------------------------------------------
-    mur_radius: float = 1.0         # r: L2 distance per sample (paper: 10 in ZCA CIFAR units)
+    mur_radius: float = 1.0         # r: L2 distance per sample (paper: 10 in ZCA CIFAR units); VAT: epsilon
     mur_step_size: float = 1.0      # alpha of pga / ga
     mur_steps: int = 1              # iterations of pga / ga / vat power iteration
-    vat_xi: float = 1e-6            # VAT finite-difference scale
+    vat_xi: float = 1e-3            # VAT finite-difference scale (paper 1e-6 is float32 noise here: mur.py)
     # --- ICT / FixMatch ----------------------------------------------------------
     ict_alpha: float = 1.0          # Beta(a, a) mixing weight per sample
-    fm_threshold: float = 0.95      # FixMatch confidence threshold tau
+    fm_threshold: float = 0.95      # FixMatch confidence threshold tau (mask: max prob > tau)
+    fm_ops: int = 2                 # RandAugment ops per strong view (FixMatch: N = 2)
+    fm_cutout: float = 0.5          # Cutout square side / image side (FixMatch: 0.5, 16 px on 32x32)
+    fm_groups: int = 16             # strong-view groups per batch, each with its own op draw
     # --- network and augmentation ------------------------------------------------
     arch: str = "convnet_small"     # convnet13 (paper) | convnet_small (8x8 inputs)
     width: float = 1.0              # channel multiplier (1.0 = 128/256/512)
@@ -104,7 +107,8 @@ class TrainConfig:
 
     @property
     def uses_teacher(self) -> bool:
-        return self.method in ("mt", "ict")
+        # fixmatch: an EMA copy used only for evaluation (FixMatch reports its EMA model)
+        return self.method in ("mt", "ict", "fixmatch")
 
     def __post_init__(self):
         def need(ok: bool, msg: str):
@@ -126,7 +130,7 @@ class TrainConfig:
         n_train = TRAIN_SIZE[self.dataset]
         need(self.num_labels <= n_train, f"num_labels={self.num_labels} exceeds the {n_train} training "
              f"images of {self.dataset}; use at most {n_train}")
-        for name in ("steps", "batch_labeled", "eval_every", "eval_batch", "mur_steps"):
+        for name in ("steps", "batch_labeled", "eval_every", "eval_batch", "mur_steps", "fm_groups"):
             need(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
         need(self.batch_unlabeled >= 0, f"batch_unlabeled must be >= 0, got {self.batch_unlabeled}")
         need(self.method == "supervised" or self.batch_unlabeled >= 1,
@@ -135,10 +139,10 @@ class TrainConfig:
             need(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
         for name in ("weight_decay", "cons_coef", "kl_coef", "mur_coef", "entmin_coef",
                      "input_noise", "lr_rampup", "lr_rampdown", "rampup", "translate",
-                     "sensitivity_samples", "ema_switch_step", "seed"):
+                     "sensitivity_samples", "ema_switch_step", "seed", "fm_ops"):
             need(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
         need(self.lr_rampdown <= self.steps, f"lr_rampdown={self.lr_rampdown} is longer than steps={self.steps}")
-        for name in ("momentum", "ema_decay", "bn_momentum", "fm_threshold"):
+        for name in ("momentum", "ema_decay", "bn_momentum", "fm_threshold", "fm_cutout"):
             need(0 <= getattr(self, name) <= 1, f"{name} must lie in [0, 1], got {getattr(self, name)}")
         need(0 <= self.dropout < 1, f"dropout must lie in [0, 1), got {self.dropout}")
         need(self.ema_decay_late < 0 or self.ema_decay_late <= 1,

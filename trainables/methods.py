@@ -6,9 +6,17 @@
 weights them with the ramped coefficients. Every method shares:
 - `views.x`  (B, C, H, W): the student's augmented input, labeled first (L rows), then unlabeled;
 - `views.x2` (B, C, H, W): a second augmentation of the same images (teacher / Pi / MUT target);
-- `views.y_l` (L,): the labels of the first L rows.
+- `views.y_l` (L,): the labels of the first L rows;
+- `views.xs` (U, C, H, W): FixMatch only, the strong view A(x_u) of the unlabeled rows.
 Consistency losses are squared errors of probability vectors summed over classes and averaged
-over the whole batch, labeled rows included (IMPLEMENTATION_NOTES.md, "Methods").
+over the whole batch, labeled rows included (IMPLEMENTATION_NOTES.md, "Methods"). Two are not:
+- fixmatch: FixMatch's pseudo-label cross-entropy on the unlabeled rows (`fixmatch_term`),
+  weighted by cons_coef (FixMatch's lambda_u = 1). FM+VD takes its targets from the mean
+  network; FM+MUR computes the same loss on A*(x_u), the virtual point of the strong view, in
+  place of A(x_u) (the paper's appendix: one term, one lambda), so it has no separate "mur"
+  term and mur_coef is unused.
+- vat: VAT alone (Miyato et al. 2018), KL(p(x) || p(x*)) at VAT's point (`cons_vat`).
+mur="vat" is VAT's point inside the MUR squared-error loss: MUR vs VAT is one config switch.
 
     pytest tests/test_methods.py -q
 """
@@ -21,7 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from trainables.config import TrainConfig
-from trainables.mur import entropy, frozen_bn_stats, virtual_point
+from trainables.mur import entropy, entropy_grad, frozen_bn_stats, kl_logits, virtual_point
 from trainables.variational import kl_divergence, mean_weights
 
 
@@ -30,6 +38,7 @@ class Views:
     x: Tensor    # (B, C, H, W) student view; rows [:L] labeled, [L:] unlabeled
     x2: Tensor   # (B, C, H, W) second view of the same images
     y_l: Tensor  # (L,) int64 labels
+    xs: Tensor | None = None  # (U, C, H, W) FixMatch: strong view A(x_u) of the unlabeled rows
 
 
 def softmax_mse(logits: Tensor, target: Tensor) -> Tensor:
@@ -68,7 +77,79 @@ def cons_ict(cfg, student, teacher, v, logits, gen):
     return softmax_mse(student(x_mix), target)
 
 
-CONSISTENCY = {"supervised": cons_none, "pi": cons_pi, "mt": cons_mt, "ict": cons_ict, "mut": cons_none}
+def cons_vat(cfg, student, teacher, v, logits, gen):
+    """VAT's own loss: KL(p(x) || p(x*)) averaged over the batch, p(x) the main pass (detached),
+    x* = x + eps d_adv with eps = mur_radius, mur_steps power iterations, xi = vat_xi; the
+    coefficient is cons_coef (VAT's alpha = 1). The x* pass leaves BN running statistics alone."""
+    x_star = virtual_point(student, v.x.detach(), cfg.mur_radius, method="vat", steps=cfg.mur_steps,
+                           generator=gen, xi=cfg.vat_xi)  # (B, C, H, W) detached
+    with frozen_bn_stats(student):
+        return kl_logits(logits.detach(), student(x_star)).mean()
+
+
+# fixmatch has its own term (fixmatch_term): its loss is not a function of (v, logits) alone
+CONSISTENCY = {"supervised": cons_none, "pi": cons_pi, "mt": cons_mt, "ict": cons_ict, "mut": cons_none,
+               "vat": cons_vat}
+
+
+# --- FixMatch (paper appendix "Combining VBI and MUR with FixMatch") -----------------------------
+
+def pseudo_labels(logits_weak: Tensor, tau: float) -> tuple[Tensor, Tensor]:
+    """FixMatch's targets: y~ = argmax_k p_k and mask 1[max_k p_k > tau]. (U, K) -> (U,) int64, (U,) float."""
+    conf, y_hat = logits_weak.detach().float().softmax(-1).max(-1)  # (U,), (U,)
+    return y_hat, (conf > tau).float()
+
+
+def weak_logits(cfg: TrainConfig, student: nn.Module, v: Views, logits: Tensor) -> Tensor:
+    """Logits (U, K) of the weak unlabeled view that y~ and the mask come from; no gradient.
+
+    FM: the student's own main pass (as FixMatch). FM+VD: the mean network f_theta (appendix:
+    "in the indicator function, we use the mean network"), an extra pass over the whole weak
+    batch (same BN batch statistics as the main pass) that leaves the running statistics alone.
+    """
+    L = v.y_l.shape[0]
+    if not cfg.vd:
+        return logits[L:].detach()
+    with torch.no_grad(), mean_weights(student), frozen_bn_stats(student):
+        return student(v.x.detach())[L:]
+
+
+def strong_virtual_point(cfg: TrainConfig, student: nn.Module, xs: Tensor, gen) -> tuple[Tensor, Tensor]:
+    """FM+MUR: A*(x_u) = argmax_x H(p(y|x)) s.t. ||x - A(x_u)|| <= r (appendix), detached, and ||g0|| (U,).
+
+    The point-finder is cfg.mur (direct | pga | ga | random | vat) around x0 = the strong view;
+    g0 needs its own pass here (NaN for random and vat, which do not use it).
+    """
+    xs = xs.detach()  # (U, C, H, W)
+    if cfg.mur in ("direct", "pga", "ga"):
+        g0 = entropy_grad(student, xs)             # (U, C, H, W)
+        g0_norm = g0.flatten(1).norm(dim=1)        # (U,)
+    else:
+        g0, g0_norm = None, torch.full((xs.shape[0],), float("nan"), device=xs.device)
+    x_star = virtual_point(student, xs, cfg.mur_radius, method=cfg.mur, step_size=cfg.mur_step_size,
+                           steps=cfg.mur_steps, g0=g0, generator=gen, xi=cfg.vat_xi)
+    return x_star, g0_norm
+
+
+def fixmatch_term(cfg: TrainConfig, student: nn.Module, v: Views, logits: Tensor,
+                  gen) -> tuple[Tensor, Tensor | None]:
+    """FixMatch's unlabeled loss mean_u 1[max p(x_u) > tau] CE(p(A(x_u)), y~) and ||g0|| (FM+MUR) or None.
+
+    FM+MUR evaluates the cross-entropy at A*(x_u) instead of A(x_u) (that pass, like every x*
+    pass, leaves the BN running statistics alone). Only the strong (or x*) pass carries gradient.
+    """
+    if v.xs is None:
+        raise ValueError("method 'fixmatch' needs the strong view Views.xs (U, C, H, W); "
+                         "build the views with Trainer._views or pass xs=strong_augment(...)")
+    y_hat, mask = pseudo_labels(weak_logits(cfg, student, v, logits), cfg.fm_threshold)  # (U,), (U,)
+    if cfg.mur == "none":
+        out, g0_norm = student(v.xs), None                      # (U, K)
+    else:
+        x_star, g0_norm = strong_virtual_point(cfg, student, v.xs, gen)
+        with frozen_bn_stats(student):
+            out = student(x_star)                               # (U, K)
+    ce = F.cross_entropy(out.float(), y_hat, reduction="none")  # (U,)
+    return (mask * ce).mean(), g0_norm
 
 
 # --- MUR / RR ------------------------------------------------------------------------------------
@@ -89,7 +170,8 @@ def mur_term(cfg: TrainConfig, student: nn.Module, v: Views, logits: Tensor, gen
     else:
         g0, g0_norm = None, torch.full((B,), float("nan"), device=x0.device)
     x_star = virtual_point(student, x0.detach(), cfg.mur_radius, method=cfg.mur,
-                           step_size=cfg.mur_step_size, steps=cfg.mur_steps, g0=g0, generator=gen)
+                           step_size=cfg.mur_step_size, steps=cfg.mur_steps, g0=g0, generator=gen,
+                           xi=cfg.vat_xi)
     if cfg.method == "mut":
         with torch.no_grad():
             target = student(v.x2).float().softmax(-1)  # (B, K) second augmented view
@@ -106,18 +188,22 @@ def loss_terms(cfg: TrainConfig, student: nn.Module, teacher: nn.Module | None, 
                gen: torch.Generator) -> tuple[dict[str, Tensor], Tensor | None]:
     """Unweighted loss terms {xent, cons?, kl?, mur?, entmin?} and ||g0|| per sample (or None)."""
     L = v.y_l.shape[0]
-    if cfg.mur != "none":
+    mur_on_x0 = cfg.mur != "none" and cfg.method != "fixmatch"  # FM+MUR acts on the strong view
+    if mur_on_x0:
         v.x.requires_grad_(True)  # g0 = dH/dx0 from this very pass
     logits = student(v.x)  # (B, K)
     terms = {"xent": F.cross_entropy(logits[:L].float(), v.y_l)}
-    cons = CONSISTENCY[cfg.method](cfg, student, teacher, v, logits, gen)
-    if cons is not None:
-        terms["cons"] = cons
+    g0_norm = None
+    if cfg.method == "fixmatch":
+        terms["cons"], g0_norm = fixmatch_term(cfg, student, v, logits, gen)
+    else:
+        cons = CONSISTENCY[cfg.method](cfg, student, teacher, v, logits, gen)
+        if cons is not None:
+            terms["cons"] = cons
     if cfg.vd:
         terms["kl"] = kl_divergence(student)
     if cfg.entmin_coef > 0 and logits.shape[0] > L:
         terms["entmin"] = entropy(logits[L:].float()).mean()
-    g0_norm = None
-    if cfg.mur != "none":
+    if mur_on_x0:
         terms["mur"], g0_norm = mur_term(cfg, student, v, logits, gen)
     return terms, g0_norm

@@ -2,11 +2,14 @@
 
 x* = argmax_x H(p(y|x))  s.t.  ||x - x0||_2 <= r          (paper Eq. 9)
 
-approximated four ways (`virtual_point(..., method=...)`):
+approximated four ways (`virtual_point(..., method=...)`), plus VAT's point beside it:
   direct  x* = x0 + r g0 / ||g0||, g0 = dH/dx at x0          (paper Eq. 10)
   pga     projected gradient ascent on H inside the ball     (appendix)
   ga      gradient ascent on the Lagrangian relaxation F(x)  (paper Eq. 11, appendix)
   random  x0 + r u / ||u||, u ~ N(0, I): the RR ablation baseline
+  vat     x0 + r d_adv: VAT's virtual adversarial point (Miyato et al. 2018), the point
+          whose prediction differs most from p(x0) (MUR: the most uncertain one); r is
+          VAT's epsilon, `steps` its power iterations, `xi` its finite-difference scale
 
 Norms are L2 per sample over every non-batch axis, with EPS added to each denominator.
 x* is always detached: no gradient flows through its construction.
@@ -15,6 +18,16 @@ Batch-norm policy: the forward passes made here (g0 and every ascent step) use b
 statistics but never update the running statistics (`frozen_bn_stats`), as VAT's
 official code does for its perturbed passes. Run the loss pass on x* under the same
 context so that x* never touches running_mean / running_var.
+
+VAT and the network's own noise (Gaussian input noise, dropout, VD sampling): the p(x0)
+pass and every perturbed pass of the power iteration replay the same global-RNG state
+(`_same_noise`), so they draw identical noise and KL(p(x0) || p(x0 + xi d)) measures the
+perturbation xi d alone, as VAT's official code does by reusing the dropout seed. The
+global RNG is left as it was. Precision: xi d is a finite difference, so the power
+iteration runs with autocast off (full precision even in a bf16 run), and xi must stay well
+above x0's rounding error. Measured on the digits ConvNet in float32 (cosine of one power
+step with the exact Gauss-Newton product J^T F J d): xi = 1e-6 (VAT's paper) 0.24, 1e-4
+0.98, 1e-3 0.99, 1e-1 0.96; hence TrainConfig.vat_xi = 1e-3.
 
     pytest tests/test_mur.py -q
 """
@@ -26,7 +39,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-METHODS = ("direct", "pga", "ga", "random")
+METHODS = ("direct", "pga", "ga", "random", "vat")
 EPS = 1e-8  # added to every per-sample norm used as a denominator
 
 
@@ -97,12 +110,14 @@ def _project(x: torch.Tensor, x0: torch.Tensor, radius: float) -> torch.Tensor:
 
 def virtual_point(model: nn.Module, x0: torch.Tensor, radius: float, method: str = "direct",
                   step_size: float = 1.0, steps: int = 1, g0: torch.Tensor | None = None,
-                  generator: torch.Generator | None = None) -> torch.Tensor:
+                  generator: torch.Generator | None = None, xi: float = 1e-3) -> torch.Tensor:
     """The virtual point x* of x0 (B, ...): detached, same shape and dtype as x0.
 
-    radius: r, L2 distance per sample. step_size, steps: alpha and T of pga / ga (direct
-    and random ignore them). g0: dH/dx at x0 if already computed (direct, ga and the first
-    pga step use it instead of a new pass). generator: draws u of `random`.
+    radius: r, L2 distance per sample (VAT: epsilon). step_size, steps: alpha and T of
+    pga / ga, the number of power iterations of vat (direct and random ignore them).
+    g0: dH/dx at x0 if already computed (direct, ga and the first pga step use it instead
+    of a new pass; vat ignores it). generator: draws u of `random` and VAT's start d.
+    xi: VAT's finite-difference scale (only vat uses it).
 
     ga starts off x0 because the Lagrangian's gradient is undefined at x = x0 (the term
     (x - x0)(2 - r/||x - x0||) has no limit there): its first iteration is the plain
@@ -119,6 +134,8 @@ def virtual_point(model: nn.Module, x0: torch.Tensor, radius: float, method: str
         raise ValueError(f"steps must be an integer >= 1, got {steps}")
     if method in ("pga", "ga") and not step_size > 0:
         raise ValueError(f"step_size must be > 0 for {method}, got {step_size}")
+    if method == "vat" and not xi > 0:
+        raise ValueError(f"xi must be > 0 for vat, got {xi}")
     _check_input(x0)
     x0 = x0.detach()
     if g0 is not None:
@@ -129,6 +146,8 @@ def virtual_point(model: nn.Module, x0: torch.Tensor, radius: float, method: str
 
     if method == "random":
         return x0 + radius * _unit(_gaussian_like(x0, generator))
+    if method == "vat":
+        return x0 + radius * vat_direction(model, x0, xi, int(steps), generator)
     if g0 is None:
         g0 = entropy_grad(model, x0)  # (B, ...)
     if method == "direct":
@@ -146,6 +165,56 @@ def virtual_point(model: nn.Module, x0: torch.Tensor, radius: float, method: str
         penalty = lam * d * (2.0 - radius / (_norm(d) + EPS))
         x = x + step_size * (entropy_grad(model, x) - penalty)
     return x
+
+
+# ----------------------------------------------------------------------------- VAT
+
+def kl_logits(logits_p: torch.Tensor, logits_q: torch.Tensor) -> torch.Tensor:
+    """KL(softmax(logits_p) || softmax(logits_q)) per row in float32 (or float64): (B, K), (B, K) -> (B,)."""
+    if logits_p.dtype in (torch.float16, torch.bfloat16):
+        logits_p = logits_p.float()
+    if logits_q.dtype in (torch.float16, torch.bfloat16):
+        logits_q = logits_q.float()
+    logp, logq = F.log_softmax(logits_p, dim=-1), F.log_softmax(logits_q, dim=-1)  # (B, K)
+    return (logp.exp() * (logp - logq)).sum(dim=-1)  # (B,)
+
+
+@contextlib.contextmanager
+def _same_noise(x: torch.Tensor):
+    """Inside: the global RNG (CPU, and x's CUDA device) starts from its state on entry; on exit
+    it is put back. Two passes each wrapped in this draw the same network noise."""
+    devices = [x.device.index if x.device.index is not None else torch.cuda.current_device()] if x.is_cuda else []
+    with torch.random.fork_rng(devices=devices):
+        yield
+
+
+def vat_direction(model: nn.Module, x0: torch.Tensor, xi: float = 1e-3, steps: int = 1,
+                  generator: torch.Generator | None = None) -> torch.Tensor:
+    """VAT's adversarial direction d (B, ...), unit L2 norm per sample, detached.
+
+    d ~ N(0, I) from `generator`, normalised; then `steps` power iterations
+        d <- normalize( grad_r KL(p(x0) || p(x0 + r)) at r = xi d ),   p(x0) detached,
+    i.e. d <- H d / ||H d|| to first order, H the Hessian of the KL at x0 (per sample, up to
+    train-mode BatchNorm coupling): d tends to H's top eigenvector, the direction whose
+    prediction changes most. All passes use batch statistics without updating the BN
+    running statistics, replay one RNG state and run without autocast (module docstring).
+    Parameter .grad fields are not touched. A zero gradient (e.g. xi below the rounding
+    error) gives d = 0, hence x* = x0.
+    """
+    _check_input(x0)
+    x0 = x0.detach()
+    d = _unit(_gaussian_like(x0, generator))  # (B, ...)
+    full_precision = torch.autocast(x0.device.type, enabled=False)  # a finite difference needs it
+    with frozen_bn_stats(model), torch.enable_grad(), full_precision:
+        with _same_noise(x0), torch.no_grad():
+            logits0 = model(x0)  # (B, K) p(x0), a constant
+        for _ in range(int(steps)):
+            r = (xi * d).requires_grad_(True)
+            with _same_noise(x0):
+                kl = kl_logits(logits0, model(x0 + r)).sum()  # samples independent: sum, not mean
+            (g,) = torch.autograd.grad(kl, r)
+            d = _unit(g.detach())
+    return d
 
 
 def _gaussian_like(x0: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from trainables import schedules
+from trainables.augment_strong import strong_augment
 from trainables.config import TrainConfig
 from trainables.data import Batcher, Dataset, augment, labeled_split, load_dataset
 from trainables.methods import Views, loss_terms
@@ -100,9 +101,13 @@ class Trainer:
         idx_l, idx_u = self.batcher.next()
         idx = torch.cat([idx_l, idx_u]).to(self.device)      # (B,) labeled first
         x = d.x_train[idx]                                   # (B, C, H, W)
-        return Views(x=augment(x, cfg.translate, cfg.flip, self.gen),
-                     x2=augment(x, cfg.translate, cfg.flip, self.gen),
-                     y_l=d.y_train[idx[: len(idx_l)]])
+        v = Views(x=augment(x, cfg.translate, cfg.flip, self.gen),
+                  x2=augment(x, cfg.translate, cfg.flip, self.gen),
+                  y_l=d.y_train[idx[: len(idx_l)]])
+        if cfg.method == "fixmatch":  # strong view A(x_u), drawn after the weak views: they never see it
+            x_u = augment(x[len(idx_l):], cfg.translate, cfg.flip, self.gen)  # (U, C, H, W)
+            v.xs = strong_augment(x_u, self.gen, cfg.fm_ops, cfg.fm_cutout, cfg.fm_groups)
+        return v
 
     def coefficients(self, step: int) -> dict[str, float]:
         cfg = self.cfg
@@ -147,6 +152,10 @@ class Trainer:
         """teacher <- decay * teacher + (1 - decay) * student, every parameter (incl. log_sigma2)."""
         for pt, ps in zip(self.teacher.parameters(), self.student.parameters()):
             pt.lerp_(ps, 1.0 - decay)
+        if self.cfg.method == "fixmatch":
+            # FixMatch's EMA model only evaluates, never runs in train mode: it takes the student's BN stats
+            for bt, bs in zip(self.teacher.buffers(), self.student.buffers()):
+                bt.copy_(bs)
 
     # ------------------------------------------------------------------ evaluation
     @property

@@ -1,0 +1,109 @@
+"""End to end through a real local Ray (not mocked): a tiny sweep via the CLI, and `ray job submit`."""
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["--seeds", "1", "--set", "steps=20", "--set", "eval_every=10", "--set", "lr_rampdown=10",
+        "--set", "sensitivity_samples=20"]
+pytestmark = pytest.mark.slow
+
+
+def _env(**extra):
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS",)}
+    env["PYTHONPATH"] = str(ROOT)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # the job's `python`
+    return {**env, **extra}
+
+
+def test_tiny_sweep_runs_end_to_end_and_writes_results(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "sweeper.run", "ablation_mur_vs_rr", "--preset", "quick", *TINY,
+                        "--storage", str(tmp_path)], cwd=ROOT, env=_env(), capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    exp = next(tmp_path.glob("ablation_mur_vs_rr-*"))
+    assert f"results: {exp}" in p.stdout and "MT + MUR" in p.stdout and "MT + RR" in p.stdout
+    for f in ("sweep.json", "trials.parquet", "summary.csv", "summary.parquet", "table.md", "table.tex"):
+        assert (exp / f).stat().st_size > 0, f
+    df = pd.read_parquet(exp / "trials.parquet")
+    assert len(df) == 8 and set(df["status"]) == {"finished"}
+    assert set(df["mur"]) == {"direct", "random"} and df["final_step"].eq(20).all()
+    assert json.loads((exp / "sweep.json").read_text())["preset"] == "quick"
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pids_using(key: str):
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit() and int(p.name) != os.getpid():
+            try:
+                if key.encode() in (p / "cmdline").read_bytes():
+                    out.append(int(p.name))
+            except OSError:
+                pass
+    return out
+
+
+def test_ray_job_submit_to_local_head_succeeds(tmp_path):
+    """`ray job submit --working-dir . -- python -m sweeper.run ...` against a head on 127.0.0.1.
+
+    Ray 2.60 heads turn token auth on by default; head and client share a token passed by value."""
+    auth = _env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
+    temp = Path("/tmp") / f"rayjob-{os.getpid()}"  # short: Ray's socket paths have a length limit
+    gcs, dash = _free_port(), _free_port()
+    ray_bin = str(Path(sys.executable).parent / "ray")
+    head = subprocess.Popen([ray_bin, "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
+                             "--port", str(gcs), "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash),
+                             "--ray-client-server-port", str(_free_port()),
+                             "--dashboard-agent-listen-port", str(_free_port()),
+                             "--temp-dir", str(temp), "--num-cpus", "2", "--disable-usage-stats"],
+                            env=auth, stdout=(tmp_path / "head.log").open("w"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        address = f"http://127.0.0.1:{dash}"
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            ok = subprocess.run([ray_bin, "job", "list", "--address", address], capture_output=True, env=auth)
+            if ok.returncode == 0:
+                break
+            time.sleep(2)
+        p = subprocess.run([ray_bin, "job", "submit", "--address", address, "--working-dir", ".", "--",
+                            "python", "-m", "sweeper.run", "ablation_radius", "--preset", "quick", *TINY,
+                            "--storage", str(tmp_path / "results")],
+                           cwd=ROOT, env=auth, capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+        assert "results:" in p.stdout  # the job's own log (the CLI's output) streams back
+        job_id = re.search(r"Job '(raysubmit_\w+)' succeeded", p.stdout).group(1)
+        status = subprocess.run(  # the SDK reads RAY_AUTH_MODE when Ray loads: ask from a fresh process
+            [sys.executable, "-c", "import sys; from ray.job_submission import JobSubmissionClient as C; "
+             "print(C(sys.argv[1]).get_job_status(sys.argv[2]))", address, job_id],
+            env=auth, capture_output=True, text=True)
+        assert status.stdout.strip().endswith("SUCCEEDED"), status.stdout + status.stderr[-2000:]
+        exp = next((tmp_path / "results").glob("ablation_radius-*"))
+        assert len(pd.read_parquet(exp / "trials.parquet")) == 5
+    finally:
+        head.send_signal(signal.SIGTERM)
+        try:
+            head.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+        for pid in _pids_using(str(temp)):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -1,0 +1,762 @@
+"""Reliability: killed trial workers and drivers recover to the same numbers, NaN runs are marked
+diverged, bad input is a one-line error (exit 2) that touches nothing, and atomic writes survive kills.
+
+Processes are really killed (SIGKILL, by their own PIDs) on a local Ray that each test starts
+itself, in its own temp dir (never /tmp/ray: other Ray instances may run on the machine), and
+stops again; leftovers of a killed driver are found by PID and process start time.
+
+    pytest tests/test_reliability.py -q                # fast: bad input, atomic writes (~20 s)
+    pytest tests/test_reliability.py -q -m slow -s     # real Ray: kills and resumes (~4 min on 2 cores)
+"""
+import hashlib
+import io
+import json
+import math
+import os
+import pickle
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from search_spaces import get_sweep
+from sweeper import check_cluster, report
+from sweeper import run as sweeper_run
+from sweeper.aggregate import atomic_write, write_summary, write_trials
+from trainables.config import TrainConfig
+from trainables.trainer import TERMS, Diverged, Trainer, train
+
+ROOT = Path(__file__).resolve().parents[1]
+# Tiny trials of the quick preset: 40 steps, a report + checkpoint every 10.
+TINY = ["--set", "steps=40", "--set", "eval_every=10", "--set", "lr_rampdown=10",
+        "--set", "sensitivity_samples=20"]
+# Metrics that must be bit-identical to an uninterrupted run on CPU (not wall_time, steps_per_s).
+EXACT = ("step", "test_error", "test_error_student", "test_error_teacher", "best_test_error", "loss_total",
+         "loss_xent", "loss_cons", "loss_kl", "loss_mur", "loss_entmin", "g0_norm", "lr",
+         "sensitivity_mean", "sensitivity_std")
+
+
+# ---------------------------------------------------------------- helpers: processes (Linux /proc)
+
+def proc_stat(pid: int):
+    """(parent pid, start time in clock ticks, state) of a live process, or None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[1]), int(fields[19]), fields[0]
+
+
+def process_tree(pid: int) -> dict[int, int]:
+    """{pid: start time} of `pid` and all its descendants now (start time guards against PID reuse)."""
+    children: dict[int, list[int]] = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit() and (st := proc_stat(int(p.name))):
+            children.setdefault(st[0], []).append(int(p.name))
+    out, todo = {}, [pid]
+    while todo:
+        q = todo.pop()
+        if (st := proc_stat(q)) and st[2] != "Z":
+            out[q] = st[1]
+            todo += children.get(q, [])
+    return out
+
+
+def alive(procs: dict[int, int]) -> dict[int, int]:
+    """The processes of `procs` still running (same PID and start time, not a zombie)."""
+    return {p: t for p, t in procs.items() if (st := proc_stat(p)) and st[1] == t and st[2] != "Z"}
+
+
+def kill_tree(procs: dict[int, int], timeout: float = 20.0) -> int:
+    """SIGKILL exactly these processes and whatever they started meanwhile; wait until all are gone."""
+    killed, deadline = set(), time.time() + timeout
+    while time.time() < deadline:
+        now = {}
+        for pid in alive(procs):
+            now.update(process_tree(pid))
+        procs = {**procs, **now}
+        left = alive(procs)
+        if not left:
+            return len(killed)
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.2)
+    raise AssertionError(f"processes still alive after SIGKILL: {sorted(alive(procs))}")
+
+
+def pids_naming(key: str) -> list[int]:
+    """Live processes whose command line contains `key` (every Ray daemon names its temp dir)."""
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit() and int(p.name) != os.getpid():
+            try:
+                if key.encode() in (p / "cmdline").read_bytes():
+                    out.append(int(p.name))
+            except OSError:
+                pass
+    return out
+
+
+def ray_env(temp: Path) -> dict:
+    """This environment with Ray's temp dir moved to `temp` (so the driver's Ray is ours alone)."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    return {**env, "RAY_TMPDIR": str(temp), "PYTHONPATH": str(ROOT)}
+
+
+def short_tmp(prefix: str) -> Path:
+    """A short /tmp folder: Ray's unix sockets live under it and their paths are limited to 107 bytes."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+
+
+# ---------------------------------------------------------------- helpers: results on disk
+
+def read_reports(tdir: Path) -> list[dict]:
+    """result.json of a trial folder; a torn last line (being written) is left out."""
+    f = tdir / "result.json"
+    out = []
+    for line in (f.read_text().splitlines() if f.is_file() else []):
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return out
+
+
+def trial_folders(exp: Path) -> list[Path]:
+    return sorted(p.parent for p in exp.glob("*/params.json"))
+
+
+def starts(reports: list[dict]) -> list[int]:
+    """Indices of the reports that open a (re)start of the trial (Ray resets iterations_since_restore)."""
+    return [i for i, r in enumerate(reports) if r["iterations_since_restore"] == 1]
+
+
+def same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+def trial_config(t: dict) -> TrainConfig:
+    return TrainConfig.from_dict({k: v for k, v in t.items() if k != "trial_index"})
+
+
+def reference(t: dict) -> dict:
+    """The uninterrupted run: trainables.trainer.train, in this process, on 1 thread like a 1-CPU trial."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return train(trial_config(t), log=None)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def snapshot(root: Path) -> dict[str, tuple]:
+    """Every file under root: size, mtime and SHA-256 (to show that nothing stored was touched)."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            st = p.stat()
+            out[str(p.relative_to(root))] = (st.st_size, st.st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+        elif p.is_dir():
+            out[str(p.relative_to(root)) + "/"] = ()
+    return out
+
+
+def cli_trials(*argv: str) -> tuple:
+    """(sweep, args, validated trial configs) exactly as `python -m sweeper.run ARGV` builds them."""
+    args = sweeper_run.parse_args(list(argv))
+    sweep = get_sweep(args.sweep, args.preset)
+    return sweep, args, sweeper_run.trial_configs(sweep, args)
+
+
+# ---------------------------------------------------------------- a local Ray in this process
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """Our own local Ray (2 CPUs, no dashboard, own temp dir), shut down and checked gone after."""
+    import ray
+
+    temp = short_tmp("rrel")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=str(temp / "ray"),
+             log_to_driver=False)
+    try:
+        yield temp
+    finally:
+        ray.shutdown()
+        deadline = time.time() + 20
+        while pids_naming(str(temp)) and time.time() < deadline:
+            time.sleep(0.2)
+        assert pids_naming(str(temp)) == [], "Ray processes of this test outlived ray.shutdown()"
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def fit(sweep, trials, args, exp: Path):
+    """Run `trials` with the Tuner that sweeper.run builds (its FailureConfig and checkpoints)."""
+    exp.mkdir(parents=True)
+    (exp / "sweep.json").write_text(json.dumps({**asdict(sweep), "preset": args.preset}, default=str))
+    tuner = sweeper_run.build_tuner(sweep, trials, args, exp, {"cpu": 1, "gpu": 0})
+    return tuner.fit()
+
+
+# ---------------------------------------------------------------- 1. a trial worker killed mid-run
+
+@pytest.mark.slow
+def test_killed_trial_worker_restarts_from_checkpoint_with_identical_metrics(local_ray, tmp_path):
+    sweep, args, trials = cli_trials("ablation_radius", "--preset", "quick", "--seeds", "1", *TINY,
+                                     "--set", "steps=60", "--storage", str(tmp_path))
+    trial = trials[2]  # r = 1.0, seed 0
+    exp, kills, stop, problems = tmp_path / "exp", [], threading.Event(), []
+    every = trial["eval_every"]
+
+    def killer():
+        """SIGKILL the worker twice: right after the first report of each of the first two processes."""
+        while len(kills) < 2 and not stop.is_set():
+            tdirs = trial_folders(exp) if exp.is_dir() else []
+            reports = read_reports(tdirs[0]) if tdirs else []
+            fresh = [r for r in reports if r["pid"] not in {k["pid"] for k in kills}]
+            if fresh and not fresh[-1]["done"]:
+                pid = fresh[-1]["pid"]
+                if pid not in process_tree(os.getpid()):  # never kill what this test did not start
+                    problems.append(f"worker {pid} is not a process of our Ray")
+                    return
+                os.kill(pid, signal.SIGKILL)
+                kills.append({"pid": pid, "step": fresh[-1]["step"], "t": time.time()})
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=killer, daemon=True)
+    t0 = time.time()
+    watcher.start()
+    try:
+        grid = fit(sweep, [trial], args, exp)
+    finally:
+        stop.set()
+        watcher.join()
+    wall = time.time() - t0
+    assert not problems and len(kills) == 2, f"not killed twice: {kills} {problems}"
+    assert grid.num_errors == 0
+
+    (tdir,) = trial_folders(exp)
+    reports = read_reports(tdir)
+    begin = starts(reports)
+    assert len(begin) == 3, "one start plus one restart per kill"
+    pids = [reports[i]["pid"] for i in begin]
+    assert pids[:2] == [k["pid"] for k in kills] and len(set(pids)) == 3
+    for i, k in zip(begin[1:], kills):  # each restart continues after the checkpoint reported before the kill
+        assert reports[i]["step"] == k["step"] + every, (reports[i]["step"], k)
+    assert "Failure # 2" in (tdir / "error.txt").read_text()
+    assert reports[-1]["done"] and reports[-1]["step"] == trial["steps"]
+
+    ref = reference(trial)
+    for k in EXACT:
+        assert same(reports[-1][k], ref[k]), (k, reports[-1][k], ref[k])
+    print(json.dumps({"test": "trial worker kill", "kills": len(kills), "restarts": len(begin) - 1,
+                      "steps": trial["steps"], "wall_s": round(wall, 1),
+                      "final_test_error": reports[-1]["test_error"], "reference": ref["test_error"]}))
+
+
+# ---------------------------------------------------------------- 3. a forced NaN: diverged, the sweep goes on
+
+@pytest.mark.slow
+def test_nan_trial_is_marked_diverged_and_left_out_of_the_mean(local_ray, tmp_path):
+    sweep, args, trials = cli_trials("ablation_radius", "--preset", "quick", "--seeds", "1", *TINY,
+                                     "--max-concurrent", "1", "--storage", str(tmp_path))
+    ok = trials[2]
+    nan = {**ok, "lr": 1e12}  # listed first, so it runs first; the next trial must still run
+    try:  # the expected divergence: the same config in this process, without Ray
+        Trainer(trial_config(nan)).run_interval()
+        raise AssertionError("lr=1e12 did not diverge")
+    except Diverged as e:
+        expected = e
+    exp = tmp_path / "exp"
+    grid = fit(sweep, [nan, ok], args, exp)
+    assert grid.num_errors == 0  # a diverged trial ends normally: no retries, no failure
+
+    reports = {json.loads((t / "params.json").read_text())["lr"]: read_reports(t) for t in trial_folders(exp)}
+    (last,) = reports[1e12]  # it stopped at once: one report, before the first evaluation
+    assert last["diverged"] == 1 and last["done"] and math.isnan(last["test_error"])
+    assert (last["diverged_step"], last["diverged_term"]) == (expected.step, expected.term)
+    assert last["diverged_step"] < ok["eval_every"] and last["diverged_term"] in (*TERMS, "total")
+    assert reports[0.1][-1]["done"] and reports[0.1][-1]["step"] == ok["steps"]
+
+    paths = report.build_report(exp)
+    df = pd.read_parquet(paths["trials.parquet"])
+    status = dict(zip(df["lr"], df["status"]))
+    assert status == {1e12: "diverged", 0.1: "finished"}
+    summary = pd.read_csv(paths["summary.csv"]).set_index("lr")
+    assert summary.loc[1e12, ["n", "n_diverged", "n_trials"]].tolist() == [0, 1, 1]
+    assert math.isnan(summary.loc[1e12, "mean"])  # nothing finished: no mean, rather than a NaN averaged in
+    assert summary.loc[0.1, ["n", "n_diverged"]].tolist() == [1, 0]
+    assert summary.loc[0.1, "mean"] == reference(ok)["test_error"]
+    assert "1 diverged" in paths["table.md"].read_text()
+    print(json.dumps({"test": "forced NaN", "diverged_step": last["diverged_step"],
+                      "diverged_term": last["diverged_term"]}))
+
+
+# ---------------------------------------------------------------- 2. a driver killed mid-sweep, then resumed
+
+class Driver:
+    """`python -m sweeper.run ...` in a subprocess with its own Ray temp dir; SIGKILLed by PID."""
+
+    def __init__(self, argv: list[str], temp: Path, log: Path):
+        self.log = log
+        self.proc = subprocess.Popen([sys.executable, "-m", "sweeper.run", *argv], cwd=ROOT, env=ray_env(temp),
+                                     stdout=log.open("w"), stderr=subprocess.STDOUT)
+
+    def wait_until(self, cond, timeout: float = 240.0):
+        deadline = time.time() + timeout
+        while not cond():
+            assert self.proc.poll() is None, f"driver ended (rc {self.proc.returncode}) before the kill point:\n" \
+                                             + self.log.read_text()[-3000:]
+            assert time.time() < deadline, "kill point not reached in time"
+            time.sleep(0.05)
+
+    def kill(self) -> int:
+        """SIGKILL the driver, then (by PID) the Ray processes it had started; returns how many."""
+        ours = process_tree(self.proc.pid)
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        return kill_tree(ours)
+
+    def finish(self, timeout: float = 300.0) -> int:
+        return self.proc.wait(timeout)
+
+
+def sweep_state(exp: Path) -> dict[str, list[dict]]:
+    return {t.name: read_reports(t) for t in trial_folders(exp)} if exp.is_dir() else {}
+
+
+def done(state) -> set[str]:
+    return {t for t, r in state.items() if r and r[-1]["done"]}
+
+
+def partial(state) -> set[str]:
+    return {t for t, r in state.items() if r and not r[-1]["done"]}
+
+
+@pytest.mark.slow
+def test_killed_driver_resumes_without_rerunning_finished_trials(tmp_path):
+    temp, storage = short_tmp("rrdrv"), tmp_path / "results"
+    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *TINY, "--storage", str(storage)]
+    sweep, _, trials = cli_trials(*argv)
+    events, t0, d = [], time.time(), None
+    try:
+        # run 1: kill the driver once 2 trials finished and another one has a checkpoint
+        d = Driver(argv, temp, tmp_path / "driver1.log")
+        exp_of = lambda: next(storage.glob("ablation_radius-*"), None)
+        d.wait_until(lambda: exp_of() is not None and len(done(sweep_state(exp_of()))) >= 2
+                     and partial(sweep_state(exp_of())))
+        exp = exp_of()
+        at_kill1 = sweep_state(exp)
+        files1 = {t: (exp / t / "result.json").read_bytes() for t in done(at_kill1)}
+        events.append({"kill": 1, "t": time.time() - t0, "ray_pids_killed": d.kill(),
+                       "done": len(done(at_kill1)), "partial": len(partial(at_kill1))})
+        assert pids_naming(str(temp)) == []
+
+        # run 2: `--resume` (the latest experiment); killed again once one more trial finished
+        d = Driver([*argv, "--resume"], temp, tmp_path / "driver2.log")
+        d.wait_until(lambda: len(done(sweep_state(exp))) > len(done(at_kill1)) and any(
+            t not in at_kill1 or len(r) > len(at_kill1[t]) for t, r in sweep_state(exp).items()
+            if t in partial(sweep_state(exp))))
+        at_kill2 = sweep_state(exp)
+        files2 = {t: (exp / t / "result.json").read_bytes() for t in done(at_kill2)}
+        events.append({"kill": 2, "t": time.time() - t0, "ray_pids_killed": d.kill(),
+                       "done": len(done(at_kill2)), "partial": len(partial(at_kill2))})
+        assert pids_naming(str(temp)) == []
+
+        # run 3: resume by naming the experiment folder; runs to the end
+        d = Driver([*argv, "--resume", str(exp)], temp, tmp_path / "driver3.log")
+        rc = d.finish()
+        events.append({"finished": True, "t": time.time() - t0, "rc": rc})
+        assert rc == 0, d.log.read_text()[-3000:]
+        assert f"resuming {exp}" in d.log.read_text()
+        assert pids_naming(str(temp)) == []
+    finally:
+        if d is not None and d.proc.poll() is None:
+            d.kill()
+        shutil.rmtree(temp, ignore_errors=True)
+
+    final = sweep_state(exp)
+    assert len(final) == len(trials) and done(final) == set(final)
+    # finished trials were not run again: their results are byte for byte what they were at the kill
+    for t, content in {**files1, **files2}.items():
+        assert (exp / t / "result.json").read_bytes() == content, f"{t} ran again after it had finished"
+    # unfinished ones continued from a checkpoint: their restart's first report is past the first evaluation
+    every = trials[0]["eval_every"]
+    restarted = {t for t in (partial(at_kill1) | partial(at_kill2))}
+    for t in restarted:
+        reps = final[t]
+        begin = starts(reps)
+        assert len(begin) >= 2, f"{t} was interrupted but shows no restart"
+        for i in begin[1:]:
+            assert reps[i]["step"] > every, f"{t} restarted from scratch, not from its checkpoint"
+    n_starts = sum(len(starts(r)) for r in final.values())
+
+    # the final table equals the uninterrupted runs of the same configs, exactly
+    refs = {t["mur_radius"]: reference(t) for t in trials}
+    summary = pd.read_csv(exp / "summary.csv")
+    assert sorted(summary["mur_radius"]) == sorted(refs)
+    for _, row in summary.iterrows():
+        assert row["mean"] == refs[row["mur_radius"]]["test_error"]
+        assert (row["n"], row["n_failed"], row["n_diverged"], row["n_incomplete"]) == (1, 0, 0, 0)
+    df = pd.read_parquet(exp / "trials.parquet")
+    assert set(df["status"]) == {"finished"}
+    for _, row in df.iterrows():
+        for k in EXACT:
+            assert same(row[f"final_{k}"], refs[row["mur_radius"]][k]), (row["mur_radius"], k)
+    print(json.dumps({"test": "driver kill + resume", "trials": len(trials), "driver_kills": 2, "resumes": 2,
+                      "trial_starts": n_starts, "restarted_from_checkpoint": len(restarted), "events": events}))
+
+
+# ---------------------------------------------------------------- 4. bad input: one line, exit 2, nothing touched
+
+def write_cifar10(root: Path, truncate: str | None = None) -> Path:
+    """A tiny CIFAR-10 in torchvision's layout (root/cifar-10-batches-py/...); optionally one file cut in half."""
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        batch = {"data": rng.integers(0, 256, (10, 3072), dtype=np.uint8), "labels": list(range(10))}
+        (folder / name).write_bytes(pickle.dumps(batch))
+    (folder / "batches.meta").write_bytes(pickle.dumps({"label_names": [f"c{i}" for i in range(10)]}))
+    if truncate:
+        data = (folder / truncate).read_bytes()
+        (folder / truncate).write_bytes(data[: len(data) // 2])
+    return root
+
+
+@pytest.fixture
+def stored(tmp_path):
+    """A results root that already holds an experiment of ablation_radius (what must not be touched)."""
+    root = tmp_path / "results"
+    exp = root / "ablation_radius-20200101-000000"
+    tdir = exp / "train_tune_00000_0_trial_index=0"
+    tdir.mkdir(parents=True)
+    (exp / "sweep.json").write_text(json.dumps({"name": "ablation_radius", "rows": ["method"], "cols": []}))
+    (tdir / "params.json").write_text(json.dumps({"seed": 0, "mur_radius": 1.0}))
+    (tdir / "result.json").write_text(json.dumps({"step": 10, "test_error": 50.0, "done": True}) + "\n")
+    (exp / "summary.csv").write_text("mur_radius,mean\n1.0,50.0\n")
+    return root
+
+
+def no_ray(*a, **k):
+    raise AssertionError("Ray was started for bad input")
+
+
+QUICK = ["ablation_radius", "--preset", "quick"]
+BAD_INPUT = {  # name -> (argv after the sweep; {root}, {data}, {file} are filled in), words in the error
+    "unknown sweep": (["no_such_sweep"], "unknown sweep 'no_such_sweep'; valid sweeps:"),
+    "unknown preset": (["ablation_radius", "--preset", "fast"], "unknown preset 'fast'; valid presets"),
+    "unknown method": ([*QUICK, "--set", "method=bogus"], "unknown method 'bogus'; choose one of"),
+    "unknown config key": ([*QUICK, "--set", "radius=3"], "unknown config key(s) ['radius']"),
+    "--set without =": ([*QUICK, "--set", "steps"], "is not KEY=VALUE"),
+    "value of the wrong type": ([*QUICK, "--set", "steps=abc"], "steps must be an integer, got 'abc'"),
+    "radius 0": ([*QUICK, "--set", "mur_radius=0"], "mur_radius must be > 0, got 0.0"),
+    "radius < 0": ([*QUICK, "--set", "mur_radius=-1"], "mur_radius must be > 0, got -1.0"),
+    "steps 0": ([*QUICK, "--set", "steps=0"], "steps must be >= 1, got 0"),
+    "lr < 0": ([*QUICK, "--set", "lr=-0.1"], "lr must be > 0"),
+    "labels > images": ([*QUICK, "--set", "num_labels=1350"], "num_labels=1350 exceeds the 1347 training images"),
+    "labels not divisible": ([*QUICK, "--set", "num_labels=105"], "not divisible by the 10 classes"),
+    "labels < classes": ([*QUICK, "--set", "num_labels=5"], "below the 10 classes"),
+    "negative cons coef": ([*QUICK, "--set", "cons_coef=-1"], "cons_coef must be >= 0, got -1.0"),
+    "negative kl coef": ([*QUICK, "--set", "kl_coef=-0.05"], "kl_coef must be >= 0, got -0.05"),
+    "negative mur coef": ([*QUICK, "--set", "mur_coef=-4"], "mur_coef must be >= 0, got -4.0"),
+    "negative entmin coef": ([*QUICK, "--set", "entmin_coef=-0.1"], "entmin_coef must be >= 0"),
+    "seeds 0": ([*QUICK, "--seeds", "0"], "--seeds must be >= 1"),
+    "cpus per trial 0": ([*QUICK, "--cpus-per-trial", "0"], "--cpus-per-trial must be > 0"),
+    "gpus per trial < 0": ([*QUICK, "--gpus-per-trial", "-1"], "--gpus-per-trial must be >= 0"),
+    "max concurrent < 0": ([*QUICK, "--max-concurrent", "-1"], "--max-concurrent must be >= 0"),
+    "missing data folder": (["ablation_radius", "--data-dir", "{data}/nothing"], "does not exist; create it"),
+    "data set not in the folder": (["ablation_radius", "--data-dir", "{data}/empty"],
+                                   "cifar10 files missing in"),
+    "truncated data file": (["ablation_radius", "--data-dir", "{data}/torn"],
+                            "data_batch_3 (UnpicklingError: pickle data was truncated); it is corrupt or truncated"),
+    "storage not writable": ([*QUICK, "--storage", "{file}/sub"], "cannot be written (Not a directory)"),
+    "Ray address does not answer": ([*QUICK, "--address", "127.0.0.1:1"], "Ray address 127.0.0.1:1 does not answer"),
+    "Ray client address does not answer": ([*QUICK, "--address", "ray://127.0.0.1:1"],
+                                           "Ray address ray://127.0.0.1:1 does not answer"),
+    "resume a folder that is not an experiment": ([*QUICK, "--resume", "{data}"], "is not an experiment folder"),
+    "resume with nothing to resume": (["ablation_kl", "--preset", "quick", "--resume"], "nothing to resume"),
+    "resume another sweep's experiment": (["ablation_kl", "--preset", "quick", "--resume",
+                                           "{root}/ablation_radius-20200101-000000"],
+                                          "holds the sweep 'ablation_radius', not 'ablation_kl'"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_INPUT))
+def test_bad_input_is_one_line_exit_2_before_ray_and_touches_nothing(name, stored, tmp_path, capsys,
+                                                                     monkeypatch):
+    argv, words = BAD_INPUT[name]
+    data = tmp_path / "data"
+    (data / "empty").mkdir(parents=True)
+    write_cifar10(data / "torn", truncate="data_batch_3")
+    (tmp_path / "a_file").write_text("not a folder")
+    fill = dict(root=stored, data=data, file=tmp_path / "a_file")
+    argv = [a.format(**fill) for a in argv]
+    if "--storage" not in argv:
+        argv += ["--storage", str(stored)]
+    monkeypatch.setattr(sweeper_run, "connect_ray", no_ray)
+    monkeypatch.setattr(sweeper_run, "build_tuner", no_ray)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    before = snapshot(tmp_path)
+    rc = sweeper_run.main(argv)
+    out, err = capsys.readouterr()
+    assert rc == 2
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+    assert words in err and "Traceback" not in err + out
+    assert snapshot(tmp_path) == before, "bad input changed stored files"
+
+
+def test_ray_address_from_the_environment_is_checked_too(stored, capsys, monkeypatch):
+    monkeypatch.setattr(sweeper_run, "connect_ray", no_ray)
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+    before = snapshot(stored)
+    assert sweeper_run.main([*QUICK, "--storage", str(stored)]) == 2
+    assert "Ray address 127.0.0.1:1 does not answer" in capsys.readouterr().err
+    assert snapshot(stored) == before
+
+
+def test_a_cluster_ray_cannot_reach_is_one_line_exit_2(stored, capsys, monkeypatch):
+    """`--address auto` with no cluster: ray.init raises ConnectionError (simulated: a real `auto` would
+    find other Ray instances on a shared machine)."""
+    def refuse(address):
+        raise ConnectionError("Could not find any running Ray instance. Please specify the one to connect to\n"
+                              "by setting `--address` flag or `RAY_ADDRESS` environment variable.")
+    monkeypatch.setattr(sweeper_run, "connect_ray", refuse)
+    monkeypatch.setattr(sweeper_run, "build_tuner", no_ray)
+    before = snapshot(stored)
+    assert sweeper_run.main([*QUICK, "--address", "auto", "--storage", str(stored)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "cannot connect to Ray at auto: Could not find" in err
+    assert snapshot(stored) == before
+
+
+def test_report_of_a_results_root_names_the_experiment_inside(stored, capsys):
+    before = snapshot(stored)
+    assert report.main([str(stored)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "holds 1 experiment folder(s), not trials" in err
+    assert "ablation_radius-20200101-000000" in err and snapshot(stored) == before
+
+
+@pytest.mark.slow
+def test_cli_process_bad_data_and_storage_exit_2_without_starting_ray(tmp_path, stored):
+    """At the process level: no traceback, exit 2, and Ray's temp dir stays empty (no session started)."""
+    temp = short_tmp("rrbad")
+    try:
+        write_cifar10(tmp_path / "torn", truncate="test_batch")
+        (tmp_path / "a_file").write_text("x")
+        before = snapshot(stored)
+        for argv, words in ((["ablation_radius", "--data-dir", str(tmp_path / "torn"), "--storage", str(stored)],
+                             "test_batch"),
+                            ([*QUICK, "--storage", str(tmp_path / "a_file" / "sub")], "cannot be written")):
+            p = subprocess.run([sys.executable, "-m", "sweeper.run", *argv], cwd=ROOT, env=ray_env(temp),
+                               capture_output=True, text=True, timeout=120)
+            assert p.returncode == 2 and p.stdout == "", p.stderr
+            assert len(p.stderr.strip().splitlines()) == 1 and words in p.stderr and "Traceback" not in p.stderr
+        assert list(temp.iterdir()) == [] and snapshot(stored) == before
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- a cluster YAML that Ray would reject
+
+@pytest.mark.parametrize("name", ["aws.yaml", "gcp.yaml", "local.yaml"])
+def test_shipped_cluster_yamls_pass_the_preflight_check(name, capsys):
+    assert check_cluster.main([str(ROOT / "cluster" / name)]) == 0
+    assert capsys.readouterr().out.startswith(f"ok: {ROOT / 'cluster' / name} passes Ray's validation")
+
+
+def _gpu_type(cfg):
+    return next(k for k, t in cfg["available_node_types"].items() if t["resources"].get("GPU"))
+
+
+CLUSTER_BREAKAGES = {  # name -> (edit of a copy of aws.yaml, words of the error)
+    "max_workers a string": (lambda c: c.update(max_workers="eight"), "max_workers: 'eight' is not of type"),
+    "fractional GPU": (lambda c: c["available_node_types"][_gpu_type(c)]["resources"].update(GPU=0.5),
+                       "resources.GPU: 0.5 is not of type 'integer'"),
+    "node type without resources": (lambda c: c["available_node_types"][_gpu_type(c)].pop("resources"),
+                                    "'resources' is a required property"),
+    "head type not a node type": (lambda c: c.update(head_node_type="nope"),
+                                  "`head_node_type` must be one of `available_node_types`"),
+    "unknown provider": (lambda c: c["provider"].update(type="nope"), "Unsupported node provider: nope"),
+    "no provider": (lambda c: c.pop("provider"), "no provider.type"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLUSTER_BREAKAGES))
+def test_cluster_yaml_ray_rejects_is_one_line_exit_2(name, tmp_path, capsys):
+    edit, words = CLUSTER_BREAKAGES[name]
+    cfg = yaml.safe_load((ROOT / "cluster" / "aws.yaml").read_text())
+    edit(cfg)
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    before = snapshot(tmp_path)
+    assert check_cluster.main([str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {path}") and len(err.strip().splitlines()) == 1 and words in err, err
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("text, words", [("a: [1,\n", "is not valid YAML at line 2"),
+                                         ("- just\n- a list\n", "holds a YAML list, not a cluster config")])
+def test_cluster_file_that_is_not_a_config(text, words, tmp_path, capsys):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    assert check_cluster.main([str(path)]) == 2 and check_cluster.main([str(tmp_path / "none.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and words in err[0] and "does not exist" in err[1]
+
+
+# ---------------------------------------------------------------- 5. atomic writes survive a kill mid-write
+
+def killed_inside(write, block) -> None:
+    """Fork; the child installs `block(signal_parent)` (which makes a write stop half way and wait), then
+    runs write(); the parent SIGKILLs the child by its PID as soon as it is blocked there."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never returns into pytest
+        try:
+            os.close(r)
+            block(lambda: os.write(w, b"x"))
+            write()
+        finally:
+            os._exit(0)
+    os.close(w)
+    blocked = os.read(r, 1)
+    os.close(r)
+    os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    assert blocked == b"x", "the child finished the write before it could be killed"
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+
+
+def _stall(signal_parent):
+    signal_parent()
+    time.sleep(60)  # killed here
+
+
+@pytest.fixture
+def small_trainer():
+    cfg = TrainConfig(steps=4, eval_every=2, lr_rampdown=2, sensitivity_samples=0, batch_labeled=10,
+                      batch_unlabeled=10, width=0.25, device="cpu")
+    return Trainer(cfg)
+
+
+@pytest.mark.parametrize("where", ["while writing the bytes", "after fsync, before the rename"])
+def test_trainer_save_killed_mid_write_leaves_the_previous_checkpoint(where, small_trainer, tmp_path):
+    tr, path = small_trainer, tmp_path / "trainer.pt"
+    tr.save(path)
+    old = path.read_bytes()
+    step_before = tr.step
+    tr.train_step()  # the state to be saved now differs from the stored one
+
+    def block(signal_parent):
+        if where == "while writing the bytes":
+            real = os.fdopen
+
+            class Torn:
+                def __init__(self, f):
+                    self.f = f
+
+                def __enter__(self):
+                    return self
+
+                def __exit__(self, *exc):
+                    self.f.close()
+
+                def write(self, b):
+                    self.f.write(b[: len(b) // 2])
+                    self.f.flush()
+                    _stall(signal_parent)
+
+            os.fdopen = lambda fd, *a, **k: Torn(real(fd, *a, **k))
+        else:
+            os.replace = lambda *a, **k: _stall(signal_parent)
+
+    killed_inside(lambda: tr.save(path), block)
+    assert path.read_bytes() == old
+    fresh = Trainer(tr.cfg, tr.data)
+    fresh.load(path)  # loads, and is the previous state
+    assert fresh.step == step_before != tr.step
+    (tmp,) = [p for p in tmp_path.iterdir() if p != path]  # the interrupted temporary file, never renamed
+    if where == "while writing the bytes":
+        with pytest.raises(Exception):
+            torch.load(tmp, weights_only=False)
+    else:
+        assert torch.load(tmp, weights_only=False)["step"] == tr.step  # complete, just not renamed
+
+
+def test_results_tables_killed_mid_write_keep_the_previous_files(tmp_path):
+    old_trials = pd.DataFrame({"trial_id": ["a", "b"], "status": ["finished", "diverged"], "final_x": [1.0, 2.0]})
+    new_trials = pd.DataFrame({"trial_id": ["a", "b", "c"], "status": ["finished"] * 3, "final_x": [3.0, 4.0, 5.0]})
+    old_summary = pd.DataFrame({"mur_radius": [1.0], "mean": [10.5], "n": [2]})
+    new_summary = pd.DataFrame({"mur_radius": [1.0], "mean": [99.0], "n": [3]})
+    write_trials(old_trials, tmp_path / "trials.parquet")
+    write_summary(old_summary, tmp_path)
+    stored_trials, stored_summary = pd.read_parquet(tmp_path / "trials.parquet"), pd.read_csv(tmp_path / "summary.csv")
+    before = snapshot(tmp_path)
+
+    def torn_parquet(signal_parent):  # pandas killed half way through writing trials.parquet
+        real = pd.DataFrame.to_parquet
+
+        def half(self, tmp, *a, **k):
+            buf = io.BytesIO()
+            real(self, buf, *a, **k)
+            Path(tmp).write_bytes(buf.getvalue()[: len(buf.getvalue()) // 2])
+            _stall(signal_parent)
+        pd.DataFrame.to_parquet = half
+
+    killed_inside(lambda: write_trials(new_trials, tmp_path / "trials.parquet"), torn_parquet)
+
+    def stop_before_second_rename(signal_parent):  # summary.parquet renamed, killed before summary.csv
+        real, calls = os.replace, []
+
+        def replace(src, dst):
+            calls.append(dst)
+            if len(calls) == 2:
+                _stall(signal_parent)
+            real(src, dst)
+        os.replace = replace
+
+    killed_inside(lambda: write_summary(new_summary, tmp_path), stop_before_second_rename)
+
+    after = snapshot(tmp_path)
+    assert after["trials.parquet"] == before["trials.parquet"] and after["summary.csv"] == before["summary.csv"]
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "trials.parquet"), stored_trials)
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "summary.csv"), stored_summary)
+    assert stored_trials["final_x"].tolist() == [1.0, 2.0] and stored_summary["mean"].tolist() == [10.5]
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "summary.parquet"), new_summary)  # renamed: whole
+    leftovers = sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp"))
+    assert len(leftovers) == 2 and all(n.startswith((".trials.parquet.", ".summary.csv.")) for n in leftovers)
+    torn = next(p for p in tmp_path.iterdir() if p.name.startswith(".trials.parquet."))
+    with pytest.raises(Exception):
+        pd.read_parquet(torn)
+
+
+def test_atomic_write_cleans_up_after_a_failing_writer(tmp_path):
+    path = tmp_path / "f.txt"
+    path.write_text("old")
+
+    def fails(tmp):
+        Path(tmp).write_text("half")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        atomic_write(path, fails)
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["f.txt"]
