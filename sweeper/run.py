@@ -235,8 +235,6 @@ def use_token_if_available(env=os.environ) -> bool:
 
 
 def connect_ray(address: str | None):
-    if address:
-        use_token_if_available()  # before Ray is imported: it reads the mode once
     import ray
 
     if address:
@@ -261,6 +259,8 @@ def main(argv=None) -> int:
         else:
             exp_dir = root / f"{sweep.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         address = check_address(args.address or os.environ.get("RAY_ADDRESS"))
+        if address:
+            use_token_if_available()  # before Ray is imported: it reads the mode once
     except (SweepError, ConfigError, DataError, InputError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
