@@ -63,7 +63,7 @@ class Trainer:
         self.device = resolve_device(cfg.device)
         torch.manual_seed(cfg.seed)
         if data is None:
-            data = load_dataset(cfg.dataset, cfg.data_dir, cfg.download)
+            data = load_dataset(cfg.dataset, cfg.data_dir, cfg.download, device=self.device)  # ZCA on the device
         self.data = data.to(self.device)
         self.cuda = self.device.type == "cuda"
         if self.cuda and cfg.channels_last:
