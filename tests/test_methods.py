@@ -88,3 +88,16 @@ def test_softmax_mse_closed_form():
     p1 = torch.sigmoid(torch.tensor(2.0))
     expected = ((0.5 - 1) ** 2 + 0.5 ** 2 + (p1 - 0.5) ** 2 + (1 - p1 - 0.5) ** 2) / 2
     assert torch.allclose(softmax_mse(logits, target), expected)
+
+
+@pytest.mark.parametrize("mur", ["none", "direct", "pga", "ga", "random"])
+def test_bn_statistics_policy_only_real_passes_update(mur):
+    """The documented policy: the x* search and the x* loss pass never update BN running stats."""
+    cfg, student, teacher, v = _setup(method="mt", mur=mur, mur_steps=3)
+    bn = [m for m in student.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    loss_terms(cfg, student, teacher, v, torch.Generator().manual_seed(0))
+    assert all(int(m.num_batches_tracked) == 1 for m in bn)  # the main pass on x0 only
+    _, s2, _, v2 = _setup(method="mt")  # same init, input and noise: the main pass alone
+    s2(v2.x)
+    for a, b in zip(bn, [m for m in s2.modules() if isinstance(m, torch.nn.BatchNorm2d)]):
+        assert torch.allclose(a.running_mean, b.running_mean, atol=1e-6)
