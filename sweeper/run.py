@@ -180,6 +180,9 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
                         "loss_total": "loss", "steps_per_s": "steps/s"},
         parameter_columns=[*varying, "seed"] if not sweep.search else list(sweep.search["space"]),
         max_report_frequency=30)
+    # num_to_keep=1: Tune then saves its experiment state after EVERY checkpoint (it syncs every
+    # num_to_keep checkpoints), so a resumed trial continues from its latest checkpoint; with 2, a
+    # driver killed after a trial's first checkpoint restarted that trial from scratch.
     run_config = tune.RunConfig(
         name=exp_dir.name, storage_path=str(exp_dir.parent),
         failure_config=tune.FailureConfig(max_failures=3),

@@ -10,7 +10,7 @@ from sweeper.run import main as run_main
 from trainables.config import TrainConfig
 
 EXPECTED = {"ablation_radius", "ablation_kl", "ablation_mur_steps", "ablation_mur_vs_rr", "mut_radius",
-            "table_cifar", "table_svhn", "hpo"}
+            "table_cifar", "table_svhn", "hpo", "fixmatch", "mur_vs_vat"}
 
 
 def test_every_expected_sweep_is_registered_by_file_name():

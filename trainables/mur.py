@@ -212,9 +212,15 @@ def vat_direction(model: nn.Module, x0: torch.Tensor, xi: float = 1e-3, steps: i
             r = (xi * d).requires_grad_(True)
             with _same_noise(x0):
                 kl = kl_logits(logits0, model(x0 + r)).sum()  # samples independent: sum, not mean
-            (g,) = torch.autograd.grad(kl, r)
-            d = _unit(g.detach())
+            (g,) = torch.autograd.grad(kl, r)  # ~ xi H d: tiny, so rescale before EPS can matter
+            d = _unit(_scale_to_max_one(g.detach()))
     return d
+
+
+def _scale_to_max_one(g: torch.Tensor) -> torch.Tensor:
+    """g / max|g| per sample (as VAT's code), so that a tiny g keeps its direction through _unit; 0 stays 0."""
+    m = g.flatten(1).abs().amax(dim=1).view(-1, *([1] * (g.dim() - 1)))  # (B, 1, ..., 1)
+    return g / m.clamp(min=torch.finfo(g.dtype).tiny)
 
 
 def _gaussian_like(x0: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
