@@ -31,6 +31,13 @@ VARIANTS = {
 }
 
 
+FIXMATCH_VARIANTS = {  # the fixmatch sweep's paper preset (64 + 448 images per step)
+    "FM": dict(vd=False, mur="none"),
+    "FM+VD": dict(vd=True, mur="none"),
+    "FM+MUR": dict(vd=False, mur="direct"),
+}
+
+
 def synthetic_cifar(device) -> Dataset:
     g = torch.Generator().manual_seed(0)
     return Dataset("cifar10", torch.randn(50_000, 3, 32, 32, generator=g), torch.randint(0, 10, (50_000,), generator=g),
@@ -59,6 +66,7 @@ def main(argv=None):
     p.add_argument("--bf16", action="store_true")
     p.add_argument("--channels-last", action="store_true")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--family", choices=("mt", "fixmatch"), default="mt")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     if a.threads:
@@ -74,15 +82,23 @@ def main(argv=None):
                     lr_rampdown=0, device="cpu")
         data, machine = load_dataset("digits"), f"{platform.processor() or 'cpu'} x{torch.get_num_threads()} threads"
         steps, warmup = a.steps or 60, a.warmup or 5
+    variants = VARIANTS
+    if a.family == "fixmatch":
+        from search_spaces.fixmatch import FIXMATCH_CIFAR, FIXMATCH_QUICK
+
+        fm = FIXMATCH_CIFAR if cuda else FIXMATCH_QUICK
+        keep = ("dataset", "arch", "num_labels", "translate", "device", "bf16", "channels_last")
+        base = {**fm, **{k: base[k] for k in keep if k in base}, "steps": 10**6, "lr_rampdown": 0}
+        variants = FIXMATCH_VARIANTS
     rows = []
-    for name, kw in VARIANTS.items():
-        cfg = TrainConfig(**base, **kw)
+    for name, kw in variants.items():
+        cfg = TrainConfig(**{**base, **kw})
         sps = bench(cfg, data, warmup, steps)
         rows.append({"variant": name, "steps_per_s": sps, "images_per_s": sps * (cfg.batch_labeled + cfg.batch_unlabeled)})
     base_sps = rows[0]["steps_per_s"]
     print(f"\n{cfg.arch} on {cfg.dataset}-shaped data, batch {cfg.batch_labeled}+{cfg.batch_unlabeled}, "
           f"device {a.device} ({machine}), bf16={a.bf16}, channels_last={a.channels_last}, torch {torch.__version__}\n")
-    print("| variant | steps/s | images/s | time per step vs MT |\n|---|--:|--:|--:|")
+    print(f"| variant | steps/s | images/s | time per step vs {rows[0]['variant']} |\n|---|--:|--:|--:|")
     for r in rows:
         r["slowdown_vs_base"] = base_sps / r["steps_per_s"]
         print(f"| {r['variant']} | {r['steps_per_s']:.1f} | {r['images_per_s']:.0f} | {r['slowdown_vs_base']:.2f}x |")

@@ -14,8 +14,8 @@ the weights (decay 0.999), no dropout / input noise. Not taken: WRN-28-2 (we tra
 ConvNet-13 on ZCA inputs) and the cosine LR decay lr cos(7 pi k / 16 K): our schedule is the
 authors' exp ramp-down, here over the last 458,752 steps (7/16 of the run), which gives the
 same mean LR (0.71 lr) as the cosine. FM+MUR: direct MUR at r = 10 (the CIFAR-10 radius).
-Cost: not measured; at ~3x the images per step of MT+MUR (48 steps/s on an H100) about
-20 H100-hours per trial. Check the rate first with --set steps=2000.
+Cost, measured on one H200 (benchmarks/trainer_throughput.py --family fixmatch): FM 18.9,
+FM+VD 8.9, FM+MUR 13.9 steps/s, so 2^20 steps take about 15, 33 and 21 GPU-hours per trial.
 """
 from search_spaces import Sweep
 from search_spaces.common import CIFAR, QUICK
@@ -42,4 +42,4 @@ def sweep(preset: str) -> Sweep:
         description="FM vs FM+VD vs FM+MUR (MUR on the strongly augmented point)",
         base=dict(FIXMATCH_QUICK if quick else FIXMATCH_CIFAR), variants=VARIANTS,
         seeds=2 if quick else 3, rows=("method", "vd", "mur"), cols=("dataset", "num_labels"),
-        minutes_per_trial=2.0 if quick else 1200)
+        minutes_per_trial=2.0 if quick else 1380)

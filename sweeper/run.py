@@ -186,7 +186,7 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
     run_config = tune.RunConfig(
         name=exp_dir.name, storage_path=str(exp_dir.parent),
         failure_config=tune.FailureConfig(max_failures=3),
-        checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         progress_reporter=reporter, verbose=1)
     if sweep.search:  # hpo: Optuna TPE + ASHA over the search space, study kept in SQLite
         import optuna
