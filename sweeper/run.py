@@ -203,15 +203,21 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
                               grace_period=s.get("grace_period", trials[0]["eval_every"]),
                               reduction_factor=s.get("reduction_factor", 3))
         tune_config = tune.TuneConfig(search_alg=algo, scheduler=sched, num_samples=s["num_samples"],
-                                      metric=sweep.metric, mode="min",
+                                      metric=sweep.metric, mode="min", trial_dirname_creator=_trial_dirname,
                                       max_concurrent_trials=args.max_concurrent or None)
     else:  # a grid: trial_index picks one fully specified config (variants need not be a product)
         keys = list(trials[0])
         param_space = {"trial_index": tune.grid_search(list(range(len(trials))))}
         for k in keys:
             param_space[k] = tune.sample_from(lambda spec, k=k: trials[spec.config.trial_index][k])
-        tune_config = tune.TuneConfig(max_concurrent_trials=args.max_concurrent or None)
+        tune_config = tune.TuneConfig(max_concurrent_trials=args.max_concurrent or None,
+                                      trial_dirname_creator=_trial_dirname)
     return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config, run_config=run_config)
+
+
+def _trial_dirname(trial) -> str:
+    """Short trial folder names (the config is in params.json, not in the path)."""
+    return f"trial_{trial.trial_id}"
 
 
 def _tune_domain(tune, spec):
