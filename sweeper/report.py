@@ -566,6 +566,35 @@ def plot_virtual_points(images, xstars_by_radius: dict, path: str | Path, max_im
     return _save(fig, Path(path))
 
 
+def virtual_points_from_checkpoint(exp: Path, trials: pd.DataFrame, path: Path, n_images: int = 8) -> Path | None:
+    """The appendix figure from a stored run: the last checkpoint of the first finished trial that
+    uses MUR, its student, and direct x* of `n_images` test images at r/2, r, 2r and 4r (in the
+    network's input space: standardised digits, ZCA-whitened CIFAR). None when no checkpoint fits."""
+    import torch
+
+    from trainables.config import TrainConfig
+    from trainables.data import load_dataset
+    from trainables.models import build_model
+    from trainables.mur import virtual_point
+
+    done = trials[(trials["status"] == "finished") & (trials.get("mur", "none") != "none")] \
+        if "mur" in trials.columns else trials.iloc[:0]
+    for _, row in done.iterrows():
+        ckpts = sorted((exp / str(row["trial_dir"])).glob("checkpoint_*/trainer.pt"))
+        if ckpts:
+            break
+    else:
+        return None
+    state = torch.load(ckpts[-1], map_location="cpu", weights_only=False)
+    cfg = TrainConfig.from_dict({**state["config"], "device": "cpu"})
+    student = build_model(cfg)
+    student.load_state_dict(state["student"])
+    student.eval()
+    x = load_dataset(cfg.dataset, cfg.data_dir).x_test[:n_images]  # (N, C, H, W)
+    radii = [cfg.mur_radius * f for f in (0.5, 1, 2, 4)]
+    return plot_virtual_points(x, {r: virtual_point(student, x, r, method="direct") for r in radii}, path)
+
+
 # ---------------------------------------------------------------- everything from stored results
 
 def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> dict[str, Path]:
@@ -606,6 +635,7 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
              "kl.png": lambda p: plot_kl(trials, history, p, metric, which),
              "sensitivity_hist.png": lambda p: plot_sensitivity_hist(trials, p),
              "g0_norm.png": lambda p: plot_g0(trials, history, p)}
+    plots["virtual_points.png"] = lambda p: virtual_points_from_checkpoint(exp, trials, p)
     for name, plot in plots.items():
         out = plot(exp / name)
         if out is not None:

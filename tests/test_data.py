@@ -265,7 +265,7 @@ def test_unknown_name():
 def test_missing_folder(tmp_path, name):
     with pytest.raises(DataError) as e:
         load_dataset(name, tmp_path / "nope")
-    _assert_one_line_fix(e, "does not exist", str(tmp_path / "nope"), "--download")
+    _assert_one_line_fix(e, "does not exist", str(tmp_path / "nope"), "download=true")
 
 
 @pytest.mark.parametrize("name,expected", [
@@ -277,7 +277,7 @@ def test_missing_folder(tmp_path, name):
 def test_missing_files(tmp_path, name, expected):
     with pytest.raises(DataError) as e:
         load_dataset(name, tmp_path)
-    _assert_one_line_fix(e, "missing", str(tmp_path), "--download", *expected)
+    _assert_one_line_fix(e, "missing", str(tmp_path), "download=true", *expected)
 
 
 def test_missing_file_is_reported_before_any_parsing(tmp_path, rng):
@@ -298,7 +298,7 @@ def test_truncated_cifar_pickle(tmp_path, rng, bad):
     path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
     with pytest.raises(DataError) as e:
         load_dataset("cifar10", tmp_path)
-    _assert_one_line_fix(e, str(path), "corrupt", "--download")
+    _assert_one_line_fix(e, str(path), "corrupt", "download=true")
     assert e.value.__cause__ is not None
 
 
@@ -316,7 +316,7 @@ def test_corrupt_svhn_mat(tmp_path, rng, which, content):
     path.write_bytes(content if content is not None else path.read_bytes()[:3000])  # garbage / truncated
     with pytest.raises(DataError) as e:
         load_dataset("svhn", tmp_path)
-    _assert_one_line_fix(e, str(path), "corrupt", "--download")
+    _assert_one_line_fix(e, str(path), "corrupt", "download=true")
     assert e.value.__cause__ is not None
 
 

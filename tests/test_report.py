@@ -257,3 +257,28 @@ def test_pooled_histograms_keep_every_test_point():
     assert counts.sum() == 9.0 and edges[0] == 0.0 and edges[-1] == 0.5
     centres = np.repeat([0.05, 0.15, 0.25, 0.35, 0.45], [2, 1, 0, 5, 1])        # each count at its bin centre
     np.testing.assert_array_equal(counts, np.histogram(centres, bins=edges)[0])
+
+
+def test_virtual_points_figure_from_a_stored_checkpoint(tmp_path):
+    """The appendix figure is rebuilt from a trial's checkpoint, without Ray: x* of test images at 4 radii."""
+    import json as _json
+
+    from search_spaces.common import QUICK
+    from sweeper.aggregate import load_trials
+    from sweeper.report import virtual_points_from_checkpoint
+    from trainables.config import TrainConfig
+    from trainables.trainer import Trainer
+
+    cfg = TrainConfig(**{**QUICK, "method": "mt", "mur": "direct", "steps": 4, "eval_every": 4,
+                         "lr_rampdown": 2, "sensitivity_samples": 0})
+    tr = Trainer(cfg)
+    out = tr.run_interval()
+    tdir = tmp_path / "trial_0001"
+    tr.save(tdir / "checkpoint_000000" / "trainer.pt")
+    (tdir / "params.json").write_text(_json.dumps(cfg.to_dict()))
+    (tdir / "result.json").write_text(_json.dumps({**out, "trial_id": "0001", "done": True}) + "\n")
+    trials = load_trials(tmp_path)
+    png = virtual_points_from_checkpoint(tmp_path, trials, tmp_path / "virtual_points.png")
+    assert png is not None and png.stat().st_size > 1000
+    no_mur = trials.assign(mur="none")
+    assert virtual_points_from_checkpoint(tmp_path, no_mur, tmp_path / "none.png") is None

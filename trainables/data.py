@@ -65,7 +65,7 @@ def load_dataset(name: str, data_dir="./data", download: bool = False, device="c
     root = Path(data_dir).expanduser()
     if not download and not root.is_dir():
         raise DataError(f"data folder {root} does not exist; create it and put the {name} files in it, "
-                        f"or pass --download (download=True) to fetch them there")
+                        f"or pass --set download=true (download=True) to fetch them there")
     num_classes = 100 if name == "cifar100" else 10
     if name == "svhn":
         (x_tr, y_tr), (x_te, y_te) = _read_svhn(root, download)  # uint8 (N, 3, 32, 32), int64 (N,)
@@ -74,7 +74,7 @@ def load_dataset(name: str, data_dir="./data", download: bool = False, device="c
     for split, y in (("training", y_tr), ("test", y_te)):  # before the expensive preprocessing
         if y.numel() and (y.min() < 0 or y.max() >= num_classes):
             raise DataError(f"{name} {split} labels lie outside 0..{num_classes - 1} in {root}; "
-                            f"the files belong to another data set: replace them (or use --download)")
+                            f"the files belong to another data set: replace them (or use --set download=true)")
     if name == "svhn":
         x_tr, x_te = per_image_standardize(x_tr.to(device)), per_image_standardize(x_te.to(device))
     else:
@@ -160,7 +160,7 @@ def _read_cifar(name, root: Path, download: bool):
     train_files = [f for f, _ in cls.train_list]
     test_files = [f for f, _ in cls.test_list]
     meta_file = cls.meta["filename"]
-    fix = f"pass --download (download=True) to fetch them, or download {cls.url} and extract it into {root}"
+    fix = f"pass --set download=true (download=True) to fetch them, or download {cls.url} and extract it into {root}"
     if download:
         _download(name, root, lambda: cls(str(root), train=True, download=True), cls.url)
     _require_files(name, folder, train_files + test_files + [meta_file], fix)
@@ -199,7 +199,7 @@ def _find_bad_cifar_file(folder: Path, data_files, meta_file, meta_key):
 def _read_svhn(root: Path, download: bool):
     """Raw SVHN through torchvision (label 10 -> 0): ((x uint8 (N,3,32,32), y int64 (N,)), test)."""
     files = [_SVHN.split_list[s][1] for s in ("train", "test")]
-    fix = ("pass --download (download=True) to fetch them, or download "
+    fix = ("pass --set download=true (download=True) to fetch them, or download "
            + " and ".join(_SVHN.split_list[s][0] for s in ("train", "test")) + f" into {root}")
     if download:
         for split in ("train", "test"):
@@ -230,7 +230,7 @@ def _download(name, root: Path, make, url):
         make()
     except (OSError, RuntimeError) as e:  # no network, HTTP error, MD5 mismatch of the download
         raise DataError(f"downloading {name} into {root} failed ({_one_line(e)}); check the network, "
-                        f"or download {url} by hand into {root} and load without --download") from e
+                        f"or download {url} by hand into {root} and load without download") from e
 
 
 def _one_line(e: BaseException) -> str:
