@@ -15,6 +15,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -65,14 +66,18 @@ def main(argv=None):
             sys.exit(f"sweeper.run failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
         exp = next(Path(storage).glob(f"{a.sweep}-*"))
         df = load_trials(exp)
+    m = re.search(r"Total run time: ([\d.]+) seconds \(([\d.]+) seconds for the tuning loop\)", proc.stdout + proc.stderr)
+    t_loop = float(m.group(2)) if m else float("nan")
     keys = [k for k in sweep.grid] + ["seed"]
     ray_err = {tuple(r[k] for k in keys): r["final_test_error"] for _, r in df.iterrows()}
     same = all(ray_err[tuple(c[k] for k in keys)] == e for c, e in direct)
     res = {"sweep": a.sweep, "trials": len(trials), "workers": workers, "direct_s": t_direct, "ray_s": t_ray,
+           "ray_tuning_loop_s": t_loop, "ray_outside_loop_s": t_ray - t_loop,
            "ray_overhead": t_ray / t_direct - 1, "identical_final_errors": same}
     print(f"{a.sweep} --preset quick: {len(trials)} trials, {workers} at a time")
     print(f"direct (process pool, no Ray): {t_direct:7.1f} s")
     print(f"sweeper.run (Ray Tune, start-up and report included): {t_ray:7.1f} s")
+    print(f"  of which Tune's tuning loop {t_loop:.1f} s; Python/Ray start-up and the report {t_ray - t_loop:.1f} s")
     print(f"Ray overhead: {100 * res['ray_overhead']:+.1f}%   identical final errors: {same}")
     if a.out:
         Path(a.out).write_text(json.dumps(res, indent=1))

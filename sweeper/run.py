@@ -204,6 +204,7 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
                               reduction_factor=s.get("reduction_factor", 3))
         tune_config = tune.TuneConfig(search_alg=algo, scheduler=sched, num_samples=s["num_samples"],
                                       metric=sweep.metric, mode="min", trial_dirname_creator=_trial_dirname,
+                                      reuse_actors=True,
                                       max_concurrent_trials=args.max_concurrent or None)
     else:  # a grid: trial_index picks one fully specified config (variants need not be a product)
         keys = list(trials[0])
@@ -211,7 +212,8 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
         for k in keys:
             param_space[k] = tune.sample_from(lambda spec, k=k: trials[spec.config.trial_index][k])
         tune_config = tune.TuneConfig(max_concurrent_trials=args.max_concurrent or None,
-                                      trial_dirname_creator=_trial_dirname)
+                                      trial_dirname_creator=_trial_dirname,
+                                      reuse_actors=True)  # no new process (torch import) per trial
     return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config, run_config=run_config)
 
 
@@ -295,6 +297,8 @@ def main(argv=None) -> int:
     resources = {"cpu": args.cpus_per_trial, "gpu": gpus}
     if args.resume:
         print(f"resuming {exp_dir}")
+        if args.set or args.seeds is not None:
+            print("note: --set and --seeds do not apply on --resume; the stored trial configs run on", file=sys.stderr)
         from trainables.tune import train_tune
 
         tuner = tune.Tuner.restore(str(exp_dir), tune.with_resources(train_tune, resources),
