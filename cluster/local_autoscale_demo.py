@@ -36,6 +36,10 @@ HERE = Path(__file__).resolve().parent
 
 # ---------------------------------------------------------------- the workload (runs as the Ray job)
 
+
+# the `ray` CLI beside this Python (a venv that is not activated has it off PATH)
+RAY_CLI = str(Path(sys.executable).parent / "ray") if (Path(sys.executable).parent / "ray").exists() else "ray"
+
 def tiny_sweep(trials: int, seconds: float, storage: str) -> None:
     """A grid of `trials` function trials, each asking for 1 CPU + 1 (fake) GPU and running `seconds`."""
     import ray
@@ -94,7 +98,7 @@ def start_head(temp_dir: Path, ports: dict, env: dict, log: Path,
                autoscaling_config: Path | None = None) -> subprocess.Popen:
     """`ray start --head --block` on 127.0.0.1 with its own ports and temp dir, no CPU for trials,
     in its own process group; SIGTERM to it stops the processes it started."""
-    cmd = ["ray", "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
+    cmd = [RAY_CLI, "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
            "--port", str(ports["gcs"]), "--dashboard-host", "127.0.0.1",
            "--dashboard-port", str(ports["dashboard"]),
            "--ray-client-server-port", str(ports["client"]),

@@ -6,6 +6,7 @@ refuses/accepts job submissions, and the fake-GPU local cluster scales up for a 
     pytest tests/test_cluster.py -q -m slow         # the two real-Ray tests (~2 min on 2 cores)
 """
 import copy
+import sys
 import importlib.util
 import json
 import os
@@ -324,7 +325,7 @@ def test_token_auth_head_refuses_unauthenticated_and_accepts_authenticated_jobs(
     assert "42" in client.get_job_logs(job)
 
     # the documented CLI way: RAY_AUTH_MODE=token + the token (here by value) in the environment
-    submit = ["ray", "job", "submit", "--address", dashboard, "--no-wait", "--", "echo", "hi"]
+    submit = [str(Path(sys.executable).parent / "ray"), "job", "submit", "--address", dashboard, "--no-wait", "--", "echo", "hi"]
     refused = subprocess.run(submit, env=_cli_env(tmp_path), capture_output=True, text=True, timeout=60)
     assert refused.returncode != 0 and "Unauthorized" in refused.stdout + refused.stderr
     ok = subprocess.run(submit, env=_cli_env(tmp_path, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token),
