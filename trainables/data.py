@@ -14,17 +14,16 @@ translates and flips a batch with tensor ops. Nothing here loops over images in 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+import torchvision
 
 NAMES = ("digits", "cifar10", "cifar100", "svhn")
 # ZCA regulariser, added to the eigenvalues of the covariance of [0,1]-scaled pixels. The
@@ -99,15 +98,15 @@ def check_available(name: str, data_dir="./data", download: bool = False) -> Non
         raise DataError(f"data folder {root} does not exist; create it and put the {name} files in it, "
                         f"or pass --set download=true to fetch them there")
     if name == "svhn":
-        files = [_tv().SVHN.split_list[s][1] for s in ("train", "test")]
+        files = [_SVHN.split_list[s][1] for s in ("train", "test")]
         if download:
             for split in ("train", "test"):
-                _download("svhn", root, lambda: _tv().SVHN(str(root), split=split, download=True),
-                          _tv().SVHN.split_list[split][0])
+                _download("svhn", root, lambda: _SVHN(str(root), split=split, download=True),
+                          _SVHN.split_list[split][0])
         _require_files("svhn", root, files, "pass --set download=true to fetch them, or download "
-                       + " and ".join(_tv().SVHN.split_list[s][0] for s in ("train", "test")) + f" into {root}")
+                       + " and ".join(_SVHN.split_list[s][0] for s in ("train", "test")) + f" into {root}")
         return
-    cls = _tv().CIFAR10 if name == "cifar10" else _tv().CIFAR100
+    cls = _CIFAR10 if name == "cifar10" else _CIFAR100
     if download:
         _download(name, root, lambda: cls(str(root), train=True, download=True), cls.url)
     files = [f for f, _ in cls.train_list + cls.test_list] + [cls.meta["filename"]]
@@ -129,41 +128,34 @@ def _load_digits() -> Dataset:
     return Dataset("digits", prep(x_tr), torch.from_numpy(y_tr), prep(x_te), torch.from_numpy(y_te), 10)
 
 
-@functools.lru_cache(maxsize=None)
-def _tv() -> SimpleNamespace:
-    """torchvision's CIFAR10/CIFAR100/SVHN classes, imported on first use (torchvision costs ~2 s
-    to import: the embedded digits never pay it).
+# torchvision checks each file's MD5 against the real release, which tiny test files (and
+# re-pickled copies) fail. These subclasses only require the files to exist; load_dataset
+# reports a file that does not parse. download=True still runs torchvision's download,
+# which checks the MD5 of what it fetches (the CIFAR archive, the SVHN .mat files).
+class _CIFAR10(torchvision.datasets.CIFAR10):
+    train_list = [[f, None] for f, _ in torchvision.datasets.CIFAR10.train_list]
+    test_list = [[f, None] for f, _ in torchvision.datasets.CIFAR10.test_list]
+    meta = {**torchvision.datasets.CIFAR10.meta, "md5": None}
 
-    torchvision checks each file's MD5 against the real release, which tiny test files (and
-    re-pickled copies) fail. These subclasses only require the files to exist; load_dataset
-    reports a file that does not parse. download=True still runs torchvision's download,
-    which checks the MD5 of what it fetches (the CIFAR archive, the SVHN .mat files)."""
-    import torchvision
 
-    class CIFAR10(torchvision.datasets.CIFAR10):
-        train_list = [[f, None] for f, _ in torchvision.datasets.CIFAR10.train_list]
-        test_list = [[f, None] for f, _ in torchvision.datasets.CIFAR10.test_list]
-        meta = {**torchvision.datasets.CIFAR10.meta, "md5": None}
+class _CIFAR100(torchvision.datasets.CIFAR100):
+    train_list = [[f, None] for f, _ in torchvision.datasets.CIFAR100.train_list]
+    test_list = [[f, None] for f, _ in torchvision.datasets.CIFAR100.test_list]
+    meta = {**torchvision.datasets.CIFAR100.meta, "md5": None}
 
-    class CIFAR100(torchvision.datasets.CIFAR100):
-        train_list = [[f, None] for f, _ in torchvision.datasets.CIFAR100.train_list]
-        test_list = [[f, None] for f, _ in torchvision.datasets.CIFAR100.test_list]
-        meta = {**torchvision.datasets.CIFAR100.meta, "md5": None}
 
-    class SVHN(torchvision.datasets.SVHN):
-        def _check_integrity(self) -> bool:
-            return os.path.isfile(os.path.join(self.root, self.filename))
+class _SVHN(torchvision.datasets.SVHN):
+    def _check_integrity(self) -> bool:
+        return os.path.isfile(os.path.join(self.root, self.filename))
 
-        def download(self) -> None:
-            if not self._check_integrity():
-                super().download()  # torchvision's download_url with the real MD5
-
-    return SimpleNamespace(CIFAR10=CIFAR10, CIFAR100=CIFAR100, SVHN=SVHN)
+    def download(self) -> None:
+        if not self._check_integrity():
+            super().download()  # torchvision's download_url with the real MD5
 
 
 def _read_cifar(name, root: Path, download: bool):
     """Raw CIFAR through torchvision: ((x uint8 (N,3,32,32), y int64 (N,)), same for test)."""
-    cls = _tv().CIFAR10 if name == "cifar10" else _tv().CIFAR100
+    cls = _CIFAR10 if name == "cifar10" else _CIFAR100
     folder = root / cls.base_folder
     train_files = [f for f, _ in cls.train_list]
     test_files = [f for f, _ in cls.test_list]
@@ -206,17 +198,17 @@ def _find_bad_cifar_file(folder: Path, data_files, meta_file, meta_key):
 
 def _read_svhn(root: Path, download: bool):
     """Raw SVHN through torchvision (label 10 -> 0): ((x uint8 (N,3,32,32), y int64 (N,)), test)."""
-    files = [_tv().SVHN.split_list[s][1] for s in ("train", "test")]
+    files = [_SVHN.split_list[s][1] for s in ("train", "test")]
     fix = ("pass --set download=true (download=True) to fetch them, or download "
-           + " and ".join(_tv().SVHN.split_list[s][0] for s in ("train", "test")) + f" into {root}")
+           + " and ".join(_SVHN.split_list[s][0] for s in ("train", "test")) + f" into {root}")
     if download:
         for split in ("train", "test"):
-            _download("svhn", root, lambda: _tv().SVHN(str(root), split=split, download=True), _tv().SVHN.split_list[split][0])
+            _download("svhn", root, lambda: _SVHN(str(root), split=split, download=True), _SVHN.split_list[split][0])
     _require_files("svhn", root, files, fix)
     splits = []
     for split, f in zip(("train", "test"), files):
         try:
-            ds = _tv().SVHN(str(root), split=split)  # data (N, 3, 32, 32) uint8, labels (N,)
+            ds = _SVHN(str(root), split=split)  # data (N, 3, 32, 32) uint8, labels (N,)
             if ds.data.ndim != 4 or ds.data.shape[1:] != (3, 32, 32) or ds.labels.shape != (len(ds.data),):
                 raise ValueError(f"X {ds.data.shape} and y {ds.labels.shape}, expected (32, 32, 3, N) and (N, 1)")
         except Exception as e:  # scipy raises IndexError, OSError, MatReadError, ... on bad bytes

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from trainables import schedules
+from trainables.augment_strong import strong_augment
 from trainables.config import TrainConfig
 from trainables.data import Batcher, Dataset, augment, labeled_split, load_dataset
 from trainables.methods import Views, loss_terms
@@ -29,14 +30,6 @@ from trainables.models import build_model
 from trainables.variational import sparsity
 
 TERMS = ("xent", "cons", "kl", "mur", "entmin")
-
-
-def strong_augment(x, generator, n_ops, cutout_frac, groups):
-    """FixMatch's strong view (trainables.augment_strong), imported on first use: torchvision costs
-    ~2 s to import and only FixMatch needs it."""
-    from trainables.augment_strong import strong_augment as strong
-
-    return strong(x, generator, n_ops, cutout_frac, groups)
 
 
 class Diverged(RuntimeError):
