@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from procs import pids_naming
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--seeds", "1", "--set", "steps=20", "--set", "eval_every=10", "--set", "lr_rampdown=10",
@@ -45,18 +46,6 @@ def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _pids_using(key: str):
-    out = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit() and int(p.name) != os.getpid():
-            try:
-                if key.encode() in (p / "cmdline").read_bytes():
-                    out.append(int(p.name))
-            except OSError:
-                pass
-    return out
 
 
 def test_ray_job_submit_to_local_head_succeeds(tmp_path):
@@ -102,7 +91,7 @@ def test_ray_job_submit_to_local_head_succeeds(tmp_path):
             head.wait(30)
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
-        for pid in _pids_using(str(temp)):
+        for pid in pids_naming(str(temp)):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from procs import pids_naming
 import torch
 import yaml
 
@@ -97,19 +98,6 @@ def kill_tree(procs: dict[int, int], timeout: float = 20.0) -> int:
                 pass
         time.sleep(0.2)
     raise AssertionError(f"processes still alive after SIGKILL: {sorted(alive(procs))}")
-
-
-def pids_naming(key: str) -> list[int]:
-    """Live processes whose command line contains `key` (every Ray daemon names its temp dir)."""
-    out = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit() and int(p.name) != os.getpid():
-            try:
-                if key.encode() in (p / "cmdline").read_bytes():
-                    out.append(int(p.name))
-            except OSError:
-                pass
-    return out
 
 
 def ray_env(temp: Path) -> dict:
