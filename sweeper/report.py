@@ -527,12 +527,27 @@ def _np(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float32)
 
 
+def virtual_point_mosaic(rows: list[np.ndarray], gap: int = 1) -> np.ndarray:
+    """One image of len(rows) x N tiles: rows[i][j] (C, H, W) at tile (i, j), each column scaled by
+    its input's (rows[0][j]) own [min, max] to [0, 1] and clipped, tiles `gap` pixels apart (white).
+    Returns (len(rows) * (H + gap) - gap, N * (W + gap) - gap, C) float32 in [0, 1]."""
+    n, (C, H, W) = len(rows[0]), rows[0].shape[1:]
+    out = np.ones((len(rows) * (H + gap) - gap, n * (W + gap) - gap, C), dtype=np.float32)
+    for j in range(n):
+        lo, hi = float(rows[0][j].min()), float(rows[0][j].max())
+        for i, xs in enumerate(rows):
+            tile = np.clip((xs[j] - lo) / max(hi - lo, 1e-12), 0.0, 1.0)  # (C, H, W)
+            out[i * (H + gap):i * (H + gap) + H, j * (W + gap):j * (W + gap) + W] = tile.transpose(1, 2, 0)
+    return out
+
+
 def plot_virtual_points(images, xstars_by_radius: dict, path: str | Path, max_images: int = 8) -> Path:
     """The appendix figure: inputs (top row) and their virtual points x* at each radius (one row each).
 
     images: (N, C, H, W) or (N, H, W) tensor/array; xstars_by_radius: {r: x* of the same shape}.
     Each column is shown in its input's own [min, max] range, x* clipped to it, so the
-    perturbation is visible relative to the image (as the paper's unwhitened figure).
+    perturbation is visible relative to the image (as the paper's unwhitened figure). One
+    mosaic image on one axis (a grid of axes took ~2 s to draw).
     """
     imgs = _np(images)
     imgs = imgs[:, None] if imgs.ndim == 3 else imgs
@@ -540,43 +555,36 @@ def plot_virtual_points(images, xstars_by_radius: dict, path: str | Path, max_im
         raise ValueError(f"images must be (N, C, H, W) or (N, H, W) with N >= 1, got shape {tuple(imgs.shape)}")
     if not xstars_by_radius:
         raise ValueError("xstars_by_radius is empty; pass {radius: x*} for at least one radius")
-    rows = [("input", imgs)]
+    names, rows = ["input"], [imgs]
     for r in sorted(xstars_by_radius):
         xs = _np(xstars_by_radius[r])
         xs = xs[:, None] if xs.ndim == 3 else xs
         if xs.shape != imgs.shape:
             raise ValueError(f"x* at r={_value(r)} has shape {tuple(xs.shape)}, the images {tuple(imgs.shape)}; "
                              f"pass x* computed from these images")
-        rows.append((f"r={_value(r)}", xs))
+        names.append(f"r={_value(r)}")
+        rows.append(xs)
     n = min(len(imgs), max_images)
-    fig, axes = _fig(ncols=n, nrows=len(rows), w=1.3, h=1.3)
-    for j in range(n):
-        lo, hi = float(imgs[j].min()), float(imgs[j].max())
-        for i, (name, xs) in enumerate(rows):
-            x = np.clip((xs[j] - lo) / max(hi - lo, 1e-12), 0.0, 1.0)       # (C, H, W) in [0, 1]
-            ax = axes[i, j]
-            if x.shape[0] == 3:
-                ax.imshow(x.transpose(1, 2, 0))                             # (H, W, 3)
-            else:
-                ax.imshow(x[0], cmap="gray", vmin=0.0, vmax=1.0)            # (H, W)
-            ax.set_xticks([])
-            ax.set_yticks([])
-            if j == 0:
-                ax.set_ylabel(name, fontsize=8)
+    mosaic = virtual_point_mosaic([x[:n] for x in rows])  # (rows*(H+1)-1, n*(W+1)-1, C)
+    H = imgs.shape[2]
+    fig, axes = _fig(w=1.0 * n + 0.6, h=1.0 * len(rows))
+    ax = axes[0, 0]
+    if mosaic.shape[2] == 3:
+        ax.imshow(mosaic, interpolation="nearest")
+    else:
+        ax.imshow(mosaic[:, :, 0], cmap="gray", vmin=0.0, vmax=1.0, interpolation="nearest")
+    ax.set_xticks([])
+    ax.set_yticks([i * (H + 1) + (H - 1) / 2 for i in range(len(rows))], names, fontsize=8)
+    ax.tick_params(length=0)
     return _save(fig, Path(path))
 
 
 def virtual_points_from_checkpoint(exp: Path, trials: pd.DataFrame, path: Path, n_images: int = 8) -> Path | None:
     """The appendix figure from a stored run: the last checkpoint of the first finished trial that
-    uses MUR, its student, and direct x* of `n_images` test images at r/2, r, 2r and 4r (in the
-    network's input space: standardised digits, ZCA-whitened CIFAR). None when no checkpoint fits."""
-    import torch
-
-    from trainables.config import TrainConfig
-    from trainables.data import load_dataset
-    from trainables.models import build_model
-    from trainables.mur import virtual_point
-
+    uses MUR, and direct x* of `n_images` test images at r/2, r, 2r and 4r (in the network's input
+    space: standardised digits, ZCA-whitened CIFAR). The trial wrote them to virtual_points.npz
+    (no torch needed here); a checkpoint without that file (written before it existed) is
+    recomputed from its trainer.pt. None when no checkpoint fits."""
     done = trials[(trials["status"] == "finished") & (trials.get("mur", "none") != "none")] \
         if "mur" in trials.columns else trials.iloc[:0]
     for _, row in done.iterrows():
@@ -585,14 +593,30 @@ def virtual_points_from_checkpoint(exp: Path, trials: pd.DataFrame, path: Path, 
             break
     else:
         return None
-    state = torch.load(ckpts[-1], map_location="cpu", weights_only=False)
+    stored = ckpts[-1].with_name("virtual_points.npz")
+    if stored.is_file():
+        with np.load(stored) as f:
+            pts = {k: f[k] for k in ("x", "radii", "xstar")}
+    else:
+        pts = _virtual_points_from_trainer(ckpts[-1], n_images)
+    xs = {float(r): pts["xstar"][i] for i, r in enumerate(pts["radii"])}
+    return plot_virtual_points(pts["x"], xs, path, max_images=n_images)
+
+
+def _virtual_points_from_trainer(ckpt: Path, n_images: int) -> dict:
+    import torch
+
+    from trainables.config import TrainConfig
+    from trainables.data import load_dataset
+    from trainables.models import build_model
+    from trainables.mur import virtual_point_examples
+
+    state = torch.load(ckpt, map_location="cpu", weights_only=False)
     cfg = TrainConfig.from_dict({**state["config"], "device": "cpu"})
     student = build_model(cfg)
     student.load_state_dict(state["student"])
-    student.eval()
     x = load_dataset(cfg.dataset, cfg.data_dir).x_test[:n_images]  # (N, C, H, W)
-    radii = [cfg.mur_radius * f for f in (0.5, 1, 2, 4)]
-    return plot_virtual_points(x, {r: virtual_point(student, x, r, method="direct") for r in radii}, path)
+    return virtual_point_examples(student, x, cfg.mur_radius)
 
 
 # ---------------------------------------------------------------- everything from stored results

@@ -11,6 +11,7 @@ trials finished, 1 some trial failed (Tune's fit() does not raise), 2 bad input.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -22,11 +23,12 @@ from pathlib import Path
 # Tune's classic CLI table (set before Ray is imported): compact rows of the varying keys and metrics.
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+# A local Ray started here sends no usage statistics off the machine (a user's own head decides for itself).
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 from search_spaces import PRESETS, Sweep, SweepError, get_sweep
 from trainables.config import ConfigError, TrainConfig
-from trainables import data
-from trainables.data import DataError, check_available
+from trainables.datafiles import DataError, check_readable
 
 
 class InputError(ValueError):
@@ -48,6 +50,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--resume", nargs="?", const="latest", default=None, metavar="EXP_DIR",
                    help="continue the latest (or the given) experiment folder of this sweep")
     p.add_argument("--dry-run", action="store_true", help="print the trial grid and cost, run nothing")
+    p.add_argument("--dashboard", action="store_true",
+                   help="give a local Ray its dashboard on 127.0.0.1:8265 (costs ~2 s at start and ~5%% of a "
+                        "2-core machine while trials run; a head's dashboard, see --address, outlives the sweep)")
+    p.add_argument("--tensorboard", action="store_true",
+                   help="also write TensorBoard event files per trial (imports torch in this driver, ~3-5 s)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a TrainConfig key in every trial, e.g. --set steps=200 (repeatable)")
     return p.parse_args(argv)
@@ -86,17 +93,6 @@ def check_resources(args: argparse.Namespace) -> None:
         raise InputError(f"--gpus-per-trial must be >= 0 (fractions share a GPU), got {args.gpus_per_trial:g}")
     if args.max_concurrent < 0:
         raise InputError(f"--max-concurrent must be >= 0 (0: as resources allow), got {args.max_concurrent}")
-
-
-def check_data(name: str, data_dir: str, download: bool) -> None:
-    """The files are there (fetched once here with download) and parse: a truncated or corrupt file
-    fails now, not in every trial. Reads the raw arrays only (no ZCA), about a second for CIFAR."""
-    check_available(name, data_dir, download)
-    root = Path(data_dir).expanduser()
-    if name in ("cifar10", "cifar100"):
-        data._read_cifar(name, root, download=False)
-    elif name == "svhn":
-        data._read_svhn(root, download=False)
 
 
 def check_storage(storage: str) -> Path:
@@ -187,6 +183,7 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
         name=exp_dir.name, storage_path=str(exp_dir.parent),
         failure_config=tune.FailureConfig(max_failures=3),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+        callbacks=result_loggers(args.tensorboard),
         progress_reporter=reporter, verbose=1)
     if sweep.search:  # hpo: Optuna TPE + ASHA over the search space, study kept in SQLite
         import optuna
@@ -217,6 +214,16 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
     return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config, run_config=run_config)
 
 
+def result_loggers(tensorboard: bool) -> list:
+    """result.json (what sweeper.aggregate reads) and progress.csv per trial; TensorBoard files only
+    on request. Tune adds its TensorBoard logger by default, and tensorboardX imports torch in the
+    driver (~3-5 s of a 2-core machine's CPU, taken from the trials); main() turns Tune's automatic
+    loggers off during fit(), so these are all. They are stored with the experiment and apply on --resume."""
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback, TBXLoggerCallback
+
+    return [JsonLoggerCallback(), CSVLoggerCallback(), *([TBXLoggerCallback()] if tensorboard else [])]
+
+
 def _trial_dirname(trial) -> str:
     """Short trial folder names (the config is in params.json, not in the path)."""
     return f"trial_{trial.trial_id}"
@@ -245,12 +252,14 @@ def use_token_if_available(env=os.environ) -> bool:
     return False
 
 
-def connect_ray(address: str | None):
+def connect_ray(address: str | None, dashboard: bool = False):
+    """Join the Ray at `address`, else start a local one, with its dashboard (bound to 127.0.0.1)
+    only when asked: it would take CPU from the trials and it goes away with the sweep."""
     import ray
 
     if address:
         return ray.init(address=address, log_to_driver=True)
-    return ray.init(address="local", include_dashboard=True, dashboard_host="127.0.0.1")
+    return ray.init(address="local", include_dashboard=dashboard, dashboard_host="127.0.0.1")
 
 
 def main(argv=None) -> int:
@@ -260,7 +269,7 @@ def main(argv=None) -> int:
         trials = trial_configs(sweep, args)
         check_resources(args)
         for name in sorted({(t["dataset"], t["data_dir"], t.get("download", False)) for t in trials}):
-            check_data(*name)
+            check_readable(*name)  # parses the files: a corrupt one fails now, not in every trial
         if args.dry_run:
             print_dry_run(sweep, trials, args)
             return 0
@@ -282,13 +291,15 @@ def main(argv=None) -> int:
     from sweeper.report import build_report
 
     try:
-        ctx = connect_ray(address)
+        ctx = connect_ray(address, dashboard=args.dashboard)
     except ConnectionError as e:  # e.g. --address auto with no cluster running here
         print(f"error: cannot connect to Ray at {address}: {str(e).splitlines()[0]}; start a head with "
               f"`ray start --head --dashboard-host 127.0.0.1` or omit --address for a local Ray", file=sys.stderr)
         return 2
     if getattr(ctx, "dashboard_url", None):
         print(f"Ray dashboard: http://{ctx.dashboard_url}")
+    elif not address:
+        print("local Ray without a dashboard (add --dashboard, or submit to a head: see the README)")
     import ray
 
     gpus = args.gpus_per_trial
@@ -308,7 +319,8 @@ def main(argv=None) -> int:
         meta = {**asdict(sweep), "preset": args.preset, "n_trials": len(trials), "argv": sys.argv}
         _atomic_write(exp_dir / "sweep.json", json.dumps(meta, indent=1, default=str))
         tuner = build_tuner(sweep, trials, args, exp_dir, resources)
-    grid = tuner.fit()
+    with env_set(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1"):  # the loggers are result_loggers(), stored in the run
+        grid = tuner.fit()
     errors = [r for r in grid if r.error is not None]
     try:
         paths = build_report(exp_dir)
@@ -322,6 +334,21 @@ def main(argv=None) -> int:
         print(f"trial {r.path} failed: {type(r.error).__name__}: {str(r.error).splitlines()[0]}", file=sys.stderr)
     print(f"results: {exp_dir}")
     return 1 if errors else 0
+
+
+@contextlib.contextmanager
+def env_set(**values: str):
+    """Environment variables set for the block only (Tune reads some of them inside fit())."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _atomic_write(path: Path, text: str) -> None:

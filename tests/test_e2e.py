@@ -27,11 +27,17 @@ def _env(**extra):
     return {**env, **extra}
 
 
+# sweeper.run's main in a driver where torch cannot be imported: torch is the trials' business
+NO_TORCH_DRIVER = ("import sys; sys.modules['torch'] = None; from sweeper.run import main; "
+                   "sys.exit(main(sys.argv[1:]))")
+
+
 def test_tiny_sweep_runs_end_to_end_and_writes_results(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "sweeper.run", "ablation_mur_vs_rr", "--preset", "quick", *TINY,
-                        "--storage", str(tmp_path)], cwd=ROOT, env=_env(), capture_output=True, text=True,
-                       timeout=600)
+    p = subprocess.run([sys.executable, "-c", NO_TORCH_DRIVER, "ablation_mur_vs_rr", "--preset", "quick", *TINY,
+                        "--dashboard", "--storage", str(tmp_path)], cwd=ROOT, env=_env(), capture_output=True,
+                       text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
+    assert re.search(r"Ray dashboard: http://127\.0\.0\.1:\d+", p.stdout), p.stdout[:2000]
     exp = next(tmp_path.glob("ablation_mur_vs_rr-*"))
     assert f"results: {exp}" in p.stdout and "MT + MUR" in p.stdout and "MT + RR" in p.stdout
     for f in ("sweep.json", "trials.parquet", "summary.csv", "summary.parquet", "table.md", "table.tex"):
@@ -40,6 +46,10 @@ def test_tiny_sweep_runs_end_to_end_and_writes_results(tmp_path):
     assert len(df) == 8 and set(df["status"]) == {"finished"}
     assert set(df["mur"]) == {"direct", "random"} and df["final_step"].eq(20).all()
     assert json.loads((exp / "sweep.json").read_text())["preset"] == "quick"
+    # MUR trials leave the appendix figure's x* in their last checkpoint; the report plotted them
+    stored = sorted(exp.glob("trial_*/checkpoint_*/virtual_points.npz"))
+    assert len(stored) == (df["mur"] == "direct").sum() and (exp / "virtual_points.png").stat().st_size > 1000
+    assert not list(exp.glob("trial_*/events.out.tfevents*"))  # TensorBoard files only with --tensorboard
 
 
 def _free_port():
@@ -73,7 +83,7 @@ def test_ray_job_submit_to_local_head_succeeds(tmp_path):
             time.sleep(2)
         p = subprocess.run([ray_bin, "job", "submit", "--address", address, "--working-dir", ".", "--",
                             "python", "-m", "sweeper.run", "ablation_radius", "--preset", "quick", *TINY,
-                            "--storage", str(tmp_path / "results")],
+                            "--tensorboard", "--storage", str(tmp_path / "results")],
                            cwd=ROOT, env=auth, capture_output=True, text=True, timeout=600)
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
         assert "results:" in p.stdout  # the job's own log (the CLI's output) streams back
@@ -85,6 +95,7 @@ def test_ray_job_submit_to_local_head_succeeds(tmp_path):
         assert status.stdout.strip().endswith("SUCCEEDED"), status.stdout + status.stderr[-2000:]
         exp = next((tmp_path / "results").glob("ablation_radius-*"))
         assert len(pd.read_parquet(exp / "trials.parquet")) == 5
+        assert len(list(exp.glob("trial_*/events.out.tfevents*"))) == 5  # --tensorboard: one file per trial
     finally:
         head.send_signal(signal.SIGTERM)
         try:

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from trainables.mur import METHODS, entropy, entropy_grad, frozen_bn_stats, virtual_point
+from trainables.mur import METHODS, entropy, entropy_grad, frozen_bn_stats, virtual_point, virtual_point_examples
 
 
 # ---------------------------------------------------------------- tiny models and closed forms
@@ -291,3 +291,31 @@ def test_bad_arguments_raise_clear_errors():
         virtual_point(model, x0, 1.0, g0=torch.zeros(3, 5, dtype=torch.float64))
     with pytest.raises(ValueError, match="floating-point"):
         virtual_point(model, torch.ones(2, 5, dtype=torch.long), 1.0)
+
+
+def test_virtual_point_examples_are_closed_form_direct_points_and_change_nothing():
+    """The appendix figure's data: x0 + r_k g/||g|| at r_k = r * (1/2, 1, 2, 4), with the closed-form g;
+    the model's mode and BN running stats are as before."""
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Linear(5, 4), nn.BatchNorm1d(4), nn.Linear(4, 4)).double().train()
+    x = torch.randn(6, 5, dtype=torch.float64)
+    bn = model[1]
+    before = [bn.running_mean.clone(), bn.running_var.clone(), bn.num_batches_tracked.clone()]
+    out = virtual_point_examples(model, x, radius=0.8)
+    assert model.training and all(torch.equal(a, b) for a, b in
+                                  zip(before, [bn.running_mean, bn.running_var, bn.num_batches_tracked]))
+    np = pytest.importorskip("numpy")
+    np.testing.assert_allclose(out["radii"], [0.4, 0.8, 1.6, 3.2])
+    assert out["x"].shape == (6, 5) and out["xstar"].shape == (4, 6, 5)
+    # eval-mode BN is affine, so the whole net is one linear layer W x + b: closed-form gradient
+    scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
+    W = model[2].weight @ (scale[:, None] * model[0].weight)
+    b = model[2].weight @ (scale * (model[0].bias - bn.running_mean) + bn.bias) + model[2].bias
+    lin = nn.Linear(5, 4).double()
+    with torch.no_grad():
+        lin.weight.copy_(W)
+        lin.bias.copy_(b)
+    g = closed_form_grad(lin, x).detach()
+    unit = g / per_sample_norm(g)[:, None]
+    for k, r in enumerate(out["radii"]):
+        np.testing.assert_allclose(out["xstar"][k], (x + r * unit).numpy(), rtol=1e-5, atol=1e-6)  # stored as float32

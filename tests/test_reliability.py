@@ -385,6 +385,7 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tmp_path):
         rc = d.finish()
         assert rc == 0, d.log.read_text()[-3000:]
         assert f"resuming {exp}" in d.log.read_text()
+        assert "local Ray without a dashboard" in d.log.read_text()  # a local dashboard only with --dashboard
         assert pids_naming(str(temp)) == []
     finally:
         if d is not None and d.proc.poll() is None:
@@ -537,7 +538,7 @@ def test_ray_address_from_the_environment_is_checked_too(stored, capsys, monkeyp
 def test_a_cluster_ray_cannot_reach_is_one_line_exit_2(stored, capsys, monkeypatch):
     """`--address auto` with no cluster: ray.init raises ConnectionError (simulated: a real `auto` would
     find other Ray instances on a shared machine)."""
-    def refuse(address):
+    def refuse(address, dashboard=False):
         raise ConnectionError("Could not find any running Ray instance. Please specify the one to connect to\n"
                               "by setting `--address` flag or `RAY_ADDRESS` environment variable.")
     monkeypatch.setattr(sweeper_run, "connect_ray", refuse)

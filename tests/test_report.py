@@ -220,6 +220,23 @@ def test_plot_virtual_points(tmp_path):
         plot_virtual_points(x, {2.0: x[:2]}, tmp_path / "bad.png")
 
 
+def test_virtual_point_mosaic_places_and_scales_every_tile():
+    """Tile (i, j) is rows[i][j] mapped by column j's input range to [0, 1] (clipped), 1-pixel gaps."""
+    from sweeper.report import virtual_point_mosaic
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3, 2, 4, 5)).astype(np.float32)          # (N, C, H, W)
+    xs = x + 3.0 * rng.normal(size=x.shape).astype(np.float32)     # goes outside the input's range
+    m = virtual_point_mosaic([x, xs])
+    assert m.shape == (2 * 5 - 1, 3 * 6 - 1, 2)
+    for j in range(3):
+        lo, hi = x[j].min(), x[j].max()
+        for i, rows in enumerate((x, xs)):
+            want = np.clip((rows[j] - lo) / (hi - lo), 0, 1).transpose(1, 2, 0)
+            np.testing.assert_allclose(m[i * 5:i * 5 + 4, j * 6:j * 6 + 5], want, rtol=1e-6)
+    assert (m[4] == 1).all() and (m[:, 5] == 1).all()            # the gaps are white
+
+
 def test_cli_prints_the_table(table_exp, capsys):
     exp, _ = table_exp
     assert main([str(exp), "--format", "latex", "--which", "best"]) == 0
@@ -282,3 +299,39 @@ def test_virtual_points_figure_from_a_stored_checkpoint(tmp_path):
     assert png is not None and png.stat().st_size > 1000
     no_mur = trials.assign(mur="none")
     assert virtual_points_from_checkpoint(tmp_path, no_mur, tmp_path / "none.png") is None
+
+
+def test_virtual_points_stored_by_the_trial_are_plotted_without_torch(tmp_path):
+    """A checkpoint with virtual_points.npz (what trainables.tune writes) gives the figure in a process
+    where torch cannot be imported; the stored arrays equal what the trainer.pt fallback recomputes."""
+    import json as _json
+
+    from search_spaces.common import QUICK
+    from sweeper.report import _virtual_points_from_trainer
+    from trainables.config import TrainConfig
+    from trainables.mur import virtual_point_examples
+    from trainables.trainer import Trainer
+
+    cfg = TrainConfig(**{**QUICK, "method": "pi", "mur": "direct", "steps": 4, "eval_every": 4,
+                         "lr_rampdown": 2, "sensitivity_samples": 0})
+    tr = Trainer(cfg)
+    out = tr.run_interval()
+    ck = tmp_path / "trial_0001" / "checkpoint_000000"
+    tr.save(ck / "trainer.pt")
+    stored = virtual_point_examples(tr.student, tr.data.x_test[:8], cfg.mur_radius)
+    np.savez(ck / "virtual_points.npz", **stored)
+    again = _virtual_points_from_trainer(ck / "trainer.pt", 8)
+    for k in ("x", "radii", "xstar"):
+        np.testing.assert_allclose(again[k], stored[k], rtol=1e-5, atol=1e-6)
+    (ck.parent / "params.json").write_text(_json.dumps(cfg.to_dict()))
+    (ck.parent / "result.json").write_text(_json.dumps({**out, "trial_id": "0001", "done": True}) + "\n")
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "from pathlib import Path\n"
+            "from sweeper.aggregate import load_trials\n"
+            "from sweeper.report import virtual_points_from_checkpoint\n"
+            f"exp = Path({str(tmp_path)!r})\n"
+            "png = virtual_points_from_checkpoint(exp, load_trials(exp), exp / 'vp.png')\n"
+            "print(png.stat().st_size)")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert int(p.stdout.split()[-1]) > 1000

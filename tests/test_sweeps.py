@@ -90,3 +90,13 @@ def test_cli_process_exit_status_and_list():
     assert rows["ablation_radius"]["paper_trials"] == 15 and rows["hpo"]["quick_trials"] >= 10
     p = subprocess.run([sys.executable, "-m", "sweeper.list"], capture_output=True, text=True)
     assert p.returncode == 0 and all(n in p.stdout for n in EXPECTED)
+
+
+def test_driver_checks_a_digits_sweep_without_torch():
+    """sweeper.run validates and plans a digits sweep in a process where torch cannot be imported:
+    the driver leaves torch (3-5 s to import) to the trial processes."""
+    code = ("import sys; sys.modules['torch'] = None; sys.modules['torchvision'] = None\n"
+            "from sweeper.run import main\n"
+            "sys.exit(main(['ablation_radius', '--preset', 'quick', '--dry-run']))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "10 trials" in p.stdout, p.stderr[-2000:]

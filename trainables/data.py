@@ -3,6 +3,7 @@
 The whole data set lives on the training device (airbench style): `load_dataset` returns
 float32 tensors on `device`, a `Batcher` yields index tensors into them, and `augment`
 translates and flips a batch with tensor ops. Nothing here loops over images in Python.
+The files themselves (existence, parsing, raw arrays) are `datafiles.py`'s, which needs no torch.
 
     digits    scikit-learn's bundled 8x8 digits (offline), fixed split 1347/450, standardised
     cifar10   torchvision CIFAR10 from data_dir/cifar-10-batches-py, [0,1] then ZCA (train fit)
@@ -15,27 +16,21 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-import torchvision
 
-NAMES = ("digits", "cifar10", "cifar100", "svhn")
+from trainables.datafiles import NAMES, DataError, check_available, read_raw  # noqa: F401 (re-exported)
+
 # ZCA regulariser, added to the eigenvalues of the covariance of [0,1]-scaled pixels. The
 # paper's ZCA (Laine & Aila, Mean Teacher) uses about 1e-5: CIFAR-10's 3072 eigenvalues
 # run from ~50 down to ~1e-6, so it damps only the noisiest few hundred directions (which
 # would otherwise be amplified ~1000x) and leaves the image structure white.
 ZCA_EPS = 1e-5
 DIGITS_TEST_SIZE = 450  # fixed stratified split of the 1797 digits: 1347 train / 450 test
-
-
-class DataError(ValueError):
-    """Data set missing, corrupt or unusable; the one-line message names the fix."""
 
 
 @dataclass
@@ -62,15 +57,10 @@ def load_dataset(name: str, data_dir="./data", download: bool = False, device="c
     device = torch.device(device)
     if name == "digits":
         return _load_digits().to(device)
-    root = Path(data_dir).expanduser()
-    if not download and not root.is_dir():
-        raise DataError(f"data folder {root} does not exist; create it and put the {name} files in it, "
-                        f"or pass --set download=true (download=True) to fetch them there")
     num_classes = 100 if name == "cifar100" else 10
-    if name == "svhn":
-        (x_tr, y_tr), (x_te, y_te) = _read_svhn(root, download)  # uint8 (N, 3, 32, 32), int64 (N,)
-    else:
-        (x_tr, y_tr), (x_te, y_te) = _read_cifar(name, root, download)
+    (x_tr, y_tr), (x_te, y_te) = [(torch.from_numpy(x), torch.from_numpy(y))  # uint8 (N,3,32,32), int64 (N,)
+                                  for x, y in read_raw(name, data_dir, download)]
+    root = Path(data_dir).expanduser()
     for split, y in (("training", y_tr), ("test", y_te)):  # before the expensive preprocessing
         if y.numel() and (y.min() < 0 or y.max() >= num_classes):
             raise DataError(f"{name} {split} labels lie outside 0..{num_classes - 1} in {root}; "
@@ -85,35 +75,6 @@ def load_dataset(name: str, data_dir="./data", download: bool = False, device="c
     return Dataset(name, x_tr, y_tr.to(device), x_te, y_te.to(device), num_classes)
 
 
-def check_available(name: str, data_dir="./data", download: bool = False) -> None:
-    """Cheap pre-flight check (no parsing, no preprocessing): DataError with the fix if the files
-    of `name` are not in `data_dir`. With download=True the files are fetched here, once, so
-    that parallel trials do not all download them."""
-    if name not in NAMES:
-        raise DataError(f"unknown data set {name!r}; choose one of {list(NAMES)}")
-    if name == "digits":
-        return
-    root = Path(data_dir).expanduser()
-    if not download and not root.is_dir():
-        raise DataError(f"data folder {root} does not exist; create it and put the {name} files in it, "
-                        f"or pass --set download=true to fetch them there")
-    if name == "svhn":
-        files = [_SVHN.split_list[s][1] for s in ("train", "test")]
-        if download:
-            for split in ("train", "test"):
-                _download("svhn", root, lambda: _SVHN(str(root), split=split, download=True),
-                          _SVHN.split_list[split][0])
-        _require_files("svhn", root, files, "pass --set download=true to fetch them, or download "
-                       + " and ".join(_SVHN.split_list[s][0] for s in ("train", "test")) + f" into {root}")
-        return
-    cls = _CIFAR10 if name == "cifar10" else _CIFAR100
-    if download:
-        _download(name, root, lambda: cls(str(root), train=True, download=True), cls.url)
-    files = [f for f, _ in cls.train_list + cls.test_list] + [cls.meta["filename"]]
-    _require_files(name, root / cls.base_folder, files,
-                   f"pass --set download=true to fetch them, or download {cls.url} and extract it into {root}")
-
-
 def _load_digits() -> Dataset:
     """scikit-learn's 1797 8x8 digits (values 0..16), fixed stratified split, train-standardised."""
     from sklearn.datasets import load_digits
@@ -126,116 +87,6 @@ def _load_digits() -> Dataset:
     mean, std = x_tr.mean(), x_tr.std()  # global statistics of the training images
     prep = lambda a: torch.from_numpy(((a - mean) / std).astype(np.float32)).unsqueeze(1)  # (N, 1, 8, 8)
     return Dataset("digits", prep(x_tr), torch.from_numpy(y_tr), prep(x_te), torch.from_numpy(y_te), 10)
-
-
-# torchvision checks each file's MD5 against the real release, which tiny test files (and
-# re-pickled copies) fail. These subclasses only require the files to exist; load_dataset
-# reports a file that does not parse. download=True still runs torchvision's download,
-# which checks the MD5 of what it fetches (the CIFAR archive, the SVHN .mat files).
-class _CIFAR10(torchvision.datasets.CIFAR10):
-    train_list = [[f, None] for f, _ in torchvision.datasets.CIFAR10.train_list]
-    test_list = [[f, None] for f, _ in torchvision.datasets.CIFAR10.test_list]
-    meta = {**torchvision.datasets.CIFAR10.meta, "md5": None}
-
-
-class _CIFAR100(torchvision.datasets.CIFAR100):
-    train_list = [[f, None] for f, _ in torchvision.datasets.CIFAR100.train_list]
-    test_list = [[f, None] for f, _ in torchvision.datasets.CIFAR100.test_list]
-    meta = {**torchvision.datasets.CIFAR100.meta, "md5": None}
-
-
-class _SVHN(torchvision.datasets.SVHN):
-    def _check_integrity(self) -> bool:
-        return os.path.isfile(os.path.join(self.root, self.filename))
-
-    def download(self) -> None:
-        if not self._check_integrity():
-            super().download()  # torchvision's download_url with the real MD5
-
-
-def _read_cifar(name, root: Path, download: bool):
-    """Raw CIFAR through torchvision: ((x uint8 (N,3,32,32), y int64 (N,)), same for test)."""
-    cls = _CIFAR10 if name == "cifar10" else _CIFAR100
-    folder = root / cls.base_folder
-    train_files = [f for f, _ in cls.train_list]
-    test_files = [f for f, _ in cls.test_list]
-    meta_file = cls.meta["filename"]
-    fix = f"pass --set download=true (download=True) to fetch them, or download {cls.url} and extract it into {root}"
-    if download:
-        _download(name, root, lambda: cls(str(root), train=True, download=True), cls.url)
-    _require_files(name, folder, train_files + test_files + [meta_file], fix)
-    splits = []
-    for train, files in ((True, train_files), (False, test_files)):
-        try:
-            ds = cls(str(root), train=train)
-        except Exception as e:  # parsers raise many types; name the file, keep the cause
-            bad, err = _find_bad_cifar_file(folder, files, meta_file, cls.meta["key"]) or (folder, e)
-            raise DataError(f"cannot read {name} file {bad} ({_one_line(err)}); it is corrupt or truncated: "
-                            f"delete it and {fix}") from e
-        x = torch.from_numpy(np.ascontiguousarray(ds.data)).permute(0, 3, 1, 2)  # (N,32,32,3) -> (N,3,32,32)
-        splits.append((x.contiguous(), torch.as_tensor(ds.targets, dtype=torch.int64)))
-    return splits
-
-
-def _find_bad_cifar_file(folder: Path, data_files, meta_file, meta_key):
-    """The first CIFAR pickle that does not unpickle into the expected dict, with its error."""
-    for f in data_files + [meta_file]:
-        try:
-            with open(folder / f, "rb") as fh:
-                entry = pickle.load(fh, encoding="latin1")
-            if f == meta_file:
-                if meta_key not in entry:
-                    raise KeyError(f"no {meta_key!r} in the meta file")
-                continue
-            data = np.asarray(entry["data"])
-            labels = entry["labels"] if "labels" in entry else entry["fine_labels"]
-            if data.ndim != 2 or data.shape[1] != 3072 or len(labels) != len(data):
-                raise ValueError(f"data {data.shape} with {len(labels)} labels, expected (n, 3072) with n labels")
-        except Exception as e:
-            return folder / f, e
-    return None
-
-
-def _read_svhn(root: Path, download: bool):
-    """Raw SVHN through torchvision (label 10 -> 0): ((x uint8 (N,3,32,32), y int64 (N,)), test)."""
-    files = [_SVHN.split_list[s][1] for s in ("train", "test")]
-    fix = ("pass --set download=true (download=True) to fetch them, or download "
-           + " and ".join(_SVHN.split_list[s][0] for s in ("train", "test")) + f" into {root}")
-    if download:
-        for split in ("train", "test"):
-            _download("svhn", root, lambda: _SVHN(str(root), split=split, download=True), _SVHN.split_list[split][0])
-    _require_files("svhn", root, files, fix)
-    splits = []
-    for split, f in zip(("train", "test"), files):
-        try:
-            ds = _SVHN(str(root), split=split)  # data (N, 3, 32, 32) uint8, labels (N,)
-            if ds.data.ndim != 4 or ds.data.shape[1:] != (3, 32, 32) or ds.labels.shape != (len(ds.data),):
-                raise ValueError(f"X {ds.data.shape} and y {ds.labels.shape}, expected (32, 32, 3, N) and (N, 1)")
-        except Exception as e:  # scipy raises IndexError, OSError, MatReadError, ... on bad bytes
-            raise DataError(f"cannot read svhn file {root / f} ({_one_line(e)}); it is corrupt or truncated: "
-                            f"delete it and {fix}") from e
-        splits.append((torch.from_numpy(np.ascontiguousarray(ds.data)), torch.from_numpy(ds.labels)))
-    return splits
-
-
-def _require_files(name, folder: Path, files, fix):
-    missing = [f for f in files if not (folder / f).is_file()]
-    if missing:
-        raise DataError(f"{name} files missing in {folder}: {', '.join(missing)} "
-                        f"(expected {', '.join(files)}); {fix}")
-
-
-def _download(name, root: Path, make, url):
-    try:
-        make()
-    except (OSError, RuntimeError) as e:  # no network, HTTP error, MD5 mismatch of the download
-        raise DataError(f"downloading {name} into {root} failed ({_one_line(e)}); check the network, "
-                        f"or download {url} by hand into {root} and load without download") from e
-
-
-def _one_line(e: BaseException) -> str:
-    msg = " ".join(str(e).split())
-    return f"{type(e).__name__}: {msg[:200]}"
 
 
 # ----------------------------------------------------------------------------- preprocessing

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -165,6 +166,27 @@ def virtual_point(model: nn.Module, x0: torch.Tensor, radius: float, method: str
         penalty = lam * d * (2.0 - radius / (_norm(d) + EPS))
         x = x + step_size * (entropy_grad(model, x) - penalty)
     return x
+
+
+RADIUS_FACTORS = (0.5, 1.0, 2.0, 4.0)  # the appendix figure's radii, as multiples of the trained r
+
+
+def virtual_point_examples(model: nn.Module, x0: torch.Tensor, radius: float,
+                           factors=RADIUS_FACTORS) -> dict:
+    """The appendix figure's data: direct x* of the images x0 (N, ...) at radius * each factor.
+
+    Runs the model in eval mode (and puts back its mode), so nothing of its state changes.
+    Returns numpy arrays, ready for np.savez: x (N, ...), radii (R,), xstar (R, N, ...).
+    """
+    was_training = model.training
+    model.eval()
+    try:
+        radii = [float(radius) * f for f in factors]
+        xstar = torch.stack([virtual_point(model, x0, r, method="direct") for r in radii])  # (R, N, ...)
+    finally:
+        model.train(was_training)
+    return {"x": x0.detach().float().cpu().numpy(), "radii": np.asarray(radii, dtype=np.float64),
+            "xstar": xstar.float().cpu().numpy()}
 
 
 # ----------------------------------------------------------------------------- VAT

@@ -2,7 +2,12 @@
 
 Config dict -> TrainConfig -> Trainer; every evaluation is reported with a checkpoint; after a
 failure Ray Tune restarts the trial and it resumes from `tune.get_checkpoint()`. A diverged run
-reports `diverged=1` with the step and loss term, and ends normally so the sweep goes on.
+reports `diverged=1` with the step and loss term, and ends normally so the sweep goes on. The
+last checkpoint of a MUR run also holds `virtual_points.npz` (x* of 8 test images at r/2..4r),
+which the report plots without torch.
+
+torch and the trainer are imported inside `train_tune`, in the trial's process: the driver
+(`sweeper.run`) pickles this function by reference and never imports torch (~3-5 s saved).
 
     python -m sweeper.run ablation_radius --preset quick     # uses this trainable
 """
@@ -13,20 +18,27 @@ import platform
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import ray
-import torch
 from ray import tune
 
 from trainables.config import TrainConfig
-from trainables.trainer import Diverged, Trainer
 
 CKPT = "trainer.pt"
-VERSIONS = {"python_version": platform.python_version(), "torch_version": torch.__version__,
-            "ray_version": ray.__version__}
+VIRTUAL_POINTS = "virtual_points.npz"
+N_VIRTUAL_POINT_IMAGES = 8
 BOOKKEEPING = ("trial_index",)  # keys sweeper.run adds to the param space; not TrainConfig fields
 
 
 def train_tune(config: dict) -> None:
+    import torch
+
+    from trainables.mur import virtual_point_examples
+    from trainables.trainer import Diverged, Trainer
+
+    # plain str: a TorchVersion in a reported result makes the driver import torch to unpickle it
+    versions = {"python_version": platform.python_version(), "torch_version": str(torch.__version__),
+                "ray_version": ray.__version__}
     cfg = TrainConfig.from_dict({k: v for k, v in config.items() if k not in BOOKKEEPING})
     trainer = Trainer(cfg)
     ckpt = tune.get_checkpoint()
@@ -36,13 +48,16 @@ def train_tune(config: dict) -> None:
     last: dict = {}
     while not trainer.done:
         try:
-            last = {**trainer.run_interval(), **VERSIONS}
+            last = {**trainer.run_interval(), **versions}
         except Diverged as e:
             tune.report({**_nan_metrics(last), "step": e.step, "diverged": 1, "diverged_step": e.step,
                          "diverged_term": e.term, "test_error": math.nan, "done": True})
             return
         with tempfile.TemporaryDirectory() as d:
             trainer.save(Path(d) / CKPT)
+            if trainer.done and cfg.mur != "none":
+                x = trainer.data.x_test[:N_VIRTUAL_POINT_IMAGES]  # (8, C, H, W)
+                np.savez(Path(d) / VIRTUAL_POINTS, **virtual_point_examples(trainer.student, x, cfg.mur_radius))
             tune.report(last, checkpoint=tune.Checkpoint.from_directory(d))
 
 
