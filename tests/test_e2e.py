@@ -48,7 +48,7 @@ def test_tiny_sweep_runs_end_to_end_and_writes_results(tmp_path):
     assert json.loads((exp / "sweep.json").read_text())["preset"] == "quick"
     # MUR trials leave the appendix figure's x* in their last checkpoint; the report plotted them
     stored = sorted(exp.glob("trial_*/checkpoint_*/virtual_points.npz"))
-    assert len(stored) == (df["mur"] == "direct").sum() and (exp / "virtual_points.png").stat().st_size > 1000
+    assert len(stored) == (df["mur"] != "none").sum() and (exp / "virtual_points.png").stat().st_size > 1000
     assert not list(exp.glob("trial_*/events.out.tfevents*"))  # TensorBoard files only with --tensorboard
 
 

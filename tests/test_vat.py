@@ -3,7 +3,6 @@ and VAT's point inside the MUR loss (mur "vat"), checked against brute force and
 
     pytest tests/test_vat.py -q
 """
-import copy
 
 import pytest
 import torch
@@ -11,8 +10,9 @@ import torch.nn as nn
 
 from search_spaces import get_sweep
 from trainables.config import ConfigError, TrainConfig
-from trainables.methods import Views, loss_terms, softmax_mse
-from trainables.models import GaussianNoise, build_model
+from test_methods import _setup as methods_setup
+from trainables.methods import loss_terms, softmax_mse
+from trainables.models import GaussianNoise
 from trainables.mur import kl_logits, vat_direction, virtual_point
 
 
@@ -130,17 +130,8 @@ def test_kl_logits_closed_form():
 
 
 # ---------------------------------------------------------------- VAT alone and inside MUR
-L, U = 4, 6
-
-
 def _setup(**kw):
-    cfg = TrainConfig(**{"num_labels": 100, "input_noise": 0.0, **kw})
-    torch.manual_seed(0)
-    student = build_model(cfg)
-    teacher = copy.deepcopy(student) if cfg.uses_teacher else None
-    x = torch.randn(L + U, 1, 8, 8)
-    v = Views(x=x.clone(), x2=x + 0.1 * torch.randn_like(x), y_l=torch.randint(0, 10, (L,)))
-    return cfg, student, teacher, v
+    return methods_setup(**{"input_noise": 0.0, **kw})  # test_methods' tiny model and views, no input noise
 
 
 def test_vat_alone_is_kl_at_the_vat_point():
