@@ -66,36 +66,62 @@ def _cpu_name() -> str:
         return f"{os.cpu_count()} CPUs"
 
 
+def _direct(trials: list[dict], workers: int):
+    """Wall time of the trials in a spawn pool of `workers` processes, and [(config, final error)]."""
+    t0 = time.perf_counter()
+    with mp.get_context("spawn").Pool(workers, initializer=_init) as pool:
+        out = pool.map(_run, trials, chunksize=1)
+    return time.perf_counter() - t0, out
+
+
 def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--sweep", default="ablation_radius")
     p.add_argument("--out", default=None)
-    p.add_argument("--dashboard", action="store_true", help="also run sweeper.run --dashboard, same trials")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="rounds of (direct, Ray) in alternating order; the ratio is of the summed times")
+    p.add_argument("--dashboard", action="store_true", help="also run sweeper.run --dashboard in each round")
     a = p.parse_args(argv)
     from search_spaces import get_sweep
 
     sweep = get_sweep(a.sweep, "quick")
     trials = [{**t, "data_dir": str(ROOT / "data")} for t in sweep.trials()]
     workers = os.cpu_count() or 2
-
-    t0 = time.perf_counter()
-    with mp.get_context("spawn").Pool(workers, initializer=_init) as pool:
-        direct = pool.map(_run, trials, chunksize=1)
-    t_direct = time.perf_counter() - t0
-
     keys = [k for k in sweep.grid] + ["seed"]
-    res = {"sweep": a.sweep, "trials": len(trials), "workers": workers, "machine": _cpu_name(), "direct_s": t_direct}
-    print(f"{a.sweep} --preset quick: {len(trials)} trials, {workers} at a time")
-    print(f"direct (process pool, no Ray): {t_direct:7.1f} s")
-    for tag, flags in [("", []), *([("dashboard_", ["--dashboard"])] if a.dashboard else [])]:
-        t_ray, t_loop, ray_err = _sweeper_run(a.sweep, flags, keys)
-        same = all(ray_err[tuple(c[k] for k in keys)] == e for c, e in direct)
-        res.update({f"{tag}ray_s": t_ray, f"{tag}ray_tuning_loop_s": t_loop,
-                    f"{tag}ray_outside_loop_s": t_ray - t_loop, f"{tag}ray_overhead": t_ray / t_direct - 1,
-                    f"{tag}identical_final_errors": same})
-        print(f"sweeper.run {' '.join(flags)}(Ray Tune, start-up and report included): {t_ray:7.1f} s")
-        print(f"  of which Tune's tuning loop {t_loop:.1f} s; Python/Ray start-up and the report {t_ray - t_loop:.1f} s")
-        print(f"  Ray overhead: {100 * (t_ray / t_direct - 1):+.1f}%   identical final errors: {same}")
+    variants = {"direct": None, "ray": [], **({"ray_dashboard": ["--dashboard"]} if a.dashboard else {})}
+    print(f"{a.sweep} --preset quick: {len(trials)} trials, {workers} at a time, {a.rounds} rounds, "
+          f"{_cpu_name()}", flush=True)
+    runs = {v: [] for v in variants}  # variant -> [{"s": wall, "loop_s": Tune's loop}]
+    ray_errs = []  # {(grid values, seed): final test error} per Ray run
+    for r in range(a.rounds):
+        order = list(variants) if r % 2 == 0 else list(reversed(variants))  # the machine's speed drifts
+        for v in order:
+            if variants[v] is None:
+                t, direct = _direct(trials, workers)
+                runs[v].append({"s": t})
+            else:
+                t, t_loop, ray_err = _sweeper_run(a.sweep, variants[v], keys)
+                runs[v].append({"s": t, "loop_s": t_loop})
+                ray_errs.append(ray_err)
+            loop = f"  (Tune's loop {t_loop:.1f} s)" if variants[v] is not None else ""
+            print(f"  round {r + 1} {v:<14} {t:7.1f} s{loop}", flush=True)
+    same = all(err[tuple(c[k] for k in keys)] == e for err in ray_errs for c, e in direct)
+    total = {v: sum(x["s"] for x in runs[v]) for v in variants}
+    res = {"sweep": a.sweep, "trials": len(trials), "workers": workers, "machine": _cpu_name(), "rounds": a.rounds,
+           "runs": runs, "identical_final_errors": same}
+    for v in variants:
+        if v == "direct":
+            continue
+        loop = sum(x["loop_s"] for x in runs[v])
+        res[f"{v}_overhead"] = total[v] / total["direct"] - 1
+        res[f"{v}_loop_overhead"] = loop / total["direct"] - 1
+        res[f"{v}_outside_loop_s_mean"] = (total[v] - loop) / a.rounds
+        per_round = [x["s"] / d["s"] - 1 for x, d in zip(runs[v], runs["direct"])]
+        res[f"{v}_overhead_per_round"] = per_round
+        print(f"sweeper.run {' '.join(variants[v])}: Ray overhead {100 * res[f'{v}_overhead']:+.1f}% "
+              f"(rounds: {', '.join(f'{100 * x:+.1f}%' for x in per_round)}); Tune's loop alone "
+              f"{100 * res[f'{v}_loop_overhead']:+.1f}%, start-up + report + exit {res[f'{v}_outside_loop_s_mean']:.1f} s")
+    print(f"identical final errors with and without Ray: {same}")
     if a.out:
         Path(a.out).write_text(json.dumps(res, indent=1))
 
