@@ -10,9 +10,13 @@ finished, an interrupted or a still running experiment:
 
 Status of a trial (`STATUSES`):
   diverged    its last report has diverged=1 (the trainer stopped on a non-finite loss)
-  finished    its last report has done=True (or, with no `done` key, Ray marked it TERMINATED)
+  finished    its last report reached the trial's configured `steps`; for a trial whose config
+              has no `steps`: its last report has done=True (or, with no `done` key, Ray marked it
+              TERMINATED)
   failed      error.txt / error.pkl exists, or Ray marked it ERROR, and it did not finish
-  stopped     Ray TERMINATED it before done=True (a scheduler such as ASHA stopped it early)
+  stopped     ended short of its `steps` without an error: Tune marks the last report of a trial
+              that a scheduler (ASHA) stopped done=True too, so `done` alone cannot tell; with no
+              `steps` in the config: Ray TERMINATED it before done=True
   incomplete  none of the above: still running, or interrupted (the files cannot tell which)
 Only finished trials are averaged; the others are counted beside the mean, never in it.
 
@@ -171,11 +175,18 @@ def read_ray_states(exp_dir: str | Path) -> dict[str, dict]:
 
 # ---------------------------------------------------------------- one trial -> one row
 
-def trial_status(reports: list[dict], has_error: bool, ray_status: str | None) -> str:
-    """One of STATUSES; see the module docstring for the rules."""
+def trial_status(reports: list[dict], has_error: bool, ray_status: str | None, steps=None) -> str:
+    """One of STATUSES; see the module docstring for the rules. steps: the trial's configured length."""
     last = reports[-1] if reports else {}
     if _truthy(last.get("diverged")):
         return "diverged"
+    step, steps = _num(last.get("step")), _num(steps)
+    if math.isfinite(steps):
+        if step >= steps:
+            return "finished"
+        if has_error or ray_status == "ERROR":
+            return "failed"
+        return "stopped" if _truthy(last.get("done")) or ray_status == "TERMINATED" else "incomplete"
     if _truthy(last.get("done")):
         return "finished"
     if has_error or ray_status == "ERROR":
@@ -212,7 +223,7 @@ def trial_row(tdir: Path, sweep: str, ray_states: dict[str, dict], env: dict) ->
         "sweep": sweep,
         "trial_id": _trial_id(tdir, last, state),
         "trial_dir": tdir.name,
-        "status": trial_status(reports, has_error, state.get("status")),
+        "status": trial_status(reports, has_error, state.get("status"), params.get("steps")),
         "n_reports": len(reports),
         "n_failures": error_txt.read_text(errors="replace").count("Failure #") if error_txt.is_file()
         else int(has_error),

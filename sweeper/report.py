@@ -255,6 +255,45 @@ def write_tables(table: pd.DataFrame, folder: Path, stem: str, title: str = "") 
             f"{stem}.csv": atomic_write(folder / f"{stem}.csv", lambda t: table.to_csv(t, index=False))}
 
 
+def ranking_frame(trials: pd.DataFrame, keys: list[str], metric: str = "test_error") -> pd.DataFrame:
+    """A search's trials ranked: those that ran every step first, by their final `metric`; then those
+    ASHA stopped early, most steps first, by the metric where they stopped (not comparable with the
+    finished ones, hence apart). Failed and diverged trials, and trials without a finite metric, are left out.
+    Columns: rank, trial_id, status, steps, the searched `keys`, final_<metric>, best_<metric> (if any)."""
+    col = f"final_{metric}"
+    ok = trials[trials["status"].isin(("finished", "stopped"))
+                & np.isfinite(pd.to_numeric(trials.get(col), errors="coerce"))].copy()
+    ok["steps"] = pd.to_numeric(ok.get("final_step"), errors="coerce")
+    ok["_stopped"] = ok["status"] != "finished"
+    ok = ok.sort_values(["_stopped", "steps", col], ascending=[True, False, True], kind="stable")
+    cols = ["trial_id", "status", "steps", *keys, col] + ([f"best_{metric}"] if f"best_{metric}" in ok else [])
+    out = ok[cols].reset_index(drop=True)
+    out.insert(0, "rank", range(1, len(out) + 1))
+    return out
+
+
+def ranking_markdown(ranked: pd.DataFrame, title: str = "", top: int = 10) -> str:
+    """The first `top` rows of ranking_frame as a markdown table (numbers to 3 significant digits)."""
+    def cell(v) -> str:
+        return f"{v:.3g}" if isinstance(v, (float, np.floating)) else str(v)
+
+    head = list(ranked.columns)
+    lines = [f"### {title}", ""] if title else []
+    lines += ["| " + " | ".join(head) + " |", "|" + "|".join(["---:"] * len(head)) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in ranked.head(top).itertuples(index=False)]
+    n_stopped = int((ranked["status"] == "stopped").sum())
+    lines += ["", f"- {len(ranked)} trials ranked ({n_stopped} stopped early by ASHA, listed after every finished "
+                  f"one); the first {min(top, len(ranked))} shown, all in the .csv."]
+    return "\n".join(lines) + "\n"
+
+
+def write_ranking(trials: pd.DataFrame, keys: list[str], folder: Path, metric: str, title: str) -> dict[str, Path]:
+    ranked = ranking_frame(trials, keys, metric)
+    md = ranking_markdown(ranked, title)
+    return {"table_ranked.md": atomic_write(folder / "table_ranked.md", lambda t: Path(t).write_text(md)),
+            "table_ranked.csv": atomic_write(folder / "table_ranked.csv", lambda t: ranked.to_csv(t, index=False))}
+
+
 # ---------------------------------------------------------------- plots (matplotlib, no pyplot state)
 
 def _fig(ncols: int = 1, nrows: int = 1, w: float = 5.0, h: float = 3.6, share: bool = False):
@@ -649,6 +688,10 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
         + (f" ({meta['paper_ref']})" if meta.get("paper_ref") else "")
     table = table_frame(summary, rows, cols, paper_error if metric == "test_error" else None)
     paths.update(write_tables(table, exp, "table", title))
+    space = (meta.get("search") or {}).get("space") or {}
+    if space:  # a search (hpo): its trials ranked, best first
+        paths.update(write_ranking(trials, [k for k in space if k in trials.columns], exp, metric,
+                                   f"{meta.get('name', exp.name)}: trials ranked by {_metric_name(metric)}"))
     if "final_sensitivity_mean" in trials.columns and np.isfinite(
             pd.to_numeric(trials["final_sensitivity_mean"], errors="coerce")).any():
         sens = table_frame(summarize(trials, "sensitivity_mean", "final"), rows, cols, paper_sens)
@@ -681,6 +724,8 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(paths["table"].read_text())
+    if "table_ranked.md" in paths:  # a search (hpo): its trials ranked
+        print(paths["table_ranked.md"].read_text())
     plots = [n for n in paths if n.endswith(".png")]
     print(f"plots: {', '.join(plots) if plots else 'none (the sweep varies none of the plotted keys)'}")
     print(f"results: {Path(args.results_dir).expanduser().resolve()}")

@@ -327,9 +327,9 @@ def main(argv=None) -> int:
     except AggregateError as e:  # e.g. no trial reported anything before the sweep ended
         print(f"no report: {e}", file=sys.stderr)
         paths = {}
-    table = paths.get("table.md")
-    if table:
-        print(Path(table).read_text())
+    for name in ("table.md", "table_ranked.md"):  # the ranked table: searches (hpo) only
+        if paths.get(name):
+            print(Path(paths[name]).read_text())
     for r in errors:
         print(f"trial {r.path} failed: {type(r.error).__name__}: {str(r.error).splitlines()[0]}", file=sys.stderr)
     print(f"results: {exp_dir}")

@@ -284,3 +284,25 @@ def test_real_ray_tune_folder(tmp_path):
     paths = build_report(tmp_path / "tiny")
     assert "21.00 ± 1.41 (n=2, 1 failed, 1 diverged)" in paths["table.md"].read_text()
     assert paths["g0_norm.png"].stat().st_size > 0 and paths["sensitivity_hist.png"].stat().st_size > 0
+
+
+def test_a_trial_stopped_by_asha_is_stopped_although_tune_marks_it_done(tmp_path):
+    """Tune writes done=True into the last report of a trial its scheduler stopped (seen in a real hpo
+    run), so a trial with `steps` in its config is finished only when its last report reached them."""
+    exp = tmp_path / "exp"
+    cases = [  # (last step, done, Ray status, error file) -> status
+        (60, True, "TERMINATED", False, "finished"),
+        (20, True, "TERMINATED", False, "stopped"),     # ASHA at the first rung
+        (40, False, "TERMINATED", False, "stopped"),
+        (40, False, "RUNNING", False, "incomplete"),
+        (40, False, "ERROR", True, "failed"),
+        (60, True, "TERMINATED", True, "finished"),     # failed once, retried, and ran to the end
+    ]
+    dirs = []
+    for i, (step, done, _, err, _) in enumerate(cases):
+        rows = [{"step": s, "test_error": 50.0 - s / 2, "done": done and s == step} for s in range(20, step + 1, 20)]
+        dirs.append(write_trial(exp, i, {"method": "mt", "seed": i, "steps": 60}, rows, error=err))
+    state = {"trial_data": [[json.dumps({"trial_id": f"ab12c_0000{i}", "status": c[2], "relative_logdir": d.name}),
+                             "{}"] for i, (d, c) in enumerate(zip(dirs, cases))]}
+    (exp / "experiment_state-2026-01-01_00-00-00.json").write_text(json.dumps(state))
+    assert list(load_trials(exp)["status"]) == [c[-1] for c in cases]

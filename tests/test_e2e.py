@@ -107,3 +107,28 @@ def test_ray_job_submit_to_local_head_succeeds(tmp_path):
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_hpo_runs_optuna_with_asha_and_ranks_the_trials(tmp_path):
+    """hpo through a real local Ray: Optuna's TPE samples (study kept in SQLite), ASHA stops the poor
+    trials at the first rung, and the report ranks them (finished first, then the stopped ones)."""
+    import optuna
+
+    p = subprocess.run([sys.executable, "-m", "sweeper.run", "hpo", "--preset", "quick", "--set", "steps=60",
+                        "--set", "eval_every=20", "--set", "lr_rampdown=20", "--set", "sensitivity_samples=20",
+                        "--storage", str(tmp_path)], cwd=ROOT, env=_env(), capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    exp = next(tmp_path.glob("hpo-*"))
+    study = optuna.load_study(study_name="hpo", storage=f"sqlite:///{exp / 'optuna.db'}")
+    df = pd.read_parquet(exp / "trials.parquet")
+    assert len(study.trials) == len(df) == 12
+    lrs = sorted(df["lr"])
+    assert len(set(lrs)) == 12 and 0.01 <= lrs[0] and lrs[-1] <= 0.3  # sampled from the search space
+    stopped = df[df["status"] == "stopped"]
+    assert set(df["status"]) <= {"finished", "stopped"} and len(stopped) >= 1
+    assert (stopped["final_step"] < 60).all() and (df.loc[df["status"] == "finished", "final_step"] == 60).all()
+    ranked = pd.read_csv(exp / "table_ranked.csv")
+    assert len(ranked) == 12 and list(ranked["status"]) == sorted(ranked["status"])  # finished before stopped
+    fin = ranked[ranked["status"] == "finished"]["final_test_error"]
+    assert fin.is_monotonic_increasing and "trials ranked by test error" in p.stdout

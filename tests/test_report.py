@@ -335,3 +335,40 @@ def test_virtual_points_stored_by_the_trial_are_plotted_without_torch(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     assert int(p.stdout.split()[-1]) > 1000
+
+
+def test_a_search_gets_its_trials_ranked(tmp_path, capsys):
+    """hpo: finished trials by final error first, then ASHA-stopped ones (most steps first), failed and
+    diverged left out; build_report writes table_ranked.{md,csv} only for a sweep with a search space."""
+    exp = tmp_path / "hpo-20260101-000000"
+    space = {"lr": ["loguniform", 0.01, 0.3], "mur_radius": ["loguniform", 0.25, 4.0]}
+    runs = [  # (lr, r, errors, kind)
+        (0.10, 1.0, [30, 20, 12.5, 11.0], "finished"),
+        (0.03, 2.0, [30, 25, 20, 9.0], "finished"),
+        (0.20, 0.5, [40, 10.0], "stopped"),           # stopped at step 200 with a low error: after finished ones
+        (0.05, 0.3, [50, 45, 44.0], "stopped"),       # stopped at step 300: before the one stopped at 200
+        (0.15, 3.0, [35, 15.0], "stopped"),
+        (0.01, 0.4, [60, 8.0], "failed"),
+        (0.30, 4.0, [20, math.nan], "diverged"),
+    ]
+    states = []
+    for i, (lr, r, errs, kind) in enumerate(runs):
+        last = {"diverged": 1} if kind == "diverged" else {}
+        write_trial(exp, i, {"method": "mt", "lr": lr, "mur_radius": r, "seed": 0},
+                    reports(errs, done=kind == "finished", **last), error=kind == "failed")
+        d = next(exp.glob(f"train_tune_cd34e_{i:05d}_*"))
+        states.append([json.dumps({"relative_logdir": d.name, "trial_id": f"cd34e_{i:05d}",
+                                   "status": "ERROR" if kind == "failed" else "TERMINATED"}), "{}"])
+    (exp / "experiment_state-2026-01-01_00-00-00.json").write_text(json.dumps({"trial_data": states}))
+    (exp / "sweep.json").write_text(json.dumps({"name": "hpo", "rows": ["method"], "cols": [],
+                                                "metric": "test_error", "search": {"space": space}}))
+    paths = build_report(exp)
+    ranked = pd.read_csv(paths["table_ranked.csv"])
+    assert list(ranked["lr"]) == [0.03, 0.10, 0.05, 0.20, 0.15]
+    assert list(ranked["status"]) == ["finished"] * 2 + ["stopped"] * 3
+    assert list(ranked["steps"]) == [400, 400, 300, 200, 200] and list(ranked["rank"]) == [1, 2, 3, 4, 5]
+    assert list(ranked["final_test_error"]) == [9.0, 11.0, 44.0, 10.0, 15.0]
+    md = paths["table_ranked.md"].read_text()
+    assert "| rank | trial_id | status | steps | lr | mur_radius |" in md and "3 stopped early by ASHA" in md
+    table_exp_dir, _ = make_table_exp(tmp_path / "grid")
+    assert "table_ranked.md" not in build_report(table_exp_dir)  # a grid has no ranking
