@@ -3,7 +3,8 @@
 Loads `search_spaces/<SWEEP>.py`, validates every trial's TrainConfig and the data before Ray
 starts, builds a Ray Tune Tuner (resources, storage, failure config; Optuna + ASHA for `hpo`),
 prints Tune's progress, then the mean ± std table and the results folder. Exit status: 0 all
-trials finished, 1 some trial failed (Tune's fit() does not raise), 2 bad input.
+trials finished, 1 some trial failed (Tune's fit() does not raise), 2 bad input, 3 interrupted
+(Ctrl+C, SIGTERM, `ray job stop`: the state is saved, `--resume` continues it).
 
     python -m sweeper.run ablation_radius --preset quick
     python -m sweeper.run ablation_radius --preset quick --dry-run
@@ -14,8 +15,10 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import socket
 import sys
+import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -38,7 +41,8 @@ class InputError(ValueError):
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m sweeper.run", description=__doc__.splitlines()[0])
     p.add_argument("sweep", help="a module name in search_spaces/ (see python -m sweeper.list)")
-    p.add_argument("--preset", default="paper", help=f"one of {', '.join(PRESETS)} (default paper)")
+    p.add_argument("--preset", default=None,
+                   help=f"one of {', '.join(PRESETS)} (default paper; with --resume, the experiment's own)")
     p.add_argument("--data-dir", default=None, help="folder with CIFAR-10/100 or SVHN (default ./data)")
     p.add_argument("--seeds", type=int, default=None, help="seeds per grid point (default: the sweep's, 3)")
     p.add_argument("--storage", default="./results", help="results root (default ./results)")
@@ -112,6 +116,10 @@ def check_address(address: str | None) -> str | None:
     """Fail fast (1 s) on a Ray address that does not answer, instead of Ray's long retries."""
     if not address or address in ("auto", "local"):
         return address
+    if address.startswith(("http://", "https://")):
+        raise InputError(f"--address {address} is a dashboard / job API address; sweeper.run joins a cluster "
+                         f"at its GCS address (host:6379), or submit it as a job: "
+                         f"`ray job submit --address {address} -- python -m sweeper.run ...`")
     hostport = address.split("://", 1)[-1].rstrip("/")
     if address.startswith("ray://") and ":" not in hostport:
         hostport += ":10001"  # the Ray client's default port
@@ -143,6 +151,18 @@ def find_experiment(root: Path, sweep: str, resume: str) -> Path:
     if not runs:
         raise InputError(f"nothing to resume: no {sweep}-* experiment under {root}; run without --resume")
     return runs[-1].parent
+
+
+def stored_preset(exp: Path, asked: str | None) -> str:
+    """The preset an experiment was started with (sweep.json); InputError if `asked` differs."""
+    try:
+        stored = json.loads((exp / "sweep.json").read_text()).get("preset") or "paper"
+    except (OSError, json.JSONDecodeError, AttributeError):
+        raise InputError(f"{exp / 'sweep.json'} is not a sweep description (torn or edited); "
+                         f"start a new run without --resume") from None
+    if asked not in (None, stored):
+        raise InputError(f"{exp} was run with --preset {stored}, not {asked}; resume it without --preset")
+    return stored
 
 
 def print_dry_run(sweep: Sweep, trials: list[dict], args) -> None:
@@ -265,18 +285,23 @@ def connect_ray(address: str | None, dashboard: bool = False):
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
+        get_sweep(args.sweep, args.preset or "paper")  # an unknown sweep or preset: the list of valid ones
+        exp_dir = None
+        if args.resume and not args.dry_run:  # the stored run decides the preset; its configs were checked
+            exp_dir = find_experiment(check_storage(args.storage), args.sweep, args.resume)
+            args.preset = stored_preset(exp_dir, args.preset)
+        args.preset = args.preset or "paper"
         sweep = get_sweep(args.sweep, args.preset)
         trials = trial_configs(sweep, args)
         check_resources(args)
-        for name in sorted({(t["dataset"], t["data_dir"], t.get("download", False)) for t in trials}):
-            check_readable(*name)  # parses the files: a corrupt one fails now, not in every trial
+        if exp_dir is None:  # on --resume the trials run their stored configs, data_dir included
+            for name in sorted({(t["dataset"], t["data_dir"], t.get("download", False)) for t in trials}):
+                check_readable(*name)  # parses the files: a corrupt one fails now, not in every trial
         if args.dry_run:
             print_dry_run(sweep, trials, args)
             return 0
         root = check_storage(args.storage)
-        if args.resume:
-            exp_dir = find_experiment(root, sweep.name, args.resume)
-        else:
+        if exp_dir is None:
             exp_dir = root / f"{sweep.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         address = check_address(args.address or os.environ.get("RAY_ADDRESS"))
         if address:
@@ -319,9 +344,11 @@ def main(argv=None) -> int:
         meta = {**asdict(sweep), "preset": args.preset, "n_trials": len(trials), "argv": sys.argv}
         _atomic_write(exp_dir / "sweep.json", json.dumps(meta, indent=1, default=str))
         tuner = build_tuner(sweep, trials, args, exp_dir, resources)
-    with env_set(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1"):  # the loggers are result_loggers(), stored in the run
+    with env_set(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1"), stop_on_sigterm():  # loggers: result_loggers()
         grid = tuner.fit()
     errors = [r for r in grid if r.error is not None]
+    # Ctrl+C, SIGTERM or `ray job stop`: Tune stopped the running trials and saved its state
+    unfinished = [r for r in grid if r.error is None and not (r.metrics or {}).get("done")]
     try:
         paths = build_report(exp_dir)
     except AggregateError as e:  # e.g. no trial reported anything before the sweep ended
@@ -333,7 +360,26 @@ def main(argv=None) -> int:
     for r in errors:
         print(f"trial {r.path} failed: {type(r.error).__name__}: {str(r.error).splitlines()[0]}", file=sys.stderr)
     print(f"results: {exp_dir}")
+    if unfinished:
+        print(f"interrupted: {len(unfinished)} trial(s) unfinished, the sweep's state is saved; continue it with "
+              f"`python -m sweeper.run {sweep.name} --resume {exp_dir}`", file=sys.stderr)
+        return 3
     return 1 if errors else 0
+
+
+@contextlib.contextmanager
+def stop_on_sigterm():
+    """SIGTERM (what `ray job stop` and most schedulers send) stops the sweep as Ctrl+C does: Tune's
+    own interrupt (SIGUSR1) ends the trials and saves the experiment state, then the report of what
+    finished is written. Outside this block SIGTERM is as before."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGTERM, lambda signum, frame: os.kill(os.getpid(), signal.SIGUSR1))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 @contextlib.contextmanager

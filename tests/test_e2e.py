@@ -96,6 +96,33 @@ def test_ray_job_submit_to_local_head_succeeds(tmp_path):
         exp = next((tmp_path / "results").glob("ablation_radius-*"))
         assert len(pd.read_parquet(exp / "trials.parquet")) == 5
         assert len(list(exp.glob("trial_*/events.out.tfevents*"))) == 5  # --tensorboard: one file per trial
+
+        # `ray job stop` mid-sweep: the job ends STOPPED, and a second job resumes the saved sweep to the end
+        def job(cmd, *args):
+            return subprocess.run([ray_bin, "job", cmd, "--address", address, *args], cwd=ROOT, env=auth,
+                                  capture_output=True, text=True, timeout=600)
+
+        storage = tmp_path / "stopped"
+        slow = ["--seeds", "1", "--set", "steps=200", "--set", "eval_every=10", "--set", "lr_rampdown=10",
+                "--set", "sensitivity_samples=20", "--storage", str(storage)]
+        p = job("submit", "--no-wait", "--working-dir", ".", "--", "python", "-m", "sweeper.run",
+                "ablation_radius", "--preset", "quick", *slow)
+        stop_id = re.search(r"raysubmit_\w+", p.stdout).group(0)
+        deadline = time.time() + 180
+        while not list(storage.glob("ablation_radius-*/trial_*/checkpoint_*")):
+            assert time.time() < deadline, job("logs", stop_id).stdout[-3000:]
+            time.sleep(0.5)
+        assert job("stop", stop_id).returncode == 0
+        deadline = time.time() + 60
+        while "was stopped" not in (st := job("status", stop_id)).stdout + st.stderr:  # "Job '...' was stopped"
+            assert time.time() < deadline, st.stdout + st.stderr
+            time.sleep(1)
+        exp = next(storage.glob("ablation_radius-*"))
+        p = job("submit", "--working-dir", ".", "--", "python", "-m", "sweeper.run", "ablation_radius",
+                "--resume", str(exp))
+        assert p.returncode == 0 and f"resuming {exp}" in p.stdout, p.stdout[-3000:] + p.stderr[-2000:]
+        df = pd.read_parquet(exp / "trials.parquet")
+        assert len(df) == 5 and set(df["status"]) == {"finished"} and df["final_step"].eq(200).all()
     finally:
         head.send_signal(signal.SIGTERM)
         try:

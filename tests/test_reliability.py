@@ -427,6 +427,39 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tmp_path):
                       "wall_s": round(wall, 1)}))
 
 
+@pytest.mark.slow
+def test_sigterm_stops_the_sweep_gracefully_and_resume_finishes_it(tmp_path):
+    """SIGTERM (what `ray job stop` sends the driver) mid-sweep: Tune stops the trials and saves its
+    state, the report of what finished is written, exit status 3 names the --resume command; the
+    resumed run re-runs no finished trial and ends with every trial finished."""
+    temp, storage = short_tmp("rrterm"), tmp_path / "results"
+    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *TINY, "--storage", str(storage)]
+    exp_of = lambda: next(storage.glob("ablation_radius-*"), None)
+    d = None
+    try:
+        d = Driver(argv, temp, tmp_path / "driver1.log")
+        d.wait_until(lambda: len(done(sweep_state(exp_of()))) >= 1 and partial(sweep_state(exp_of())))
+        at_stop = sweep_state(exp_of())
+        d.proc.send_signal(signal.SIGTERM)
+        rc = d.finish(timeout=120)
+        log = d.log.read_text()
+        assert rc == 3, log[-3000:]
+        exp = exp_of()
+        assert f"--resume {exp}" in log and "interrupted:" in log and (exp / "trials.parquet").is_file()
+        assert pids_naming(str(temp)) == []  # the driver's local Ray went down with it
+        stopped = sweep_state(exp)
+        d = Driver([*argv, "--resume", str(exp)], temp, tmp_path / "driver2.log")
+        assert d.finish() == 0, d.log.read_text()[-3000:]
+    finally:
+        if d is not None and d.proc.poll() is None:
+            d.kill()
+        shutil.rmtree(temp, ignore_errors=True)
+    final = sweep_state(exp)
+    assert len(final) == 5 and done(final) == set(final)
+    for t in done(at_stop) | done(stopped):  # finished before the stop: not run again
+        assert final[t] == stopped[t], f"{t} ran again after it finished"
+
+
 # ---------------------------------------------------------------- 4. bad input: one line, exit 2, nothing touched
 
 def write_cifar10(root: Path, truncate: str | None = None) -> Path:
@@ -465,6 +498,7 @@ def no_ray(*a, **k):
 QUICK = ["ablation_radius", "--preset", "quick"]
 BAD_INPUT = {  # name -> (argv after the sweep; {root}, {data}, {file} are filled in), words in the error
     "unknown sweep": (["no_such_sweep"], "unknown sweep 'no_such_sweep'; valid sweeps:"),
+    "dashboard address": ([*QUICK, "--address", "http://127.0.0.1:8265"], "is a dashboard / job API address"),
     "unknown preset": (["ablation_radius", "--preset", "fast"], "unknown preset 'fast'; valid presets"),
     "unknown method": ([*QUICK, "--set", "method=bogus"], "unknown method 'bogus'; choose one of"),
     "unknown config key": ([*QUICK, "--set", "radius=3"], "unknown config key(s) ['radius']"),
@@ -496,6 +530,8 @@ BAD_INPUT = {  # name -> (argv after the sweep; {root}, {data}, {file} are fille
                                            "Ray address ray://127.0.0.1:1 does not answer"),
     "resume a folder that is not an experiment": ([*QUICK, "--resume", "{data}"], "is not an experiment folder"),
     "resume with nothing to resume": (["ablation_kl", "--preset", "quick", "--resume"], "nothing to resume"),
+    "resume with another preset": ([*QUICK, "--resume", "{root}/ablation_radius-20200101-000000"],
+                                   "was run with --preset paper, not quick; resume it without --preset"),
     "resume another sweep's experiment": (["ablation_kl", "--preset", "quick", "--resume",
                                            "{root}/ablation_radius-20200101-000000"],
                                           "holds the sweep 'ablation_radius', not 'ablation_kl'"),
