@@ -344,11 +344,10 @@ def main(argv=None) -> int:
         meta = {**asdict(sweep), "preset": args.preset, "n_trials": len(trials), "argv": sys.argv}
         _atomic_write(exp_dir / "sweep.json", json.dumps(meta, indent=1, default=str))
         tuner = build_tuner(sweep, trials, args, exp_dir, resources)
-    with env_set(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1"), stop_on_sigterm():  # loggers: result_loggers()
+    # loggers: result_loggers(); Ctrl+C and SIGTERM: graceful_stop()
+    with env_set(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1", TUNE_DISABLE_SIGINT_HANDLER="1"), graceful_stop() as stopped:
         grid = tuner.fit()
     errors = [r for r in grid if r.error is not None]
-    # Ctrl+C, SIGTERM or `ray job stop`: Tune stopped the running trials and saved its state
-    unfinished = [r for r in grid if r.error is None and not (r.metrics or {}).get("done")]
     try:
         paths = build_report(exp_dir)
     except AggregateError as e:  # e.g. no trial reported anything before the sweep ended
@@ -360,26 +359,37 @@ def main(argv=None) -> int:
     for r in errors:
         print(f"trial {r.path} failed: {type(r.error).__name__}: {str(r.error).splitlines()[0]}", file=sys.stderr)
     print(f"results: {exp_dir}")
-    if unfinished:
-        print(f"interrupted: {len(unfinished)} trial(s) unfinished, the sweep's state is saved; continue it with "
+    if stopped.is_set():
+        print(f"interrupted: the sweep's state is saved; continue it with "
               f"`python -m sweeper.run {sweep.name} --resume {exp_dir}`", file=sys.stderr)
         return 3
     return 1 if errors else 0
 
 
 @contextlib.contextmanager
-def stop_on_sigterm():
-    """SIGTERM (what `ray job stop` and most schedulers send) stops the sweep as Ctrl+C does: Tune's
-    own interrupt (SIGUSR1) ends the trials and saves the experiment state, then the report of what
-    finished is written. Outside this block SIGTERM is as before."""
+def graceful_stop():
+    """Ctrl+C and SIGTERM (what `ray job stop` and most schedulers send) stop the sweep through Tune's
+    own interrupt (SIGUSR1): it ends the running trials and saves the experiment state, then fit()
+    returns. Yields an Event that tells whether that happened (Tune marks the trials it stopped
+    done=True, so the results cannot). A second signal acts at once. Tune's own SIGINT handler must
+    be off (TUNE_DISABLE_SIGINT_HANDLER=1) or it would replace this one inside fit()."""
+    stopped = threading.Event()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield stopped
         return
-    old = signal.signal(signal.SIGTERM, lambda signum, frame: os.kill(os.getpid(), signal.SIGUSR1))
+
+    def handler(signum, frame):
+        stopped.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        yield stopped
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for sig, h in old.items():
+            signal.signal(sig, h)
 
 
 @contextlib.contextmanager

@@ -428,8 +428,9 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tmp_path):
 
 
 @pytest.mark.slow
-def test_sigterm_stops_the_sweep_gracefully_and_resume_finishes_it(tmp_path):
-    """SIGTERM (what `ray job stop` sends the driver) mid-sweep: Tune stops the trials and saves its
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl+C"])
+def test_a_stop_signal_ends_the_sweep_gracefully_and_resume_finishes_it(sig, tmp_path):
+    """SIGTERM (what `ray job stop` sends the driver) or Ctrl+C mid-sweep: Tune stops the trials and saves its
     state, the report of what finished is written, exit status 3 names the --resume command; the
     resumed run re-runs no finished trial and ends with every trial finished."""
     temp, storage = short_tmp("rrterm"), tmp_path / "results"
@@ -439,8 +440,9 @@ def test_sigterm_stops_the_sweep_gracefully_and_resume_finishes_it(tmp_path):
     try:
         d = Driver(argv, temp, tmp_path / "driver1.log")
         d.wait_until(lambda: len(done(sweep_state(exp_of()))) >= 1 and partial(sweep_state(exp_of())))
+        time.sleep(0.5)  # mid-interval
         at_stop = sweep_state(exp_of())
-        d.proc.send_signal(signal.SIGTERM)
+        d.proc.send_signal(sig)
         rc = d.finish(timeout=120)
         log = d.log.read_text()
         assert rc == 3, log[-3000:]
@@ -454,10 +456,15 @@ def test_sigterm_stops_the_sweep_gracefully_and_resume_finishes_it(tmp_path):
         if d is not None and d.proc.poll() is None:
             d.kill()
         shutil.rmtree(temp, ignore_errors=True)
+    # finished = reached its 40 steps (Tune marks the trials it stopped on the signal done=True too)
+    finished = lambda state: {t for t, r in state.items() if r and r[-1]["step"] == 40}
     final = sweep_state(exp)
-    assert len(final) == 5 and done(final) == set(final)
-    for t in done(at_stop) | done(stopped):  # finished before the stop: not run again
+    assert len(final) == 5 and finished(final) == set(final)
+    assert finished(at_stop) <= finished(stopped) and len(finished(stopped)) < 5
+    for t in finished(stopped):  # finished before the resume: not run again
         assert final[t] == stopped[t], f"{t} ran again after it finished"
+    for t in set(stopped) - finished(stopped):  # stopped mid-run: continued from its last checkpoint
+        assert final[t][:len(stopped[t])] == stopped[t]
 
 
 # ---------------------------------------------------------------- 4. bad input: one line, exit 2, nothing touched
