@@ -132,34 +132,34 @@ def check_address(address: str | None) -> str | None:
     return address
 
 
-def find_experiment(root: Path, sweep: str, resume: str) -> Path:
+def find_experiment(root: Path, sweep: str, resume: str) -> tuple[Path, dict]:
+    """The experiment folder to resume (the given one, or the latest of `sweep` under root) and its
+    sweep.json; InputError if there is none, it is torn, or it holds another sweep."""
     if resume != "latest":
         exp = Path(resume).expanduser().resolve()
         if not (exp / "sweep.json").is_file():
             raise InputError(f"{exp} is not an experiment folder of sweeper.run (no sweep.json); "
                              f"pass the folder printed at the end of a run")
-        try:
-            stored = json.loads((exp / "sweep.json").read_text()).get("name")
-        except (json.JSONDecodeError, AttributeError):
-            raise InputError(f"{exp / 'sweep.json'} is not a sweep description (torn or edited); "
-                             f"start a new run without --resume") from None
-        if stored != sweep:
-            raise InputError(f"{exp} holds the sweep {stored!r}, not {sweep!r}; "
-                             f"run `python -m sweeper.run {stored} --resume {exp}`")
-        return exp
-    runs = sorted(root.glob(f"{sweep}-*/sweep.json"))
-    if not runs:
-        raise InputError(f"nothing to resume: no {sweep}-* experiment under {root}; run without --resume")
-    return runs[-1].parent
-
-
-def stored_preset(exp: Path, asked: str | None) -> str:
-    """The preset an experiment was started with (sweep.json); InputError if `asked` differs."""
+    else:
+        runs = sorted(root.glob(f"{sweep}-*/sweep.json"))
+        if not runs:
+            raise InputError(f"nothing to resume: no {sweep}-* experiment under {root}; run without --resume")
+        exp = runs[-1].parent
     try:
-        stored = json.loads((exp / "sweep.json").read_text()).get("preset") or "paper"
+        meta = json.loads((exp / "sweep.json").read_text())
+        stored = meta.get("name")
     except (OSError, json.JSONDecodeError, AttributeError):
         raise InputError(f"{exp / 'sweep.json'} is not a sweep description (torn or edited); "
                          f"start a new run without --resume") from None
+    if stored != sweep:
+        raise InputError(f"{exp} holds the sweep {stored!r}, not {sweep!r}; "
+                         f"run `python -m sweeper.run {stored} --resume {exp}`")
+    return exp, meta
+
+
+def stored_preset(exp: Path, meta: dict, asked: str | None) -> str:
+    """The preset an experiment was started with (its sweep.json `meta`); InputError if `asked` differs."""
+    stored = meta.get("preset") or "paper"
     if asked not in (None, stored):
         raise InputError(f"{exp} was run with --preset {stored}, not {asked}; resume it without --preset")
     return stored
@@ -288,8 +288,8 @@ def main(argv=None) -> int:
         get_sweep(args.sweep, args.preset or "paper")  # an unknown sweep or preset: the list of valid ones
         exp_dir = None
         if args.resume and not args.dry_run:  # the stored run decides the preset; its configs were checked
-            exp_dir = find_experiment(check_storage(args.storage), args.sweep, args.resume)
-            args.preset = stored_preset(exp_dir, args.preset)
+            exp_dir, meta = find_experiment(check_storage(args.storage), args.sweep, args.resume)
+            args.preset = stored_preset(exp_dir, meta, args.preset)
         args.preset = args.preset or "paper"
         sweep = get_sweep(args.sweep, args.preset)
         trials = trial_configs(sweep, args)

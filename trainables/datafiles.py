@@ -54,9 +54,9 @@ def check_available(name: str, data_dir="./data", download: bool = False) -> Non
 
 def check_readable(name: str, data_dir="./data", download: bool = False) -> None:
     """check_available, then parse every file: a truncated or corrupt file fails now with its name."""
-    check_available(name, data_dir, download)
+    _check_name(name)
     if name != "digits":
-        read_raw(name, data_dir)
+        read_raw(name, data_dir, download)  # check_available first, then every file parsed
 
 
 def read_raw(name: str, data_dir="./data", download: bool = False):
@@ -65,8 +65,9 @@ def read_raw(name: str, data_dir="./data", download: bool = False):
     _check_name(name)
     if name == "digits":
         raise DataError("digits come from scikit-learn, not from files; use data.load_dataset('digits')")
-    root = _root(name, data_dir, download)
-    return _read_svhn(root, download) if name == "svhn" else _read_cifar(name, root, download)
+    check_available(name, data_dir, download)  # fetches with download, then the files must be there
+    root = Path(data_dir).expanduser()
+    return _read_svhn(root) if name == "svhn" else _read_cifar(name, root)
 
 
 def _root(name: str, data_dir, download: bool) -> Path:
@@ -112,16 +113,13 @@ def _svhn_fix(root: Path) -> str:
             + " and ".join(svhn.split_list[s][0] for s in ("train", "test")) + f" into {root}")
 
 
-def _read_cifar(name, root: Path, download: bool):
+def _read_cifar(name, root: Path):
     cls = _readers()[name]
     folder = root / cls.base_folder
     train_files = [f for f, _ in cls.train_list]
     test_files = [f for f, _ in cls.test_list]
     meta_file = cls.meta["filename"]
     fix = _cifar_fix(cls, root)
-    if download:
-        _download(name, root, lambda: cls(str(root), train=True, download=True), cls.url)
-    _require_files(name, folder, train_files + test_files + [meta_file], fix)
     splits = []
     for train, files in ((True, train_files), (False, test_files)):
         try:
@@ -154,14 +152,10 @@ def _find_bad_cifar_file(folder: Path, data_files, meta_file, meta_key):
     return None
 
 
-def _read_svhn(root: Path, download: bool):
+def _read_svhn(root: Path):
     svhn = _readers()["svhn"]
     files = [svhn.split_list[s][1] for s in ("train", "test")]
     fix = _svhn_fix(root)
-    if download:
-        for split in ("train", "test"):
-            _download("svhn", root, lambda: svhn(str(root), split=split, download=True), svhn.split_list[split][0])
-    _require_files("svhn", root, files, fix)
     splits = []
     for split, f in zip(("train", "test"), files):
         try:
