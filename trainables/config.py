@@ -11,12 +11,17 @@ import dataclasses
 from dataclasses import dataclass, fields
 from typing import Any
 
-METHODS = ("supervised", "pi", "mt", "ict", "mut", "fixmatch", "vat")
-DATASETS = ("digits", "cifar10", "cifar100", "svhn")
+METHODS = ("supervised", "pi", "mt", "ict", "mut", "fixmatch", "vat", "labelspreading")
+DATASETS = ("digits", "mnist", "cifar10", "cifar100", "svhn")
 MUR_METHODS = ("none", "direct", "pga", "ga", "random", "vat")  # random = RR, vat = VAT point
 ARCHS = ("convnet13", "convnet_small")
-NUM_CLASSES = {"digits": 10, "cifar10": 10, "cifar100": 100, "svhn": 10}
-TRAIN_SIZE = {"digits": 1347, "cifar10": 50000, "cifar100": 50000, "svhn": 73257}
+NUM_CLASSES = {"digits": 10, "mnist": 10, "cifar10": 10, "cifar100": 100, "svhn": 10}
+TRAIN_SIZE = {"digits": 1347, "mnist": 60000, "cifar10": 50000, "cifar100": 50000, "svhn": 73257}
+# Validation images held out of the training set (val_size=-1 picks these), as the SSL literature
+# does (Oliver et al. 2018, "Realistic Evaluation of Deep SSL Algorithms": 5000 for CIFAR-10, 7325 for
+# SVHN; MNIST: the last 10,000 training images, the classic mnist.pkl.gz validation split; digits: 300
+# of the 1347 training images). Never trained on, neither labeled nor unlabeled.
+VAL_SIZE = {"digits": 300, "mnist": 10000, "cifar10": 5000, "cifar100": 5000, "svhn": 7325}
 
 
 class ConfigError(ValueError):
@@ -26,22 +31,25 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class TrainConfig:
     # --- what is trained -------------------------------------------------------
-    method: str = "mt"              # supervised | pi | mt | ict | mut | fixmatch | vat (VAT alone)
+    method: str = "mt"              # supervised | pi | mt | ict | mut | fixmatch | vat (VAT alone) | labelspreading (sklearn)
     vd: bool = False                # variational dropout (the paper's VBI) on every conv/linear
     mur: str = "none"               # virtual point: none | direct | pga | ga | random (RR) | vat
     # --- data ------------------------------------------------------------------
-    dataset: str = "digits"         # digits (embedded) | cifar10 | cifar100 | svhn
+    dataset: str = "digits"         # digits (embedded) | mnist | cifar10 | cifar100 | svhn
     data_dir: str = "./data"        # folder holding the torchvision data sets
     download: bool = False          # let torchvision download into data_dir (needs network)
     num_labels: int = 100           # labeled training images, balanced over classes
-    seed: int = 0                   # labeled subset, init, batches, noise: everything
+    seed: int = 0                   # labeled subset, init, batches, noise: everything (not the validation split)
+    val_size: int = -1              # validation images held out of training (-1: VAL_SIZE[dataset]; 0: none)
+    svhn_norm: str = "feature"      # SVHN: feature = per-pixel train mean/std (authors) | image = per image (old)
     # --- schedule (in optimizer steps) ------------------------------------------
     steps: int = 600                # total training steps
     batch_labeled: int = 25         # labeled images per batch
     batch_unlabeled: int = 75       # unlabeled images per batch
     lr: float = 0.1                 # peak learning rate (Nesterov SGD)
     momentum: float = 0.9           # SGD momentum
-    weight_decay: float = 1e-4      # L2 term on weights (theta only under VD); not on BN/bias
+    weight_decay: float = 1e-4      # L2 term (SGD weight_decay) on the parameters weight_decay_scope names
+    weight_decay_scope: str = "all" # all = every parameter but log_sigma2 (authors) | weights = conv/linear only
     lr_rampup: int = 100            # steps of exp(-5(1-t)^2) ramp-up of the LR
     lr_rampdown: int = 150          # last steps of exp(-12.5 p^2) ramp-down (authors' code)
     rampup: int = 100               # ramp-up length of every loss coefficient
@@ -51,7 +59,8 @@ class TrainConfig:
     mur_coef: float = 4.0           # lambda3: MUR / RR / VAT consistency
     entmin_coef: float = 0.0        # entropy minimisation on unlabeled data (authors' MT+VD: 0.1)
     # --- teacher ---------------------------------------------------------------
-    ema_decay: float = 0.99         # EMA momentum of the mean teacher
+    ema_decay: float = 0.99         # EMA momentum of the mean teacher (trainable parameters only)
+    teacher_bn: str = "student"     # student = teacher reads the student's BN running stats (authors) | own
     ema_decay_late: float = -1.0    # stepped momentum after ema_switch_step; < 0: constant
     ema_switch_step: int = 0        # step at which ema_decay_late takes over
     # --- MUR -------------------------------------------------------------------
@@ -71,6 +80,7 @@ class TrainConfig:
     dropout: float = 0.5            # dropout after each pooling (removed under vd)
     input_noise: float = 0.15       # Gaussian input noise sigma inside the network
     translate: int = 1              # random translation, pixels (paper: 4 CIFAR, 2 SVHN)
+    translate_pad: str = "reflect"  # pixels shifted in: reflect (authors) | zero (Mean Teacher's pad-and-crop)
     flip: bool = False              # random horizontal flip (CIFAR yes, SVHN and digits no)
     bn_momentum: float = 0.001      # PyTorch convention (TF 0.999)
     bn_eps: float = 1e-8
@@ -106,6 +116,11 @@ class TrainConfig:
         return NUM_CLASSES[self.dataset]
 
     @property
+    def n_val(self) -> int:
+        """Validation images held out of the training set (val_size, or the data set's default)."""
+        return VAL_SIZE[self.dataset] if self.val_size < 0 else self.val_size
+
+    @property
     def uses_teacher(self) -> bool:
         # fixmatch: an EMA copy used only for evaluation (FixMatch reports its EMA model)
         return self.method in ("mt", "ict", "fixmatch")
@@ -120,6 +135,10 @@ class TrainConfig:
         need(self.mur in MUR_METHODS, f"unknown mur {self.mur!r}; choose one of {list(MUR_METHODS)}")
         need(self.arch in ARCHS, f"unknown arch {self.arch!r}; choose one of {list(ARCHS)}")
         need(self.device in ("auto", "cpu", "cuda"), f"device must be auto, cpu or cuda, got {self.device!r}")
+        for name, ok in (("svhn_norm", ("feature", "image")), ("weight_decay_scope", ("all", "weights")),
+                         ("teacher_bn", ("student", "own")), ("translate_pad", ("reflect", "zero"))):
+            need(getattr(self, name) in ok, f"unknown {name} {getattr(self, name)!r}; choose one of {list(ok)}")
+        need(self.val_size >= -1, f"val_size must be >= 0 (or -1 for the data set's default), got {self.val_size}")
         need(self.method != "mut" or self.mur != "none",
              "method 'mut' is Pi + MUR without the Pi term: set mur to direct, pga, ga, random or vat")
         k = self.num_classes
@@ -127,9 +146,9 @@ class TrainConfig:
              f"use at least one label per class")
         need(self.num_labels % k == 0, f"num_labels={self.num_labels} is not divisible by the {k} classes of "
              f"{self.dataset}; a balanced labeled subset needs a multiple of {k}")
-        n_train = TRAIN_SIZE[self.dataset]
+        n_train = TRAIN_SIZE[self.dataset] - self.n_val
         need(self.num_labels <= n_train, f"num_labels={self.num_labels} exceeds the {n_train} training "
-             f"images of {self.dataset}; use at most {n_train}")
+             f"images of {self.dataset} left after {self.n_val} validation images; use at most {n_train}")
         for name in ("steps", "batch_labeled", "eval_every", "eval_batch", "mur_steps", "fm_groups"):
             need(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
         need(self.batch_unlabeled >= 0, f"batch_unlabeled must be >= 0, got {self.batch_unlabeled}")
