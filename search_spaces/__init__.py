@@ -35,6 +35,7 @@ class Sweep:
     metric: str = "test_error"              # the number a trial returns (percent, lower is better)
     minutes_per_trial: float = 1.0          # cost estimate on the preset's target machine
     search: dict[str, Any] | None = None    # hpo only: {"space": {...}, "num_samples": n, ...}
+    baseline: dict[str, Any] | None = None  # the row each cell is compared with, paired over seeds, e.g. {"method": "mt", "mur": "none"}
 
     def trials(self, seeds: int | None = None) -> list[dict[str, Any]]:
         """Every trial's config dict: base, then a variant, then a grid point, then the seed."""

@@ -17,5 +17,5 @@ def sweep(preset: str) -> Sweep:
         base={**(QUICK if quick else CIFAR), "method": "mt"},
         grid={"mur": ["direct", "random"],
               "mur_radius": [0.5, 1.0, 2.0, 4.0] if quick else [4.0, 7.0, 10.0, 20.0, 40.0]},
-        seeds=2 if quick else 3, rows=("mur",), cols=("mur_radius",),
+        baseline={"mur": "random"}, seeds=2 if quick else 3, rows=("mur",), cols=("mur_radius",),
         minutes_per_trial=0.8 if quick else 90)

@@ -41,5 +41,5 @@ def sweep(preset: str) -> Sweep:
         name="fixmatch", paper_ref="Appendix, FixMatch (CIFAR-10, 250 labels)",
         description="FM vs FM+VD vs FM+MUR (MUR on the strongly augmented point)",
         base=dict(FIXMATCH_QUICK if quick else FIXMATCH_CIFAR), variants=VARIANTS,
-        seeds=2 if quick else 3, rows=("method", "vd", "mur"), cols=("dataset", "num_labels"),
+        baseline={"vd": False, "mur": "none"}, seeds=2 if quick else 3, rows=("method", "vd", "mur"), cols=("dataset", "num_labels"),
         minutes_per_trial=2.0 if quick else 1380)

@@ -40,5 +40,5 @@ def sweep(preset: str) -> Sweep:
     return Sweep(
         name="mur_vs_vat", paper_ref="Sec. Connection to Adversarial Learning; Ablation, MUT (SVHN 1000)",
         description="MUR vs VAT vs RR points (MT, over r) and MUT vs VAT (SVHN 1000 labels)",
-        base={}, variants=part1 + part2, seeds=seeds, rows=("method", "mur"),
+        base={}, variants=part1 + part2, baseline={"method": "mt", "mur": "vat"}, seeds=seeds, rows=("method", "mur"),
         cols=("dataset", "mur_radius"), minutes_per_trial=minutes)

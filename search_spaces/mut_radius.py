@@ -17,5 +17,5 @@ def sweep(preset: str) -> Sweep:
         base={**(QUICK if quick else SVHN_PI), "method": "mut", "mur_step_size": 0.3},
         variants=[{"mur": "direct", "mur_steps": 1}, {"mur": "pga", "mur_steps": 5}],
         grid={"mur_radius": [0.25, 0.5, 1.0, 2.0] if quick else [0.5, 1.0, 2.0, 5.0, 10.0]},
-        seeds=2 if quick else 3, rows=("method", "mur"), cols=("mur_radius",),
+        baseline={"mur": "direct"}, seeds=2 if quick else 3, rows=("method", "mur"), cols=("mur_radius",),
         minutes_per_trial=0.8 if quick else 120)

@@ -14,7 +14,7 @@ def test_defaults_valid_and_roundtrip():
     ({"mur_radius": 0.0}, "mur_radius must be > 0"),
     ({"mur_radius": -1.0}, "mur_radius must be > 0"),
     ({"mur_steps": 0}, "mur_steps must be >= 1"),
-    ({"num_labels": 1500}, "exceeds the 1347 training images"),
+    ({"num_labels": 1500}, "exceeds the 1047 training images of digits left after 300 validation images"),
     ({"num_labels": 105}, "not divisible by the 10 classes"),
     ({"dataset": "cifar100", "num_labels": 50}, "below the 100 classes"),
     ({"kl_coef": -0.1}, "kl_coef must be >= 0"),

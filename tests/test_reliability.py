@@ -515,7 +515,7 @@ BAD_INPUT = {  # name -> (argv after the sweep; {root}, {data}, {file} are fille
     "radius < 0": ([*QUICK, "--set", "mur_radius=-1"], "mur_radius must be > 0, got -1.0"),
     "steps 0": ([*QUICK, "--set", "steps=0"], "steps must be >= 1, got 0"),
     "lr < 0": ([*QUICK, "--set", "lr=-0.1"], "lr must be > 0"),
-    "labels > images": ([*QUICK, "--set", "num_labels=1350"], "num_labels=1350 exceeds the 1347 training images"),
+    "labels > images": ([*QUICK, "--set", "num_labels=1350"], "num_labels=1350 exceeds the 1047 training images"),
     "labels not divisible": ([*QUICK, "--set", "num_labels=105"], "not divisible by the 10 classes"),
     "labels < classes": ([*QUICK, "--set", "num_labels=5"], "below the 10 classes"),
     "negative cons coef": ([*QUICK, "--set", "cons_coef=-1"], "cons_coef must be >= 0, got -1.0"),
