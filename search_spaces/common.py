@@ -30,10 +30,10 @@ SVHN_PI = {**SVHN_MT, "method": "pi", "lr": 0.01, "weight_decay": 1e-4, "lr_ramp
 # same family, CPU-sized. Radii scale with the input: standardised 64-dim digits want r ~ 1.
 QUICK = dict(
     dataset="digits", num_labels=100, arch="convnet_small", width=1.0,
-    steps=400, batch_labeled=25, batch_unlabeled=75,
-    lr=0.1, momentum=0.9, weight_decay=1e-4, lr_rampup=40, lr_rampdown=100, rampup=100,
+    steps=1500, batch_labeled=25, batch_unlabeled=75,
+    lr=0.1, momentum=0.9, weight_decay=1e-4, lr_rampup=100, lr_rampdown=375, rampup=300,
     cons_coef=10.0, kl_coef=0.05, mur_coef=4.0, mur_radius=1.0, ema_decay=0.99,
-    translate=1, flip=False, input_noise=0.15, dropout=0.5, eval_every=100,
+    translate=1, flip=False, input_noise=0.15, dropout=0.5, eval_every=250,
     sensitivity_samples=100, device="cpu", bn_momentum=0.1,  # 0.001 needs ~1e4 steps to settle
 )
 

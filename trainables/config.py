@@ -141,12 +141,18 @@ class TrainConfig:
         need(self.val_size >= -1, f"val_size must be >= 0 (or -1 for the data set's default), got {self.val_size}")
         need(self.method != "mut" or self.mur != "none",
              "method 'mut' is Pi + MUR without the Pi term: set mur to direct, pga, ga, random or vat")
+        need(self.method != "labelspreading" or (self.mur == "none" and not self.vd),
+             "method 'labelspreading' (scikit-learn's LabelSpreading) has no VD or MUR: set vd=false, mur=none")
         k = self.num_classes
         need(self.num_labels >= k, f"num_labels={self.num_labels} is below the {k} classes of {self.dataset}; "
              f"use at least one label per class")
         need(self.num_labels % k == 0, f"num_labels={self.num_labels} is not divisible by the {k} classes of "
              f"{self.dataset}; a balanced labeled subset needs a multiple of {k}")
         n_train = TRAIN_SIZE[self.dataset] - self.n_val
+        if self.method == "labelspreading":
+            from trainables.classical import check_size  # numpy only; raises ConfigError with the fix
+
+            check_size(n_train)
         need(self.num_labels <= n_train, f"num_labels={self.num_labels} exceeds the {n_train} training "
              f"images of {self.dataset} left after {self.n_val} validation images; use at most {n_train}")
         for name in ("steps", "batch_labeled", "eval_every", "eval_batch", "mur_steps", "fm_groups"):
