@@ -4,7 +4,7 @@ Hypothesis: the paper's CIFAR settings (lr 0.1, lambda1 10, EMA 0.99, noise 0.15
 for 8x8 digits in 1500 steps; tuned on the validation split (never the test set), the MT baseline
 gets strong enough that a gain of VD or MUR over it means something. Only the baseline (MT, no VD,
 no MUR, no entropy minimisation) is tuned, so the settings favour no variant under study.
-    python -m sweeper.run hpo_base --preset quick   # digits, 16 samples of MT, ~4 min on 2 CPU cores
+    python -m sweeper.run hpo_base --preset quick   # digits, 20 samples of MT, ~8 min on 2 CPU cores
     python -m sweeper.run hpo_base                  # CIFAR-10 1000 labels, 30 samples (ASHA cuts most short)
 The search that set search_spaces/common.py QUICK is recorded there.
 """
@@ -22,4 +22,7 @@ def sweep(preset: str) -> Sweep:
         search={"space": {"lr": ("loguniform", 0.01, 0.5), "cons_coef": ("loguniform", 1.0, 100.0),
                           "ema_decay": ("uniform", 0.9, 0.999), "input_noise": ("uniform", 0.0, 0.5),
                           "weight_decay": ("loguniform", 1e-5, 1e-3)},
-                "num_samples": 16 if quick else 30, "reduction_factor": 3, "metric": "val_error"})
+                # grace period: half the run, past every ramp-up (at 250 steps the coefficient ramp has
+                # barely started, and a first search here pruned every large lambda1 there)
+                "grace_period": 750 if quick else 140_000,
+                "num_samples": 20 if quick else 30, "reduction_factor": 3, "metric": "val_error"})

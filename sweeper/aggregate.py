@@ -20,9 +20,14 @@ Status of a trial (`STATUSES`):
   incomplete  none of the above: still running, or interrupted (the files cannot tell which)
 Only finished trials are averaged; the others are counted beside the mean, never in it.
 
-Final vs best: `final_<m>` is the metric at the last report (the honest default: what the run
-ends with); `best_<m>` is the minimum over all reports of the error metrics (what the paper's
-authors kept: the best test accuracy seen during training, an optimistic number).
+Which point of a trial's curve (`WHICH`): `final_<m>` is the metric at the last report (the honest
+default: what the run ends with); `bestval_<m>` is the metric at the report whose `val_error`
+(held-out validation split of the training set) is lowest, the first such report on ties, with
+`bestval_step` (early stopping selected on validation, the test error reported at that choice);
+`best_<m>` is the minimum over all reports of each error metric, with `best_step` for test_error
+(what the paper's authors kept: the best test accuracy seen during training, selected on the test
+set, an optimistic number). Trials that report no `val_error` (run before the trainer held out a
+validation split) get NaN `bestval_*` columns and still aggregate.
 
     python -c "from sweeper.aggregate import load_trials; print(load_trials('results/EXP'))"
     pytest tests/test_aggregate.py -q
@@ -50,8 +55,16 @@ BOOK_COLS = ("sweep", "trial_id", "trial_dir", "status", "n_reports", "n_failure
              "hostname", "python_version", "torch_version", "ray_version", "versions_source")
 # Config keys that do not change the result (or identify the repeat): never grouped by.
 NON_GROUP_KEYS = ("seed", "trial_index", "data_dir", "download", "device", "eval_batch", "channels_last")
-# Metrics whose best value is the minimum over reports (percent errors).
-ERROR_METRICS = ("test_error", "test_error_student", "test_error_teacher")
+# Percent errors on the test set, and on the validation split held out of the training set.
+TEST_METRICS = ("test_error", "test_error_student", "test_error_teacher")
+VAL_METRICS = ("val_error", "val_error_student", "val_error_teacher")
+# Metrics whose best value is the minimum over reports, and that bestval_* records.
+ERROR_METRICS = TEST_METRICS + VAL_METRICS
+SELECT_METRIC = "val_error"  # what best_val selects the report by (the evaluated network's validation error)
+# Points of a trial's curve a summary can take; "best" is kept as an alias of best_test.
+WHICH = ("final", "best_val", "best_test")
+WHICH_ALIASES = {"best": "best_test"}
+WHICH_PREFIX = {"final": "final_", "best_val": "bestval_", "best_test": "best_"}
 # Keys Ray adds to every report that are not metrics of ours.
 RAY_KEYS = ("config", "timestamp", "checkpoint_dir_name", "should_checkpoint", "date", "pid", "node_ip",
             "hostname", "time_this_iter_s", "time_since_restore", "iterations_since_restore", "trial_id")
@@ -211,7 +224,7 @@ def trial_row(tdir: Path, sweep: str, ray_states: dict[str, dict], env: dict) ->
     """The trials-table row of one trial folder: bookkeeping, config keys, final_* and best_* metrics."""
     reports = read_reports(tdir)
     params = read_params(tdir)
-    clash = sorted(k for k in params if k in BOOK_COLS or k.startswith(("final_", "best_")))
+    clash = sorted(k for k in params if k in BOOK_COLS or not _is_config(k))
     if clash:
         raise AggregateError(f"{tdir / 'params.json'}: config key(s) {clash} clash with the trials table's own "
                              f"columns; rename them in the search space")
@@ -239,6 +252,7 @@ def trial_row(tdir: Path, sweep: str, ray_states: dict[str, dict], env: dict) ->
     metrics = {k: v for k, v in last.items() if k not in RAY_KEYS and k not in VERSION_KEYS}
     row.update({f"final_{k}": _scalar(v) for k, v in _flatten(metrics).items()})
     row.update(best_metrics(reports))
+    row.update(bestval_metrics(reports))
     return row
 
 
@@ -257,6 +271,19 @@ def best_metrics(reports: list[dict]) -> dict:
     return out
 
 
+def bestval_metrics(reports: list[dict]) -> dict:
+    """bestval_<m> for every error metric at the report whose val_error is lowest (the first such
+    report on ties; non-finite val_error skipped), and that report's step as bestval_step. All NaN
+    when no report has a finite val_error (a trial run before the validation split existed)."""
+    val = np.array([_num(r.get(SELECT_METRIC)) for r in reports], dtype=float)  # (n_reports,)
+    if not np.isfinite(val).any():
+        return {f"bestval_{m}": math.nan for m in ERROR_METRICS} | {"bestval_step": math.nan}
+    i = int(np.nanargmin(np.where(np.isfinite(val), val, np.nan)))  # first minimum
+    out = {f"bestval_{m}": _num(reports[i].get(m)) for m in ERROR_METRICS}
+    out["bestval_step"] = _num(reports[i].get("step", reports[i].get("training_iteration")))
+    return out
+
+
 # ---------------------------------------------------------------- the whole experiment
 
 def load_trials(exp_dir: str | Path) -> pd.DataFrame:
@@ -266,8 +293,9 @@ def load_trials(exp_dir: str | Path) -> pd.DataFrame:
     hostname, python/torch/ray versions and `versions_source`: "reported" if the trial reported
     them, else "aggregation_env" = what is installed where this function runs), every config key
     of params.json (a key some trials lack is filled with the TrainConfig default, which is what
-    those trials ran with), `final_<metric>` (last report) and `best_<error metric>` (minimum over
-    reports) with `best_step`. Ray is not imported.
+    those trials ran with), `final_<metric>` (last report), `bestval_<error metric>` (at the report
+    of lowest val_error) with `bestval_step`, and `best_<error metric>` (minimum over reports) with
+    `best_step`. Ray is not imported.
     """
     exp = check_experiment(exp_dir)
     sweep_meta = read_sweep(exp) or {}
@@ -316,14 +344,22 @@ def group_keys(df: pd.DataFrame) -> list[str]:
     return [c for c in config_columns(df) if c not in NON_GROUP_KEYS]
 
 
+def canonical_which(which: str) -> str:
+    """One of WHICH ("best" becomes "best_test"); AggregateError naming the choices otherwise."""
+    which = WHICH_ALIASES.get(which, which)
+    if which not in WHICH:
+        raise AggregateError(f"which must be one of {', '.join(WHICH)} (or 'best' for best_test), got {which!r}")
+    return which
+
+
 def metric_column(df: pd.DataFrame, metric: str, which: str) -> str:
-    """The trials-table column holding `metric` at the `which` ("final" | "best") point."""
-    if which not in ("final", "best"):
-        raise AggregateError(f"which must be 'final' or 'best', got {which!r}")
-    if which == "best" and metric not in ERROR_METRICS:
-        raise AggregateError(f"'best' is defined for the error metrics {list(ERROR_METRICS)} only, not "
+    """The trials-table column holding `metric` at the `which` point: final_<m>, bestval_<m> (best_val)
+    or best_<m> (best_test, alias best)."""
+    which = canonical_which(which)
+    if which != "final" and metric not in ERROR_METRICS:
+        raise AggregateError(f"'{which}' is defined for the error metrics {list(ERROR_METRICS)} only, not "
                              f"{metric!r}; use which='final'")
-    col = f"{which}_{metric}"
+    col = f"{WHICH_PREFIX[which]}{metric}"
     if col not in df.columns:
         have = sorted(c[len("final_"):] for c in df.columns if c.startswith("final_"))
         raise AggregateError(f"no trial reported {metric!r} (no column {col}); reported metrics: "
@@ -334,14 +370,17 @@ def metric_column(df: pd.DataFrame, metric: str, which: str) -> str:
 def summarize(df: pd.DataFrame, metric: str = "test_error", which: str = "final") -> pd.DataFrame:
     """Mean ± std of `metric` per config, seeds pooled: one row per distinct `group_keys(df)` value.
 
-    which="final": the metric at each trial's last report (the honest default); which="best":
-    its minimum over the reports (error metrics only; what the paper's authors reported).
+    which="final": the metric at each trial's last report (the honest default); "best_val": at the
+    report of lowest val_error (early stopping on the validation split; NaN for trials without
+    val_error); "best_test" (alias "best"): its minimum over the reports (selected on the test set,
+    optimistic; what the paper's authors reported). Error metrics only for the last two.
     std is the SAMPLE standard deviation (ddof=1), as the paper's ± over 3 runs; NaN when n < 2.
     Only finished trials with a finite value are averaged: `n` counts them. `n_failed`,
     `n_diverged`, `n_incomplete` (stopped, running or interrupted) and `n_trials` are shown beside
     them and never averaged in. `seeds` lists the seeds averaged.
     """
     col = metric_column(df, metric, which)
+    which = canonical_which(which)
     keys = group_keys(df)
     stats = []
     groups = df.groupby(keys, dropna=False, sort=True) if keys else [((), df)]
@@ -360,6 +399,26 @@ def summarize(df: pd.DataFrame, metric: str = "test_error", which: str = "final"
                       "n_trials": len(g),
                       "seeds": ",".join(str(_plain(s)) for s in seeds)})
     return pd.DataFrame(stats)
+
+
+def seed_values(df: pd.DataFrame, metric: str = "test_error", which: str = "final") -> dict[tuple, dict]:
+    """{config_key(config, group_keys(df)): {seed: value}}: what `summarize` averages, seed by seed
+    (finished trials with a finite value only), for pairing two configs over their common seeds.
+    A seed that ran twice in one config (a repeated run in one folder) keeps the mean of its values."""
+    col = metric_column(df, metric, which)
+    keys = group_keys(df)
+    if "seed" not in df.columns:
+        return {}
+    ok = df[(df["status"] == "finished") & np.isfinite(pd.to_numeric(df[col], errors="coerce"))]
+    out: dict[tuple, dict] = {}
+    for _, r in ok.iterrows():
+        out.setdefault(config_key(r, keys), {}).setdefault(_plain(r["seed"]), []).append(float(r[col]))
+    return {k: {s: float(np.mean(v)) for s, v in by_seed.items()} for k, by_seed in out.items()}
+
+
+def config_key(row, keys) -> tuple:
+    """A hashable key of a config (a trials or summary row): its values at `keys`, NaN as None."""
+    return tuple(None if _isnan(row[k]) else _plain(row[k]) for k in keys)
 
 
 # ---------------------------------------------------------------- writing (atomic)
@@ -403,7 +462,7 @@ def train_config_defaults() -> dict:
 # ---------------------------------------------------------------- small helpers
 
 def _is_config(col: str) -> bool:
-    return col not in BOOK_COLS and not col.startswith(("final_", "best_"))
+    return col not in BOOK_COLS and not col.startswith(("final_", "best_", "bestval_"))
 
 
 def _trial_id(tdir: Path, last: dict, state: dict) -> str:
@@ -453,6 +512,10 @@ def _version(report: dict, key: str):
 
 def _plain(v):
     return v.item() if hasattr(v, "item") else v
+
+
+def _isnan(v) -> bool:
+    return isinstance(v, (float, np.floating)) and math.isnan(v)
 
 
 def _parquet_safe(df: pd.DataFrame) -> pd.DataFrame:

@@ -1,6 +1,7 @@
 """The paper's published numbers as data (Do, Tran & Venkatesh, AAAI 2021).
 
-Transcribed by hand from /work/shared/paper/vbi-mur-aaai2021.tex: Table 1 (CIFAR-10 and
+Transcribed by hand from the paper's LaTeX source, ../shared/paper/vbi-mur-aaai2021.tex beside
+the repository (tests/test_paper_results.py parses it again): Table 1 (CIFAR-10 and
 CIFAR-100 error, %), Table 2 (SVHN error, %), Table 3 (sensitivity, CIFAR-10 1000 labels)
 and the values the text states for the ablations and the appendix. Only the authors' own
 runs (the purple rows, `source="ours"`) are what our sweeps reproduce; the baselines the
@@ -10,7 +11,9 @@ does not give is None.
 
 Every authors' row also records the settings that define it (radius r, KL coefficient,
 step size and steps of GA/PGA), so that an ablation cell at r=4 is not compared with the
-r=10 number.
+r=10 number. `protocol_reason` says why a run that matches a row is still not comparable with
+it (fewer steps, other batch sizes than the paper's training protocol), so that a table shows
+Δ = ours − paper only where the run followed the protocol.
 
     python -m sweeper.paper_results        # prints every transcribed value
     pytest tests/test_paper_results.py -q
@@ -196,6 +199,39 @@ def paper_value(method: str, vd: bool, mur: str, dataset: str, num_labels: int,
         raise ValueError(f"ambiguous paper value for {method, vd, mur, dataset, num_labels}: "
                          f"{[h.where for h in hits]}; pass the setting (e.g. mur_radius) that tells them apart")
     return (hits[0].mean, hits[0].std) if hits else None
+
+
+# The training protocol behind the authors' numbers (appendix "Training Settings", CIFAR and SVHN:
+# "The total number of training steps is 280k", "Each batch contains 100 samples with 25 labeled
+# and 75 unlabeled"). MUT (SVHN ablation) and the GA/PGA text values come from the same setup.
+PROTOCOL = {"steps": 280_000, "batch_labeled": 25, "batch_unlabeled": 75}
+# FixMatch (appendix): the paper gives no settings; assumed FixMatch's own protocol (Sohn et al.
+# 2020: 2^20 steps, 64 labeled + 7 x 64 unlabeled), which search_spaces/fixmatch.py follows.
+PROTOCOLS = {"fixmatch": {"steps": 2 ** 20, "batch_labeled": 64, "batch_unlabeled": 448}}
+
+
+def protocol_reason(cfg: dict) -> str | None:
+    """Why a run (a full TrainConfig dict) is not comparable with the paper's value, e.g.
+    "no Δ: 2000 of 280k steps"; None when it followed the paper's protocol (steps and batch sizes;
+    paper_value already matches the data set, label count and the row's settings)."""
+    want = PROTOCOLS.get(cfg.get("method"), PROTOCOL)
+    reasons = []
+    steps, paper_steps = int(cfg["steps"]), want["steps"]
+    if steps != paper_steps:
+        reasons.append(f"{_count(steps)} of {_count(paper_steps)} steps" if steps < paper_steps
+                       else f"{_count(steps)} steps, not {_count(paper_steps)}")
+    batch = (int(cfg["batch_labeled"]), int(cfg["batch_unlabeled"]))
+    paper_batch = (want["batch_labeled"], want["batch_unlabeled"])
+    if batch != paper_batch:
+        reasons.append(f"batch {batch[0]}+{batch[1]}, not {paper_batch[0]}+{paper_batch[1]}")
+    return "no Δ: " + "; ".join(reasons) if reasons else None
+
+
+def _count(n: int) -> str:
+    """280000 -> "280k", 2000 -> "2000", 1048576 -> "2^20" (FixMatch's run length)."""
+    if n >= 10_000 and n % 1000 == 0:
+        return f"{n // 1000}k"
+    return f"2^{n.bit_length() - 1}" if n >= 2 ** 16 and n & (n - 1) == 0 else str(n)
 
 
 def paper_sensitivity(method: str, vd: bool, mur: str) -> tuple[float, float] | None:

@@ -1,7 +1,8 @@
 """Run a sweep: `python -m sweeper.run SWEEP [--preset quick]` (also under `ray job submit`).
 
 Loads `search_spaces/<SWEEP>.py`, validates every trial's TrainConfig and the data before Ray
-starts, builds a Ray Tune Tuner (resources, storage, failure config; Optuna + ASHA for `hpo`),
+starts, builds a Ray Tune Tuner (resources, storage, failure config; for `hpo` Optuna + ASHA, which
+select on the validation split's `val_error`, never on the test error),
 prints Tune's progress, then the mean ± std table and the results folder. Exit status: 0 all
 trials finished, 1 some trial failed (Tune's fit() does not raise), 2 bad input, 3 interrupted
 (Ctrl+C, SIGTERM, `ray job stop`: the state is saved, `--resume` continues it).
@@ -20,7 +21,7 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 
 # Tune's classic CLI table (set before Ray is imported): compact rows of the varying keys and metrics.
@@ -32,6 +33,8 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 from search_spaces import PRESETS, Sweep, SweepError, get_sweep
 from trainables.config import ConfigError, TrainConfig
 from trainables.datafiles import DataError, check_readable
+from sweeper import storage as store
+from sweeper.storage import StorageError, is_uri
 
 
 class InputError(ValueError):
@@ -43,9 +46,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("sweep", help="a module name in search_spaces/ (see python -m sweeper.list)")
     p.add_argument("--preset", default=None,
                    help=f"one of {', '.join(PRESETS)} (default paper; with --resume, the experiment's own)")
-    p.add_argument("--data-dir", default=None, help="folder with CIFAR-10/100 or SVHN (default ./data)")
+    p.add_argument("--data-dir", default=None,
+                   help="folder or URI (s3://, gs://) with CIFAR-10/100 or SVHN (default ./data); "
+                        "a URI is copied to each node once")
     p.add_argument("--seeds", type=int, default=None, help="seeds per grid point (default: the sweep's, 3)")
-    p.add_argument("--storage", default="./results", help="results root (default ./results)")
+    p.add_argument("--storage", default="./results",
+                   help="results root: a folder or a URI pyarrow accepts, s3://BUCKET/PREFIX, gs://... "
+                        "(default ./results)")
     p.add_argument("--cpus-per-trial", type=float, default=1.0)
     p.add_argument("--gpus-per-trial", type=float, default=None,
                    help="GPUs per trial, fractions pack trials on one GPU (default 1 if Ray sees a GPU, else 0)")
@@ -82,11 +89,36 @@ def trial_configs(sweep: Sweep, args: argparse.Namespace) -> list[dict]:
         raise InputError(f"--seeds must be >= 1, got {args.seeds}")
     overrides = dict(_parse_override(s) for s in args.set)
     data_dir = args.data_dir or sweep.base.get("data_dir", "./data")
-    overrides["data_dir"] = str(Path(data_dir).expanduser().resolve())  # trials run in other folders
+    overrides["data_dir"] = data_dir if is_uri(data_dir) else str(Path(data_dir).expanduser().resolve())  # trials run in other folders
     trials = [{**t, **overrides} for t in sweep.trials(args.seeds)]
     for t in trials:
         TrainConfig.from_dict(t)
     return trials
+
+
+def check_search(sweep: Sweep, trials: list[dict]) -> None:
+    """A search (hpo) selects on the validation split, so its trials must hold one out (InputError)."""
+    if not sweep.search:
+        return
+    cfg = TrainConfig.from_dict(trials[0])
+    if cfg.n_val == 0:
+        raise InputError(f"hpo selects on the validation split; these trials hold out none (val_size={cfg.val_size}): "
+                         f"drop --set val_size=0, or set val_size to a positive number of images")
+
+
+def check_baseline(sweep: Sweep, trials: list[dict]) -> None:
+    """Sweep.baseline must name TrainConfig keys (InputError); a baseline that no trial matches (e.g. after
+    --set) only costs the tables their differences, so it is a note on stderr."""
+    if not sweep.baseline:
+        return
+    known = {f.name for f in fields(TrainConfig)}
+    unknown = sorted(k for k in sweep.baseline if k not in known)
+    if unknown:
+        raise InputError(f"sweep {sweep.name}: baseline names {unknown}, not TrainConfig keys; fix the baseline "
+                         f"dict in search_spaces/{sweep.name}.py")
+    if not any(all(TrainConfig.from_dict(t).to_dict()[k] == v for k, v in sweep.baseline.items()) for t in trials):
+        print(f"note: no trial matches the sweep's baseline {sweep.baseline}; the tables will show no paired "
+              f"differences", file=sys.stderr)
 
 
 def check_resources(args: argparse.Namespace) -> None:
@@ -99,17 +131,9 @@ def check_resources(args: argparse.Namespace) -> None:
         raise InputError(f"--max-concurrent must be >= 0 (0: as resources allow), got {args.max_concurrent}")
 
 
-def check_storage(storage: str) -> Path:
-    root = Path(storage).expanduser().resolve()
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        probe = root / f".write-test-{os.getpid()}"
-        probe.write_text("ok")
-        probe.unlink()
-    except OSError as e:
-        raise InputError(f"storage folder {root} cannot be written ({e.strerror}); "
-                         f"pass --storage with a writable folder") from None
-    return root
+def check_storage(storage: str) -> Path | store.Location:
+    """The results root, a folder or a URI (sweeper/storage.py), writable: else a one-line StorageError."""
+    return store.check(storage)
 
 
 def check_address(address: str | None) -> str | None:
@@ -132,21 +156,21 @@ def check_address(address: str | None) -> str | None:
     return address
 
 
-def find_experiment(root: Path, sweep: str, resume: str) -> tuple[Path, dict]:
-    """The experiment folder to resume (the given one, or the latest of `sweep` under root) and its
-    sweep.json; InputError if there is none, it is torn, or it holds another sweep."""
+def find_experiment(root, sweep: str, resume: str) -> tuple:
+    """The experiment folder to resume (the given one, or the latest of `sweep` under root; a Path or
+    a store.Location) and its sweep.json; InputError if there is none, it is torn, or it holds another sweep."""
     if resume != "latest":
-        exp = Path(resume).expanduser().resolve()
-        if not (exp / "sweep.json").is_file():
+        exp = store.resolve(resume)
+        if not store.is_file(exp / "sweep.json"):
             raise InputError(f"{exp} is not an experiment folder of sweeper.run (no sweep.json); "
                              f"pass the folder printed at the end of a run")
     else:
-        runs = sorted(root.glob(f"{sweep}-*/sweep.json"))
+        runs = store.experiments(root, sweep)
         if not runs:
             raise InputError(f"nothing to resume: no {sweep}-* experiment under {root}; run without --resume")
-        exp = runs[-1].parent
+        exp = runs[-1]
     try:
-        meta = json.loads((exp / "sweep.json").read_text())
+        meta = json.loads(store.read_text(exp / "sweep.json"))
         stored = meta.get("name")
     except (OSError, json.JSONDecodeError, AttributeError):
         raise InputError(f"{exp / 'sweep.json'} is not a sweep description (torn or edited); "
@@ -175,7 +199,8 @@ def print_dry_run(sweep: Sweep, trials: list[dict], args) -> None:
         print(f"  {i:>4}  " + "  ".join(f"{k}={t[k]}" for k in (*varying, "seed")))
     if sweep.search:
         print(f"plus a search of {sweep.search['num_samples']} Optuna TPE samples over "
-              f"{sorted(sweep.search['space'])} with ASHA early stopping")
+              f"{sorted(sweep.search['space'])} with ASHA early stopping, selecting on "
+              f"{sweep.search.get('metric', 'val_error')}")
     n = sweep.search["num_samples"] if sweep.search else len(trials)
     print(f"estimated cost: {n} trials x {sweep.minutes_per_trial:g} min = "
           f"{n * sweep.minutes_per_trial / 60:.1f} trial-hours "
@@ -192,7 +217,7 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
     trainable = tune.with_resources(train_tune, resources)
     varying = sorted(k for k in trials[0] if k != "seed" and len({json.dumps(t[k]) for t in trials}) > 1)
     reporter = tune.CLIReporter(
-        metric_columns={"step": "step", "test_error": "err %", "best_test_error": "best %",
+        metric_columns={"step": "step", "val_error": "val %", "test_error": "err %", "best_test_error": "best %",
                         "loss_total": "loss", "steps_per_s": "steps/s"},
         parameter_columns=[*varying, "seed"] if not sweep.search else list(sweep.search["space"]),
         max_report_frequency=30)
@@ -200,7 +225,7 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
     # num_to_keep checkpoints), so a resumed trial continues from its latest checkpoint; with 2, a
     # driver killed after a trial's first checkpoint restarted that trial from scratch.
     run_config = tune.RunConfig(
-        name=exp_dir.name, storage_path=str(exp_dir.parent),
+        **store.ray_storage(exp_dir),  # name, storage_path (+ storage_filesystem for a URI)
         failure_config=tune.FailureConfig(max_failures=3),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         callbacks=result_loggers(args.tensorboard),
@@ -211,16 +236,18 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
         from ray.tune.search.optuna import OptunaSearch
 
         s = sweep.search
+        select = s.get("metric", "val_error")  # selection never looks at the test set
         space = {k: _tune_domain(tune, spec) for k, spec in s["space"].items()}
         param_space = {**trials[0], **space}
-        storage = optuna.storages.RDBStorage(f"sqlite:///{exp_dir / 'optuna.db'}")
-        algo = OptunaSearch(metric=sweep.metric, mode="min", study_name=sweep.name,
+        storage = optuna.storages.RDBStorage(f"sqlite:///{store.local_file(exp_dir, 'optuna.db')}")
+        algo = OptunaSearch(metric=select, mode="min", study_name=sweep.name,
                             storage=storage, seed=0)
+        # ASHA takes metric / mode (val_error, min) from the TuneConfig: Tune rejects them set in both
         sched = ASHAScheduler(time_attr="step", max_t=trials[0]["steps"],
                               grace_period=s.get("grace_period", trials[0]["eval_every"]),
                               reduction_factor=s.get("reduction_factor", 3))
         tune_config = tune.TuneConfig(search_alg=algo, scheduler=sched, num_samples=s["num_samples"],
-                                      metric=sweep.metric, mode="min", trial_dirname_creator=_trial_dirname,
+                                      metric=select, mode="min", trial_dirname_creator=_trial_dirname,
                                       reuse_actors=True,
                                       max_concurrent_trials=args.max_concurrent or None)
     else:  # a grid: trial_index picks one fully specified config (variants need not be a product)
@@ -293,6 +320,8 @@ def main(argv=None) -> int:
         args.preset = args.preset or "paper"
         sweep = get_sweep(args.sweep, args.preset)
         trials = trial_configs(sweep, args)
+        check_search(sweep, trials)
+        check_baseline(sweep, trials)
         check_resources(args)
         if exp_dir is None:  # on --resume the trials run their stored configs, data_dir included
             for name in sorted({(t["dataset"], t["data_dir"], t.get("download", False)) for t in trials}):
@@ -306,14 +335,13 @@ def main(argv=None) -> int:
         address = check_address(args.address or os.environ.get("RAY_ADDRESS"))
         if address:
             use_token_if_available()  # before Ray is imported: it reads the mode once
-    except (SweepError, ConfigError, DataError, InputError) as e:
+    except (SweepError, ConfigError, DataError, InputError, StorageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
     from ray import tune
 
     from sweeper.aggregate import AggregateError
-    from sweeper.report import build_report
 
     try:
         ctx = connect_ray(address, dashboard=args.dashboard)
@@ -337,19 +365,18 @@ def main(argv=None) -> int:
             print("note: --set and --seeds do not apply on --resume; the stored trial configs run on", file=sys.stderr)
         from trainables.tune import train_tune
 
-        tuner = tune.Tuner.restore(str(exp_dir), tune.with_resources(train_tune, resources),
-                                   resume_unfinished=True, resume_errored=True)
+        tuner = tune.Tuner.restore(trainable=tune.with_resources(train_tune, resources), resume_unfinished=True,
+                                   resume_errored=True, **store.prepare_restore(exp_dir))
     else:
-        exp_dir.mkdir(parents=True)
         meta = {**asdict(sweep), "preset": args.preset, "n_trials": len(trials), "argv": sys.argv}
-        _atomic_write(exp_dir / "sweep.json", json.dumps(meta, indent=1, default=str))
+        store.create_experiment(exp_dir, json.dumps(meta, indent=1, default=str))
         tuner = build_tuner(sweep, trials, args, exp_dir, resources)
     # loggers: result_loggers(); Ctrl+C and SIGTERM: graceful_stop()
     with env_set(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1", TUNE_DISABLE_SIGINT_HANDLER="1"), graceful_stop() as stopped:
         grid = tuner.fit()
     errors = [r for r in grid if r.error is not None]
     try:
-        paths = build_report(exp_dir)
+        paths = store.report_at(exp_dir)  # a URI: built in a local cache, uploaded
     except AggregateError as e:  # e.g. no trial reported anything before the sweep ended
         print(f"no report: {e}", file=sys.stderr)
         paths = {}
@@ -405,12 +432,6 @@ def env_set(**values: str):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 if __name__ == "__main__":

@@ -234,10 +234,37 @@ def test_unknown_metric_or_which_is_a_clear_error(experiment):
     df = load_trials(exp)
     with pytest.raises(AggregateError, match="no trial reported 'accuracy'"):
         summarize(df, "accuracy")
-    with pytest.raises(AggregateError, match="'best' is defined for the error metrics"):
+    with pytest.raises(AggregateError, match="'best_test' is defined for the error metrics"):
         summarize(df, "sparsity", "best")
+    with pytest.raises(AggregateError, match="'best_val' is defined for the error metrics"):
+        summarize(df, "sparsity", "best_val")
     with pytest.raises(AggregateError, match="which must be"):
         summarize(df, "test_error", "last")
+
+
+def test_bestval_takes_the_metrics_at_the_report_of_lowest_validation_error(tmp_path):
+    """best_val: the test error where val_error is lowest (first report on ties, NaN val skipped), not
+    the lowest test error (best_test); a trial from before the validation split gets NaN and still
+    aggregates (it simply is not counted in a best_val mean)."""
+    exp = tmp_path / "exp"
+    rep = [{"step": 100, "test_error": 30.0, "test_error_student": 31.0, "val_error": 28.0, "done": False},
+           {"step": 200, "test_error": 22.0, "test_error_student": 23.0, "val_error": 20.0, "done": False},
+           {"step": 300, "test_error": 18.0, "test_error_student": 19.0, "val_error": math.nan, "done": False},
+           {"step": 400, "test_error": 15.0, "test_error_student": 16.0, "val_error": 20.0, "done": True}]
+    write_trial(exp, 0, {"method": "mt", "seed": 0}, rep)
+    write_trial(exp, 1, {"method": "mt", "seed": 1}, finished_reports([20.0, 15.0, 12.0]))   # no val_error
+    df = load_trials(exp)
+    new, old = df[df["seed"] == 0].iloc[0], df[df["seed"] == 1].iloc[0]
+    assert (new["bestval_test_error"], new["bestval_test_error_student"], new["bestval_step"]) == (22.0, 23.0, 200)
+    assert new["bestval_val_error"] == 20.0 and new["best_val_error"] == 20.0
+    assert (new["best_test_error"], new["best_step"]) == (15.0, 400)          # best_test looks at the test set
+    assert math.isnan(old["bestval_test_error"]) and math.isnan(old["bestval_step"])
+    assert old["best_test_error"] == 12.0 and old["status"] == "finished"
+    assert group_keys(df) == ["method"]                                        # bestval_* are no config keys
+    s = summarize(df, "test_error", "best_val").iloc[0]
+    assert (s["which"], s["n"], s["mean"], s["seeds"]) == ("best_val", 1, 22.0, "0")
+    assert summarize(df, "test_error", "best").iloc[0]["which"] == "best_test"   # the old name still works
+    assert summarize(df, "test_error", "best").iloc[0]["mean"] == pytest.approx((15.0 + 12.0) / 2)
 
 
 @pytest.mark.slow

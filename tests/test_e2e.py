@@ -157,5 +157,6 @@ def test_hpo_runs_optuna_with_asha_and_ranks_the_trials(tmp_path):
     assert (stopped["final_step"] < 60).all() and (df.loc[df["status"] == "finished", "final_step"] == 60).all()
     ranked = pd.read_csv(exp / "table_ranked.csv")
     assert len(ranked) == 12 and list(ranked["status"]) == sorted(ranked["status"])  # finished before stopped
-    fin = ranked[ranked["status"] == "finished"]["final_test_error"]
-    assert fin.is_monotonic_increasing and "trials ranked by test error" in p.stdout
+    fin = ranked[ranked["status"] == "finished"]["final_val_error"]  # selected on validation, never on test
+    assert fin.is_monotonic_increasing and "trials ranked by validation error" in p.stdout
+    assert ranked["final_test_error"].notna().all()

@@ -1,4 +1,6 @@
-"""Tests of sweeper.report: paper-shaped tables (md, LaTeX, CSV) with the paper's values, plots, CLI.
+"""Tests of sweeper.report (and the tables / plots it arranges): paper-shaped tables (md, LaTeX, CSV)
+with the paper's values where the protocol matches, paired differences vs a baseline row, row labels
+that name every knob, the hpo ranking by validation error, plots, CLI.
 
     pytest tests/test_report.py -q
 """
@@ -14,11 +16,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.stats
 import torch
 
 from sweeper.aggregate import AggregateError, load_trials, summarize
 from sweeper.paper_results import paper_value
-from sweeper.report import build_report, cell_text, main, plot_virtual_points, table_frame, to_latex
+from sweeper.plots import plot_virtual_points
+from sweeper.report import build_report, main
+from sweeper.tables import baseline_diffs, cell_text, ranking_frame, table_frame, to_latex, to_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -34,9 +39,13 @@ def write_trial(exp, idx, params, reports, error=False):
         (d / "error.txt").write_text("Failure # 1\n")
 
 
-def reports(errors, done=True, **last):
-    out = [{"step": 100 * (k + 1), "test_error": float(e), "diverged": 0, "done": done and k == len(errors) - 1}
-           for k, e in enumerate(errors)]
+def reports(errors, done=True, steps=None, val=None, **last):
+    """One report per evaluation, 100 steps apart (or evenly up to `steps`); val: val_error per report."""
+    n = len(errors)
+    out = [{"step": 100 * (k + 1) if steps is None else steps * (k + 1) // n, "test_error": float(e),
+            "diverged": 0, "done": done and k == n - 1} for k, e in enumerate(errors)]
+    for r, v in zip(out, val if val is not None else []):
+        r["val_error"] = float(v)
     out[-1].update(last)
     return out
 
@@ -46,8 +55,13 @@ VARIANTS = [("mt", False, "none", 0.0), ("mt", True, "none", 0.1), ("mt", False,
 COLS = [("cifar10", 1000, 10.0), ("cifar100", 10000, 20.0)]
 
 
-def make_table_exp(tmp_path):
-    """A Table-1-shaped sweep: 6 variants x 2 data sets x 3 seeds; one extra diverged MT trial."""
+PAPER_STEPS = 280_000  # the paper's protocol (with the default batches of 25 labeled + 75 unlabeled)
+
+
+def make_table_exp(tmp_path, baseline=None, steps=PAPER_STEPS):
+    """A Table-1-shaped sweep: 6 variants x 2 data sets x 3 seeds of `steps` steps; one extra diverged
+    MT trial. The +VD rows of MT run entmin 0.1, the others 0 (a key in lockstep with vd); r follows
+    the data set (10, 20). curves[(method, vd, mur, dataset)]: (seed, evaluation) test errors."""
     rng = np.random.default_rng(3)
     exp = tmp_path / "table_cifar-20260101-000000"
     curves, i = {}, 0
@@ -57,16 +71,18 @@ def make_table_exp(tmp_path):
             for seed in range(3):
                 sens = rng.uniform(0.1, 0.3)
                 write_trial(exp, i, {"method": method, "vd": vd, "mur": mur, "entmin_coef": entmin, "dataset": ds,
-                                     "num_labels": n, "mur_radius": r, "seed": seed, "trial_index": i},
-                            reports(curves[(method, vd, mur, ds)][seed], sensitivity_mean=sens,
+                                     "num_labels": n, "mur_radius": r, "steps": steps, "seed": seed,
+                                     "trial_index": i},
+                            reports(curves[(method, vd, mur, ds)][seed], steps=steps, sensitivity_mean=sens,
                                     sensitivity_hist=json.dumps({"counts": [5, 3, 2], "edges": [0, 0.1, 0.2, 0.3]})))
                 i += 1
     write_trial(exp, i, {"method": "mt", "vd": False, "mur": "none", "entmin_coef": 0.0, "dataset": "cifar10",
-                         "num_labels": 1000, "mur_radius": 10.0, "seed": 3, "trial_index": i},
-                reports([50.0, math.nan], diverged=1))
+                         "num_labels": 1000, "mur_radius": 10.0, "steps": steps, "seed": 3, "trial_index": i},
+                reports([50.0, math.nan], steps=steps, diverged=1))
     (exp / "sweep.json").write_text(json.dumps({"name": "table_cifar", "description": "MT/ICT table",
                                                 "paper_ref": "Table 1", "rows": ["method", "vd", "mur"],
-                                                "cols": ["dataset", "num_labels"], "metric": "test_error"}))
+                                                "cols": ["dataset", "num_labels"], "metric": "test_error",
+                                                "baseline": baseline}))
     return exp, curves
 
 
@@ -98,16 +114,29 @@ def test_table_cells_paper_values_and_delta(table_built):
         assert pv is not None                                      # every cell here is in Table 1
         assert cell["paper_mean"] == pytest.approx(pv[0])
         assert cell["delta"] == pytest.approx(cell["mean"] - pv[0])
-    mt = t[(t["row"] == "MT") & (t["col"] == "CIFAR-10 1000")].iloc[0]
+    mt = t[(t["row"] == "MT (entmin 0)") & (t["col"] == "CIFAR-10 1000")].iloc[0]
     assert (mt["paper_mean"], mt["paper_std"]) == (19.63, 0.33)    # read off the paper's Table 1
     assert (mt["n"], mt["n_diverged"]) == (3, 1)
     md = paths["table.md"].read_text()
     header = md.splitlines()[2]
     assert header.startswith("| Model | CIFAR-10 1000 | paper | Δ | CIFAR-100 10000 | paper | Δ |")
-    for row in ("| MT |", "| MT + VD |", "| MT + MUR |", "| MT + VD + MUR |", "| ICT |", "| ICT + VD + MUR |"):
-        assert row in md
-    assert "1 diverged" in md and "entmin" not in header          # entmin follows the rows: no extra column
+    assert "1 diverged" in md and "entmin" not in header and "no Δ" not in md
     assert paths["table"] == paths["table.md"]
+    # no baseline in the sweep: no paired differences anywhere, as before baselines existed
+    assert "diff_vs_baseline" not in pd.read_csv(paths["summary.csv"]).columns and " · " not in md
+
+
+def test_row_labels_name_a_key_that_changes_in_lockstep(table_built):
+    """entmin goes 0 -> 0.1 exactly when MT's VD turns on, so rows (method, vd, mur) alone would hide it;
+    r changes with the data set only (a column), so it stays out of the row labels."""
+    t = pd.read_csv(table_built[2]["table.csv"])
+    want = {(m, vd, mur): f"{name} (entmin {e:g})" for (m, vd, mur, e), name in zip(
+        VARIANTS, ("MT", "MT + VD", "MT + MUR", "MT + VD + MUR", "ICT", "ICT + VD + MUR"))}
+    got = {(r["method"], r["vd"], r["mur"]): r["row"] for _, r in t.iterrows()}
+    assert got == want
+    assert got[("mt", True, "none")] == "MT + VD (entmin 0.1)"
+    md = table_built[2]["table.md"].read_text()
+    assert "| MT + VD (entmin 0.1) |" in md and "| ICT + VD + MUR (entmin 0) |" in md and " r " not in md
 
 
 def test_which_best_tabulates_the_minimum(table_built):
@@ -116,7 +145,137 @@ def test_which_best_tabulates_the_minimum(table_built):
     c = curves[("ict", True, "direct", "cifar100")]
     cell = t[(t["method"] == "ict") & (t["vd"]) & (t["dataset"] == "cifar100")].iloc[0]
     assert cell["mean"] == pytest.approx(c.min(axis=1).mean())
-    assert cell["which"] == "best"
+    assert cell["which"] == "best_test"                  # "best" is the old name of best_test
+
+
+MT_BASE = {"method": "mt", "vd": False, "mur": "none"}
+
+
+@pytest.fixture(scope="module")
+def baseline_built(tmp_path_factory):
+    """make_table_exp's folder with MT (no VD, no MUR) as the sweep's baseline, its report built once."""
+    exp, curves = make_table_exp(tmp_path_factory.mktemp("baseline"), baseline=MT_BASE)
+    return exp, curves, build_report(exp)
+
+
+def _minus(x: float) -> str:
+    return f"{x:+.2f}".replace("-", "\u2212")
+
+
+def test_summary_has_each_cells_paired_difference_from_the_baseline(baseline_built):
+    """Every cell vs MT of its column, paired by seed (MT's diverged seed 3 is not a pair): the mean
+    difference and its 95% t-interval equal scipy's paired t-test on the final errors."""
+    exp, curves, paths = baseline_built
+    s = pd.read_csv(paths["summary.csv"])
+    back = pd.read_parquet(paths["summary.parquet"])
+    for (method, vd, mur, ds), c in curves.items():
+        pick = (s["method"] == method) & (s["vd"] == vd) & (s["mur"] == mur) & (s["dataset"] == ds)
+        row = s[pick].iloc[0]
+        assert back.loc[pick.to_numpy(), "diff_vs_baseline"].iloc[0] == pytest.approx(row["diff_vs_baseline"],
+                                                                                       nan_ok=True)
+        if (method, vd, mur) == ("mt", False, "none"):
+            assert row["is_baseline"] and math.isnan(row["diff_vs_baseline"]) and row["baseline"] == "MT (entmin 0)"
+            continue
+        ours, base = c[:, -1], curves[("mt", False, "none", ds)][:, -1]       # (seed,) final errors, seeds 0-2
+        ci = scipy.stats.ttest_rel(ours, base).confidence_interval(0.95)
+        assert row["diff_vs_baseline"] == pytest.approx(np.mean(ours - base))
+        assert (row["diff_ci_low"], row["diff_ci_high"]) == pytest.approx((ci.low, ci.high))
+        assert (row["n_paired"], row["baseline"], row["is_baseline"]) == (3, "MT (entmin 0)", False)
+    md = paths["table.md"].read_text()
+    assert "| MT (entmin 0) (baseline) |" in md and "Baseline row: MT (entmin 0), marked (baseline)" in md
+    assert "95% t-interval of that mean over the n paired seeds" in md
+    ours, base = curves[("mt", True, "none", "cifar10")][:, -1], curves[("mt", False, "none", "cifar10")][:, -1]
+    ci = scipy.stats.ttest_rel(ours, base).confidence_interval(0.95)
+    star = "*" if ci.low > 0 or ci.high < 0 else ""
+    want = (f"| MT + VD (entmin 0.1) | {ours.mean():.2f} ± {np.std(ours, ddof=1):.2f} · {_minus(np.mean(ours - base))} "
+            f"[{_minus(ci.low)}, {_minus(ci.high)}]{star} |")
+    assert want in md
+    body = [line for line in paths["table.tex"].read_text().splitlines() if line.endswith("\\\\")]
+    assert any(r"$\cdot$" in line for line in body) and not any("\u00b7" in line for line in body)
+
+
+def test_each_method_is_compared_with_its_own_base_row(table_built):
+    """A baseline naming vd and mur only matches MT and ICT in each column: a cell takes the one that
+    agrees with it on the sweep's other row key (method), so ICT + VD + MUR is compared with ICT."""
+    exp, curves, _ = table_built
+    trials = load_trials(exp)
+    out, notes = baseline_diffs(summarize(trials), trials, {"vd": False, "mur": "none"},
+                                ("method", "vd", "mur"), ("dataset", "num_labels"))
+    assert notes == []
+    for (method, vd, mur, ds), c in curves.items():
+        row = out[(out["method"] == method) & (out["vd"] == vd) & (out["mur"] == mur) & (out["dataset"] == ds)].iloc[0]
+        assert row["baseline"] == {"mt": "MT (entmin 0)", "ict": "ICT (entmin 0)"}[method]
+        if not row["is_baseline"]:
+            base = curves[(method, False, "none", ds)][:, -1]
+            assert row["diff_vs_baseline"] == pytest.approx(np.mean(c[:, -1] - base))
+
+
+def test_a_baseline_with_one_cell_is_the_baseline_of_every_column(tmp_path):
+    """A radius sweep whose columns are r and whose MT row (no MUR) ran at one r: that cell is every
+    column's baseline. Seed 3 ran only at r=2, so that cell pairs 3 of its 4 seeds."""
+    rng = np.random.default_rng(7)
+    exp = tmp_path / "ablation_radius-1"
+    final, i = {}, 0
+    for mur, r, seeds in [("none", 1.0, 3), ("direct", 0.5, 3), ("direct", 1.0, 3), ("direct", 2.0, 4)]:
+        for seed in range(seeds):
+            errs = rng.uniform(5, 30, 2)
+            final[(mur, r, seed)] = errs[-1]
+            write_trial(exp, i, {"method": "mt", "mur": mur, "mur_radius": r, "seed": seed}, reports(errs))
+            i += 1
+    trials = load_trials(exp)
+    rows, cols = ("method", "mur"), ("mur_radius",)
+    out, notes = baseline_diffs(summarize(trials), trials, {"method": "mt", "mur": "none"}, rows, cols)
+    base = np.array([final[("none", 1.0, s)] for s in range(3)])
+    for r in (0.5, 1.0, 2.0):
+        row = out[(out["mur"] == "direct") & (out["mur_radius"] == r)].iloc[0]
+        ours = np.array([final[("direct", r, s)] for s in range(3)])
+        ci = scipy.stats.ttest_rel(ours, base).confidence_interval(0.95)
+        assert (row["baseline"], row["n_paired"]) == ("MT", 3)
+        assert row["diff_vs_baseline"] == pytest.approx(np.mean(ours - base))
+        assert (row["diff_ci_low"], row["diff_ci_high"]) == pytest.approx((ci.low, ci.high))
+    assert notes == ["The baseline row ran in one column only (r=1); its cell is the baseline of every column."]
+    md = to_markdown(table_frame(out, rows, cols, paper=None), notes=notes)
+    assert "| MT (baseline) |" in md and "(3 pairs)" in md and "its cell is the baseline of every column" in md
+
+
+def test_a_baseline_that_matches_no_row_is_a_note_not_a_crash(table_built):
+    exp = table_built[0]
+    trials = load_trials(exp)
+    out, notes = baseline_diffs(summarize(trials), trials, {"method": "pi"}, ("method", "vd", "mur"), ("dataset",))
+    assert out["diff_vs_baseline"].isna().all() and len(notes) == 1
+    assert notes[0].startswith("No differences: no row of this table matches the sweep's baseline {'method': 'pi'}")
+
+
+def test_delta_only_where_the_run_followed_the_papers_protocol(tmp_path):
+    """2000-step runs of Table 1's cells: the paper's value is shown, Δ is not, and the reason is."""
+    exp, _ = make_table_exp(tmp_path, steps=2000)
+    table = table_frame(summarize(load_trials(exp)), ("method", "vd", "mur"), ("dataset", "num_labels"))
+    assert table["paper_mean"].notna().all() and table["delta"].isna().all()
+    assert set(table["paper_note"]) == {"no Δ: 2000 of 280k steps"}
+    md = to_markdown(table)
+    mt = next(line for line in md.splitlines() if line.startswith("| MT (entmin 0) |"))
+    assert "| 19.63 ± 0.33 | no Δ: 2000 of 280k steps |" in mt
+    assert "did not follow the paper's protocol" in md
+
+
+def test_which_best_val_reports_the_test_error_at_the_best_validation_step(tmp_path, capsys):
+    exp = tmp_path / "radius-1"
+    test = {0: [30.0, 20.0, 25.0, 17.0], 1: [28.0, 24.0, 18.0, 21.0]}
+    val = {0: [31.0, 19.0, 19.0, 23.0], 1: [29.0, 25.0, 20.0, 20.0]}     # ties: the first evaluation wins
+    for seed in (0, 1):
+        write_trial(exp, seed, {"method": "mt", "seed": seed}, reports(test[seed], val=val[seed]))
+    (exp / "sweep.json").write_text(json.dumps({"name": "radius", "rows": ["method"], "cols": []}))
+    assert main([str(exp), "--which", "best_val"]) == 0
+    out = capsys.readouterr().out
+    assert "[best_val: stopping step selected on the validation split]" in out and "best_val test_error" in out
+    s = pd.read_csv(exp / "summary.csv").iloc[0]
+    assert (s["which"], s["n"]) == ("best_val", 2)
+    assert s["mean"] == pytest.approx((20.0 + 18.0) / 2)                  # not the best test errors 17 and 18
+    old = tmp_path / "old-1"                                               # trials from before val_error
+    for seed in (0, 1):
+        write_trial(old, seed, {"method": "mt", "seed": seed}, reports(test[seed]))
+    md = build_report(old, which="best_val")["table.md"].read_text()
+    assert "| MT | — |" in md and "No trial reported val_error" in md
 
 
 def _braces_balanced(s: str) -> bool:
@@ -158,7 +317,7 @@ def test_latex_escapes_special_characters():
 def test_sensitivity_table_uses_table_3(table_built):
     paths = table_built[2]
     s = pd.read_csv(paths["table_sensitivity.csv"])
-    cell = s[(s["row"] == "MT + VD + MUR") & (s["col"] == "CIFAR-10 1000")].iloc[0]
+    cell = s[(s["row"] == "MT + VD + MUR (entmin 0.1)") & (s["col"] == "CIFAR-10 1000")].iloc[0]
     assert (cell["paper_mean"], cell["paper_std"]) == (0.13, 0.29)
     assert s[s["col"] == "CIFAR-100 10000"]["paper_mean"].isna().all()   # Table 3 is CIFAR-10 1000 only
 
@@ -222,7 +381,7 @@ def test_plot_virtual_points(tmp_path):
 
 def test_virtual_point_mosaic_places_and_scales_every_tile():
     """Tile (i, j) is rows[i][j] mapped by column j's input range to [0, 1] (clipped), 1-pixel gaps."""
-    from sweeper.report import virtual_point_mosaic
+    from sweeper.plots import virtual_point_mosaic
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(3, 2, 4, 5)).astype(np.float32)          # (N, C, H, W)
@@ -239,9 +398,11 @@ def test_virtual_point_mosaic_places_and_scales_every_tile():
 
 def test_cli_prints_the_table(table_exp, capsys):
     exp, _ = table_exp
-    assert main([str(exp), "--format", "latex", "--which", "best"]) == 0
+    assert main([str(exp), "--format", "latex", "--which", "best"]) == 0   # best: the old name of best_test
     out = capsys.readouterr().out
-    assert "\\begin{tabular}" in out and "best test_error" in out and f"results: {exp.resolve()}" in out
+    assert "\\begin{tabular}" in out and "best_test test_error" in out and f"results: {exp.resolve()}" in out
+    title = out.splitlines()[0]
+    assert title.startswith("% table_cifar") and "selected on the test set, optimistic" in title
     assert (exp / "trials.parquet").is_file() and (exp / "summary.csv").is_file()
 
 
@@ -264,7 +425,7 @@ def test_build_report_rejects_bad_arguments_before_writing(table_exp):
 
 
 def test_pooled_histograms_keep_every_test_point():
-    from sweeper.report import _pool
+    from sweeper.plots import _pool
 
     same = _pool([(np.array([1.0, 2.0]), np.array([0.0, 1.0, 2.0])), (np.array([3.0, 0.0]), np.array([0.0, 1.0, 2.0]))])
     np.testing.assert_array_equal(same[0], [4.0, 2.0])
@@ -282,7 +443,7 @@ def test_virtual_points_figure_from_a_stored_checkpoint(tmp_path):
 
     from search_spaces.common import QUICK
     from sweeper.aggregate import load_trials
-    from sweeper.report import virtual_points_from_checkpoint
+    from sweeper.plots import virtual_points_from_checkpoint
     from trainables.config import TrainConfig
     from trainables.trainer import Trainer
 
@@ -307,7 +468,7 @@ def test_virtual_points_stored_by_the_trial_are_plotted_without_torch(tmp_path):
     import json as _json
 
     from search_spaces.common import QUICK
-    from sweeper.report import _virtual_points_from_trainer
+    from sweeper.plots import _virtual_points_from_trainer
     from trainables.config import TrainConfig
     from trainables.mur import virtual_point_examples
     from trainables.trainer import Trainer
@@ -337,38 +498,70 @@ def test_virtual_points_stored_by_the_trial_are_plotted_without_torch(tmp_path):
     assert int(p.stdout.split()[-1]) > 1000
 
 
-def test_a_search_gets_its_trials_ranked(tmp_path, capsys):
-    """hpo: finished trials by final error first, then ASHA-stopped ones (most steps first), failed and
-    diverged left out; build_report writes table_ranked.{md,csv} only for a sweep with a search space."""
-    exp = tmp_path / "hpo-20260101-000000"
+def make_search_exp(exp, with_val=True):
+    """An hpo-shaped folder: 7 trials (2 finished, 3 stopped by ASHA, 1 failed, 1 diverged). The
+    validation error ranks the two finished ones opposite to their test error."""
     space = {"lr": ["loguniform", 0.01, 0.3], "mur_radius": ["loguniform", 0.25, 4.0]}
-    runs = [  # (lr, r, errors, kind)
-        (0.10, 1.0, [30, 20, 12.5, 11.0], "finished"),
-        (0.03, 2.0, [30, 25, 20, 9.0], "finished"),
-        (0.20, 0.5, [40, 10.0], "stopped"),           # stopped at step 200 with a low error: after finished ones
-        (0.05, 0.3, [50, 45, 44.0], "stopped"),       # stopped at step 300: before the one stopped at 200
-        (0.15, 3.0, [35, 15.0], "stopped"),
-        (0.01, 0.4, [60, 8.0], "failed"),
-        (0.30, 4.0, [20, math.nan], "diverged"),
+    runs = [  # (lr, r, test errors, val errors, kind)
+        (0.10, 1.0, [30, 20, 12.5, 11.0], [31, 21, 12, 8.0], "finished"),
+        (0.03, 2.0, [30, 25, 20, 9.0], [29, 26, 19, 12.0], "finished"),   # best test error, worse val error
+        (0.20, 0.5, [40, 10.0], [41, 10.5], "stopped"),   # stopped at step 200 with a low error: after finished ones
+        (0.05, 0.3, [50, 45, 44.0], [52, 46, 40.0], "stopped"),   # stopped at step 300: before those at 200
+        (0.15, 3.0, [35, 15.0], [36, 14.0], "stopped"),
+        (0.01, 0.4, [60, 8.0], [61, 5.0], "failed"),
+        (0.30, 4.0, [20, math.nan], [21, math.nan], "diverged"),
     ]
     states = []
-    for i, (lr, r, errs, kind) in enumerate(runs):
+    for i, (lr, r, errs, val, kind) in enumerate(runs):
         last = {"diverged": 1} if kind == "diverged" else {}
         write_trial(exp, i, {"method": "mt", "lr": lr, "mur_radius": r, "seed": 0},
-                    reports(errs, done=kind == "finished", **last), error=kind == "failed")
+                    reports(errs, done=kind == "finished", val=val if with_val else None, **last),
+                    error=kind == "failed")
         d = next(exp.glob(f"train_tune_cd34e_{i:05d}_*"))
         states.append([json.dumps({"relative_logdir": d.name, "trial_id": f"cd34e_{i:05d}",
                                    "status": "ERROR" if kind == "failed" else "TERMINATED"}), "{}"])
     (exp / "experiment_state-2026-01-01_00-00-00.json").write_text(json.dumps({"trial_data": states}))
     (exp / "sweep.json").write_text(json.dumps({"name": "hpo", "rows": ["method"], "cols": [],
                                                 "metric": "test_error", "search": {"space": space}}))
+    return exp
+
+
+def test_a_search_ranks_its_trials_by_validation_error(tmp_path):
+    """hpo: finished trials by final val_error first (the test error beside it, not used), then the
+    ASHA-stopped ones (most steps first), failed and diverged left out; build_report writes
+    table_ranked.{md,csv} only for a sweep with a search space."""
+    exp = make_search_exp(tmp_path / "hpo-20260101-000000")
     paths = build_report(exp)
     ranked = pd.read_csv(paths["table_ranked.csv"])
-    assert list(ranked["lr"]) == [0.03, 0.10, 0.05, 0.20, 0.15]
+    assert list(ranked["lr"]) == [0.10, 0.03, 0.05, 0.20, 0.15]       # 0.03 has the lower test error: not first
     assert list(ranked["status"]) == ["finished"] * 2 + ["stopped"] * 3
     assert list(ranked["steps"]) == [400, 400, 300, 200, 200] and list(ranked["rank"]) == [1, 2, 3, 4, 5]
-    assert list(ranked["final_test_error"]) == [9.0, 11.0, 44.0, 10.0, 15.0]
+    assert list(ranked["final_val_error"]) == [8.0, 12.0, 40.0, 10.5, 14.0]
+    assert list(ranked["final_test_error"]) == [11.0, 9.0, 44.0, 10.0, 15.0]
+    assert "best_test_error" not in ranked.columns                      # selected on test: not beside a val choice
     md = paths["table_ranked.md"].read_text()
-    assert "| rank | trial_id | status | steps | lr | mur_radius |" in md and "3 stopped early by ASHA" in md
+    assert ("| rank | trial_id | status | steps | lr | mur_radius | final_val_error (ranked by) | "
+            "final_test_error (not used for selection) |") in md
+    assert "3 stopped early by ASHA" in md and "was not used for selection" in md
     table_exp_dir, _ = make_table_exp(tmp_path / "grid")
     assert "table_ranked.md" not in build_report(table_exp_dir)  # a grid has no ranking
+
+
+def test_a_search_without_validation_errors_is_listed_unranked(tmp_path):
+    """Trials from before the validation split: nothing to select on, so no ranking (and none by test
+    error); they are listed by steps then trial id, with a note saying why."""
+    trials = load_trials(make_search_exp(tmp_path / "hpo-1", with_val=False))
+    ranked = ranking_frame(trials, ["lr", "mur_radius"])
+    assert ranked["rank"].isna().all() and ranked["final_val_error"].isna().all()
+    assert list(ranked["lr"]) == [0.10, 0.03, 0.05, 0.20, 0.15]   # finished by trial id, then stopped by steps
+    md = build_report(tmp_path / "hpo-1")["table_ranked.md"].read_text()
+    assert "listed unranked" in md and "No trial reported val_error" in md
+
+
+def test_hpo_without_a_validation_split_is_refused_before_ray(capsys):
+    from sweeper.run import main as run_main
+
+    assert run_main(["hpo", "--preset", "quick", "--set", "val_size=0", "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: hpo selects on the validation split;")
+    assert "val_size" in err[0]

@@ -1,0 +1,54 @@
+"""Paired differences over seeds: is one config better than its baseline beyond seed noise?
+
+Two cells of a table that ran the same seeds share each seed's labeled subset, initialisation and
+batch order, so seed i of the one and seed i of the other are a pair: the spread of the paired
+differences d_i = a_i - b_i is what tells a real change from seed noise (an unpaired comparison of
+two means ± std would throw that pairing away). The interval is Student's t over the n pairs,
+
+    mean(d) ± t.ppf((1 + level) / 2, n - 1) * sd(d, ddof=1) / sqrt(n)
+
+the same interval as scipy.stats.ttest_rel(a, b).confidence_interval(level).
+
+    python -c "from sweeper.stats import paired_diff; print(paired_diff([4.1, 4.9, 5.0], [6.0, 6.6, 7.3]))"
+    pytest tests/test_stats.py -q
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def paired_diff(a, b, level: float = 0.95) -> tuple[float, float, float, int]:
+    """(mean, lo, hi, n) of the paired differences a - b (same units as a, b: percent error here).
+
+    a, b: equal-length sequences, a[i] and b[i] from the same seed. lo, hi: the two-sided `level`
+    t-interval of the mean difference over the n pairs; NaN when n < 2 (no spread to measure), and
+    the mean too when n == 0. Pairs with a non-finite member are the caller's to drop (a diverged
+    seed is not a pair); here they are an error.
+    """
+    from scipy import stats  # here, not at the top: ~1-3 s to import, and only a baseline comparison needs it
+
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"paired_diff needs two 1-d sequences of equal length (one value per seed), "
+                         f"got shapes {a.shape} and {b.shape}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), e.g. 0.95, got {level}")
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ValueError("paired_diff got a non-finite value; drop the seeds that have no finite value "
+                         "in both configs before pairing")
+    d = a - b  # (n,) one difference per seed
+    n = len(d)
+    if n == 0:
+        return math.nan, math.nan, math.nan, 0
+    mean = float(d.mean())
+    if n < 2:
+        return mean, math.nan, math.nan, n
+    half = float(stats.t.ppf((1.0 + level) / 2.0, n - 1)) * float(d.std(ddof=1)) / math.sqrt(n)
+    return mean, mean - half, mean + half, n
+
+
+def excludes_zero(lo: float, hi: float) -> bool:
+    """True when the interval [lo, hi] lies strictly on one side of 0 (NaN bounds: False)."""
+    return bool(lo > 0.0 or hi < 0.0)
