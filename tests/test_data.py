@@ -3,9 +3,12 @@ labeled split, augmentation and the Batcher.
 
     pytest tests/test_data.py -q
 """
+import gzip
 import io
 import pickle
 import struct
+import subprocess
+import sys
 import urllib.error
 
 import numpy as np
@@ -92,6 +95,55 @@ def _write_svhn(root, rng, n_train=5, n_test=3):
         scipy.io.savemat(root / f"{split}_32x32.mat", {"X": X, "y": y})
         out += [X, y]
     return out
+
+
+MNIST_RAW = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+
+
+def _idx_bytes(a, magic):
+    """The idx format: big-endian int32 magic (2051 images, 2049 labels), one int32 per dimension, uint8 data."""
+    return struct.pack(">i", magic) + struct.pack(f">{a.ndim}i", *a.shape) + np.ascontiguousarray(a, np.uint8).tobytes()
+
+
+def _mnist_pixels(rng, n):
+    """n 28x28 uint8 images with a black (0) margin like real digits, and labels 0..9 (9 included)."""
+    x = np.zeros((n, 28, 28), np.uint8)
+    x[:, 4:24, 4:24] = rng.integers(0, 256, (n, 20, 20), dtype=np.uint8)
+    y = rng.integers(0, 10, n).astype(np.uint8)
+    y[0] = 9
+    return x, y
+
+
+def _write_mnist_idx(root, x_tr, y_tr, x_te, y_te, gz=(False, True, True, False)):
+    """MNIST/raw/ in torchvision's layout; gz[i]: write file i of MNIST_RAW gzipped (.gz) instead."""
+    folder = root / "MNIST" / "raw"
+    folder.mkdir(parents=True, exist_ok=True)
+    for f, a, magic, z in zip(MNIST_RAW, (x_tr, y_tr, x_te, y_te), (2051, 2049, 2051, 2049), gz):
+        data = _idx_bytes(a, magic)
+        if z:
+            (folder / f"{f}.gz").write_bytes(gzip.compress(data))
+        else:
+            (folder / f).write_bytes(data)
+    return folder
+
+
+def _write_mnist_pickle(root, splits):
+    """mnist.pkl.gz as the classic file: a Python 2 pickle, gzipped, of ((x float32 (n, 784) = pixel / 256,
+    y int64 (n,)) for train, valid, test); splits: three (uint8 (n, 28, 28), labels) pairs."""
+    root.mkdir(parents=True, exist_ok=True)
+    data = tuple((x.reshape(len(x), 784).astype(np.float32) / 256, y.astype(np.int64)) for x, y in splits)
+    buf = io.BytesIO()
+    _Py2Pickler(buf, protocol=2).dump(data)
+    (root / "mnist.pkl.gz").write_bytes(gzip.compress(buf.getvalue()))
+    return root / "mnist.pkl.gz"
+
+
+def _mnist_reference(x_tr, x_te, scale):
+    """Independent MNIST preprocessing: pixels / scale, zero-pad 2 per side to 32x32, then minus the padded
+    training images' global mean, over their global std (ddof 0), in float64: (N, 1, 32, 32) each."""
+    pad = lambda x: np.pad(x.astype(np.float64) / scale, ((0, 0), (2, 2), (2, 2)))[:, None]
+    a, b = pad(x_tr), pad(x_te)
+    return (a - a.mean()) / a.std(), (b - a.mean()) / a.std()
 
 
 def _zca_reference(train_rows, test_rows, eps):
@@ -214,9 +266,25 @@ def test_apply_zca_uses_the_flattened_image():
 
 # ----------------------------------------------------------------------------- SVHN
 
-def test_svhn_labels_and_per_image_standardisation(tmp_path, rng):
+def test_svhn_per_feature_standardisation_by_default(tmp_path, rng):
+    """The authors' input_norm="standard": every pixel and channel minus its training mean, over its
+    training std (numpy's, ddof 0), the same statistics applied to the test images."""
     X_tr, y_tr, X_te, y_te = _write_svhn(tmp_path, rng)
     ds = load_dataset("svhn", tmp_path)
+    img_tr, img_te = (X.transpose(3, 2, 0, 1).astype(np.float64) for X in (X_tr, X_te))  # (N, C, H, W)
+    mu, sd = img_tr.mean(axis=0), img_tr.std(axis=0)  # (C, H, W) each
+    np.testing.assert_allclose(ds.x_train.numpy(), (img_tr - mu) / sd, atol=1e-4)
+    np.testing.assert_allclose(ds.x_test.numpy(), (img_te - mu) / sd, atol=1e-4)
+    np.testing.assert_allclose(ds.x_train.numpy().mean(0), 0, atol=1e-5)
+    np.testing.assert_allclose(ds.x_train.numpy().std(0), 1, atol=1e-5)
+    assert ds.y_train.tolist() == (y_tr[:, 0] % 10).tolist()
+    with pytest.raises(ValueError, match="svhn_norm"):
+        load_dataset("svhn", tmp_path, svhn_norm="pixel")
+
+
+def test_svhn_labels_and_per_image_standardisation(tmp_path, rng):
+    X_tr, y_tr, X_te, y_te = _write_svhn(tmp_path, rng)
+    ds = load_dataset("svhn", tmp_path, svhn_norm="image")
     assert ds.num_classes == 10 and ds.x_train.shape == (5, 3, 32, 32) and ds.x_test.shape == (3, 3, 32, 32)
     assert ds.y_train[0] == 0  # label 10 is the digit 0
     assert ds.y_train.tolist() == (y_tr[:, 0] % 10).tolist() and ds.y_test.tolist() == (y_te[:, 0] % 10).tolist()
@@ -227,6 +295,170 @@ def test_svhn_labels_and_per_image_standardisation(tmp_path, rng):
         np.testing.assert_allclose(x.numpy(), (img - mu) / sd, atol=1e-4)
     assert torch.all(ds.x_train[0] == 0)  # the constant image
     assert torch.allclose(ds.x_train[2:].std(dim=(1, 2, 3), correction=0), torch.ones(3), atol=1e-4)
+
+
+# ----------------------------------------------------------------------------- MNIST
+
+@pytest.mark.parametrize("gz", [(False,) * 4, (True,) * 4, (False, True, True, False)])
+def test_mnist_idx_pixels_labels_padding_and_standardisation(tmp_path, rng, gz):
+    (x_tr, y_tr), (x_te, y_te) = _mnist_pixels(rng, 7), _mnist_pixels(rng, 3)
+    _write_mnist_idx(tmp_path, x_tr, y_tr, x_te, y_te, gz)
+    ds = load_dataset("mnist", tmp_path)
+    assert ds.name == "mnist" and ds.num_classes == 10
+    assert ds.x_train.shape == (7, 1, 32, 32) and ds.x_test.shape == (3, 1, 32, 32)
+    assert ds.x_train.dtype == torch.float32 and ds.y_train.dtype == torch.int64
+    assert ds.y_train.tolist() == y_tr.tolist() and ds.y_test.tolist() == y_te.tolist()
+    ref_tr, ref_te = _mnist_reference(x_tr, x_te, 255)
+    np.testing.assert_allclose(ds.x_train.numpy(), ref_tr, atol=1e-5)
+    np.testing.assert_allclose(ds.x_test.numpy(), ref_te, atol=1e-5)
+    assert abs(ds.x_train.mean().item()) < 1e-5 and abs(ds.x_train.std(correction=0).item() - 1) < 1e-5
+    # the 2-pixel padding holds the standardised black background, like the digits' own margins
+    background = ds.x_train[0, 0, 0, 0].item()
+    assert background < 0 and (ds.x_train[:, :, :6].eq(background).all() and ds.x_test[:, :, :, -6:].eq(background).all())
+
+
+def test_mnist_pickle_train_then_valid_then_test(tmp_path, rng):
+    tr, va, te = _mnist_pixels(rng, 6), _mnist_pixels(rng, 4), _mnist_pixels(rng, 3)
+    _write_mnist_pickle(tmp_path, [tr, va, te])
+    ds = load_dataset("mnist", tmp_path)
+    assert ds.x_train.shape == (10, 1, 32, 32) and ds.x_test.shape == (3, 1, 32, 32)
+    # training set = train then valid: its LAST 4 images are the pickle's validation split
+    assert ds.y_train.tolist() == tr[1].tolist() + va[1].tolist() and ds.y_test.tolist() == te[1].tolist()
+    ref_tr, ref_te = _mnist_reference(np.concatenate([tr[0], va[0]]), te[0], 256)
+    np.testing.assert_allclose(ds.x_train.numpy(), ref_tr, atol=1e-5)
+    np.testing.assert_allclose(ds.x_test.numpy(), ref_te, atol=1e-5)
+    np.testing.assert_allclose(ds.x_train[-4:].numpy(), _mnist_reference(np.concatenate([tr[0], va[0]]), va[0], 256)[1],
+                               atol=1e-5)
+
+
+def test_mnist_both_layouts_give_the_same_data_set(tmp_path, rng):
+    """The same digits as idx bytes and as the pickle's pixel/256 floats: standardisation removes the scale."""
+    (x_tr, y_tr), (x_te, y_te) = _mnist_pixels(rng, 9), _mnist_pixels(rng, 2)
+    _write_mnist_idx(tmp_path / "idx", x_tr, y_tr, x_te, y_te)
+    _write_mnist_pickle(tmp_path / "pkl", [(x_tr[:6], y_tr[:6]), (x_tr[6:], y_tr[6:]), (x_te, y_te)])
+    a, b = load_dataset("mnist", tmp_path / "idx"), load_dataset("mnist", tmp_path / "pkl")
+    for t in ("x_train", "x_test"):
+        torch.testing.assert_close(getattr(a, t), getattr(b, t), atol=1e-5, rtol=0)
+    assert torch.equal(a.y_train, b.y_train) and torch.equal(a.y_test, b.y_test)
+    # with both layouts in one folder, torchvision's idx files are read
+    _write_mnist_pickle(tmp_path / "idx", [_mnist_pixels(rng, 2)] * 3)
+    assert torch.equal(load_dataset("mnist", tmp_path / "idx").x_train, a.x_train)
+
+
+def test_mnist_missing_files(tmp_path, rng):
+    with pytest.raises(DataError) as e:
+        load_dataset("mnist", tmp_path)
+    _assert_one_line_fix(e, "missing", str(tmp_path), "mnist.pkl.gz", "MNIST/raw", *MNIST_RAW, "download=true")
+    (x_tr, y_tr), (x_te, y_te) = _mnist_pixels(rng, 2), _mnist_pixels(rng, 2)
+    (_write_mnist_idx(tmp_path, x_tr, y_tr, x_te, y_te, gz=(False,) * 4) / "t10k-labels-idx1-ubyte").unlink()
+    with pytest.raises(DataError) as e:
+        load_dataset("mnist", tmp_path)
+    _assert_one_line_fix(e, "missing", "t10k-labels-idx1-ubyte", "mnist.pkl.gz")
+    assert "train-images" not in str(e.value).split("(plain or .gz")[0]
+
+
+# how an idx file is broken: (the file, its new bytes from (its old bytes, the folder))
+CORRUPT_IDX = {
+    "magic": ("train-labels-idx1-ubyte", lambda b, d: (d / "t10k-images-idx3-ubyte").read_bytes()),  # images as labels
+    "truncated": ("t10k-images-idx3-ubyte", lambda b, d: b[:500]),
+    "header": ("t10k-labels-idx1-ubyte", lambda b, d: b"\0\0"),
+    "gzip": ("train-images-idx3-ubyte.gz", lambda b, d: b"garbage" * 20),
+    "gzip_truncated": ("train-images-idx3-ubyte.gz", lambda b, d: b[:200]),
+}
+
+
+@pytest.mark.parametrize("how", sorted(CORRUPT_IDX))
+def test_mnist_corrupt_idx_file(tmp_path, rng, how):
+    (x_tr, y_tr), (x_te, y_te) = _mnist_pixels(rng, 3), _mnist_pixels(rng, 2)
+    folder = _write_mnist_idx(tmp_path, x_tr, y_tr, x_te, y_te, gz=(True, False, False, False))
+    f, breaks = CORRUPT_IDX[how]
+    bad = folder / f
+    bad.write_bytes(breaks(bad.read_bytes(), folder))
+    with pytest.raises(DataError) as e:
+        load_dataset("mnist", tmp_path)
+    _assert_one_line_fix(e, f"file {bad} (", "corrupt", "download=true")
+    assert e.value.__cause__ is not None
+
+
+def test_mnist_image_and_label_counts_must_agree(tmp_path, rng):
+    (x_tr, y_tr), (x_te, y_te) = _mnist_pixels(rng, 3), _mnist_pixels(rng, 2)
+    _write_mnist_idx(tmp_path, x_tr, y_tr[:2], x_te, y_te)
+    with pytest.raises(DataError) as e:
+        load_dataset("mnist", tmp_path)
+    _assert_one_line_fix(e, "3 images but 2 labels", "train-images-idx3-ubyte", "download=true")
+
+
+@pytest.mark.parametrize("how", ["truncated", "not_gzip", "two_splits", "0..255", "784"])
+def test_mnist_corrupt_pickle(tmp_path, rng, how):
+    splits = [_mnist_pixels(rng, 3), _mnist_pixels(rng, 2), _mnist_pixels(rng, 2)]
+    path = _write_mnist_pickle(tmp_path, splits)
+    if how == "truncated":
+        path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
+    elif how == "not_gzip":
+        path.write_bytes(b"garbage" * 20)
+    else:
+        data = [(x.reshape(len(x), 784).astype(np.float32) / 256, y.astype(np.int64)) for x, y in splits]
+        if how == "two_splits":
+            data = data[:2]
+        elif how == "0..255":
+            data[2] = (data[2][0] * 256, data[2][1])
+        else:
+            data[1] = (data[1][0][:, :700], data[1][1])
+        path.write_bytes(gzip.compress(pickle.dumps(tuple(data))))
+    with pytest.raises(DataError) as e:
+        load_dataset("mnist", tmp_path)
+    _assert_one_line_fix(e, str(path), "corrupt", "download=true")
+    assert e.value.__cause__ is not None
+
+
+def test_mnist_labels_out_of_range(tmp_path, rng):
+    (x_tr, y_tr), (x_te, y_te) = _mnist_pixels(rng, 3), _mnist_pixels(rng, 2)
+    y_te[1] = 10
+    _write_mnist_idx(tmp_path, x_tr, y_tr, x_te, y_te)
+    with pytest.raises(DataError) as e:
+        load_dataset("mnist", tmp_path)
+    _assert_one_line_fix(e, "mnist test labels lie outside 0..9", "replace")
+
+
+def test_mnist_download_goes_through_torchvision(tmp_path, rng, monkeypatch):
+    root = tmp_path / "new"  # does not exist yet: download creates it
+    calls = []
+    (x_tr, y_tr), (x_te, y_te) = _mnist_pixels(rng, 4), _mnist_pixels(rng, 2)
+
+    def fake_download_and_extract(url, download_root, filename=None, md5=None, **kw):
+        calls.append((url, md5))
+        if len(calls) == 4:  # torchvision keeps the .gz and extracts it: the plain files are read
+            _write_mnist_idx(root, x_tr, y_tr, x_te, y_te, gz=(False,) * 4)
+    monkeypatch.setattr(torchvision.datasets.mnist, "download_and_extract_archive", fake_download_and_extract)
+    ds = load_dataset("mnist", root, download=True)
+    mnist = torchvision.datasets.MNIST
+    assert calls == [(mnist.mirrors[0] + f, md5) for f, md5 in mnist.resources]  # the real MD5s
+    assert ds.y_train.tolist() == y_tr.tolist() and ds.x_train.shape == (4, 1, 32, 32)
+    load_dataset("mnist", root, download=True)  # files present: no second download
+    assert len(calls) == 4
+
+
+def test_mnist_failed_download(tmp_path, monkeypatch):
+    def offline(*a, **kw):
+        raise urllib.error.URLError("no network")
+    monkeypatch.setattr(torchvision.datasets.mnist, "download_and_extract_archive", offline)
+    with pytest.raises(DataError) as e:
+        load_dataset("mnist", tmp_path, download=True)
+    _assert_one_line_fix(e, "downloading mnist", "failed", "no network", str(tmp_path))
+
+
+def test_mnist_file_check_needs_no_torch(tmp_path, rng):
+    """sweeper.run checks a sweep's data before Ray starts in a driver that never imports torch."""
+    _write_mnist_pickle(tmp_path / "pkl", [_mnist_pixels(rng, 2)] * 3)
+    (x_tr, y_tr), (x_te, y_te) = _mnist_pixels(rng, 2), _mnist_pixels(rng, 2)
+    _write_mnist_idx(tmp_path / "idx", x_tr, y_tr, x_te, y_te)
+    code = ("import sys; from trainables.datafiles import check_readable, read_raw\n"
+            f"for d, n in (({str(tmp_path / 'pkl')!r}, 4), ({str(tmp_path / 'idx')!r}, 2)):\n"
+            "    check_readable('mnist', d); (x, y), (xt, yt) = read_raw('mnist', d)\n"
+            "    assert x.shape == (n, 1, 28, 28) and y.shape == (n,) and x.dtype.name == 'float32'\n"
+            "    assert 0 <= x.min() <= x.max() <= 1 and y.dtype.name == 'int64'\n"
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 # ----------------------------------------------------------------------------- digits
@@ -257,8 +489,8 @@ def test_digits_fixed_stratified_standardised_split():
 
 def test_unknown_name():
     with pytest.raises(DataError) as e:
-        load_dataset("mnist")
-    _assert_one_line_fix(e, "'mnist'", "cifar10", "svhn", "digits")
+        load_dataset("imagenet")
+    _assert_one_line_fix(e, "'imagenet'", "cifar10", "svhn", "digits", "mnist")
 
 
 @pytest.mark.parametrize("name", ["cifar10", "cifar100", "svhn"])
@@ -394,14 +626,18 @@ def test_labeled_split_errors():
 
 # ----------------------------------------------------------------------------- augment
 
-def _shift(img, dy, dx):
-    """Reference translation with zero fill, one image (C, H, W), pixel by pixel."""
+def _shift(img, dy, dx, pad="zero"):
+    """Reference translation out[i, j] = img[i - dy, j - dx] of one image (C, H, W), pixel by pixel;
+    outside the image: zero, or (pad="reflect") the mirror about the edge pixel, edge not repeated."""
     out = torch.zeros_like(img)
     H, W = img.shape[1:]
+    mirror = lambda k, n: -k if k < 0 else (2 * (n - 1) - k if k >= n else k)
     for i in range(H):
         for j in range(W):
             if 0 <= i - dy < H and 0 <= j - dx < W:
                 out[:, i, j] = img[:, i - dy, j - dx]
+            elif pad == "reflect":
+                out[:, i, j] = img[:, mirror(i - dy, H), mirror(j - dx, W)]
     return out
 
 
@@ -418,18 +654,19 @@ def test_augment_translation_moves_a_pixel_by_at_most_translate():
     assert len(set(zip(dy.tolist(), dx.tolist()))) == (2 * t + 1) ** 2  # every shift occurs
 
 
-def test_augment_matches_reference_shift_and_flip():
+@pytest.mark.parametrize("pad", ["zero", "reflect"])
+def test_augment_matches_reference_shift_and_flip(pad):
     B, t = 64, 3
     g = torch.Generator().manual_seed(1)
     content = torch.randn(B, 2, 9, 9, generator=g)
     marker = torch.zeros(B, 1, 9, 9)
-    marker[:, 0, 4, 4] = 1.0  # centre pixel: flip-invariant, so it reads off (dy, dx)
-    out = augment(torch.cat([marker, content], 1), t, True, torch.Generator().manual_seed(2))
+    marker[:, 0, 4, 4] = 1.0  # centre pixel: flip-invariant, never a mirror source for t=3, reads off (dy, dx)
+    out = augment(torch.cat([marker, content], 1), t, True, torch.Generator().manual_seed(2), pad=pad)
     pos = out[:, 0].flatten(1).argmax(1)
     flips = 0
     for b in range(B):
         dy, dx = int(pos[b] // 9 - 4), int(pos[b] % 9 - 4)
-        plain, mirrored = _shift(content[b], dy, dx), _shift(content[b].flip(2), dy, dx)
+        plain, mirrored = _shift(content[b], dy, dx, pad), _shift(content[b].flip(2), dy, dx, pad)
         assert torch.equal(out[b, 1:], plain) or torch.equal(out[b, 1:], mirrored)
         flips += torch.equal(out[b, 1:], mirrored)
     assert 10 < flips < 54  # p = 0.5 over 64 samples
@@ -453,6 +690,11 @@ def test_augment_reproducible_per_generator_seed():
     assert torch.equal(a, b) and not torch.equal(a, c)
     with pytest.raises(ValueError):
         augment(x, -1, False, torch.Generator())
+    with pytest.raises(ValueError, match="pad"):
+        augment(x, 2, False, torch.Generator(), pad="wrap")
+    with pytest.raises(ValueError, match="reflect"):
+        augment(x, 8, False, torch.Generator())  # reflecting needs translate < 8 pixels
+    assert augment(x, 8, False, torch.Generator(), pad="zero").shape == x.shape
 
 
 # ----------------------------------------------------------------------------- Batcher

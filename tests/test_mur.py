@@ -130,14 +130,18 @@ def test_pga_stays_in_ball_at_every_step(step_size):
         assert (per_sample_norm(xs - x0) <= r * (1 + 1e-9)).all()
 
 
-def test_pga_first_step_is_ascent_or_projection():
-    model = linear_model()
+@pytest.mark.parametrize("method", ["pga", "ga"])
+def test_one_step_is_the_direct_point_whatever_the_step_size(method):
+    """The authors' code uses the direct approximation whenever mur_opt_steps == 1 (iterations start at 2)."""
+    model, r = linear_model(), 1.3
     x0 = torch.randn(8, 5, dtype=torch.float64)
     g = closed_form_grad(model[0], x0)
-    tiny = 1e-3 / g.norm(dim=1).max().item()  # stays inside the ball: plain ascent step
-    assert torch.allclose(virtual_point(model, x0, 1.0, "pga", step_size=tiny), x0 + tiny * g, atol=1e-12)
-    huge = virtual_point(model, x0, 1.0, "pga", step_size=1e6)  # projected onto the sphere = direct
-    assert torch.allclose(huge, virtual_point(model, x0, 1.0, "direct"), atol=1e-7)
+    direct = x0 + r * g / (g.norm(dim=1, keepdim=True) + 1e-8)
+    tiny = 1e-3 / g.norm(dim=1).max().item()  # a step that would stay well inside the ball
+    for a in (tiny, 1.0, 1e6):
+        assert torch.allclose(virtual_point(model, x0, r, method, step_size=a, steps=1), direct, atol=1e-12)
+    # two steps do iterate: with the tiny step pga is far inside the ball, not on the sphere
+    assert (per_sample_norm(virtual_point(model, x0, r, method, step_size=tiny, steps=2) - x0) < r / 10).all()
 
 
 def test_pga_two_steps_match_manual_iteration():
@@ -166,12 +170,17 @@ def test_pga_increases_entropy():
 
 
 # ---------------------------------------------------------------- ga
-def test_ga_one_step_is_plain_ascent_from_x0():
-    model = mlp()
+def test_ga_first_iteration_is_plain_ascent_from_x0():
+    """Two steps: x1 = x0 + a g0 (the penalty vanishes at x0), then one full Lagrangian step from x1."""
+    model, r = mlp(), 2.0
     x0 = torch.randn(5, 6, dtype=torch.float64)
     g0 = entropy_grad(model, x0)
+    lam = g0.norm(dim=1, keepdim=True) / r
     for a in (0.1, 1.0, 10.0):
-        assert torch.allclose(virtual_point(model, x0, 2.0, "ga", step_size=a, steps=1), x0 + a * g0)
+        x1 = x0 + a * g0
+        d = x1 - x0
+        x2 = x1 + a * (entropy_grad(model, x1) - lam * d * (2 - r / d.norm(dim=1, keepdim=True)))
+        assert torch.allclose(virtual_point(model, x0, r, "ga", step_size=a, steps=2), x2)
 
 
 def test_ga_three_steps_match_lagrangian_update():

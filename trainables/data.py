@@ -6,9 +6,13 @@ translates and flips a batch with tensor ops. Nothing here loops over images in 
 The files themselves (existence, parsing, raw arrays) are `datafiles.py`'s, which needs no torch.
 
     digits    scikit-learn's bundled 8x8 digits (offline), fixed split 1347/450, standardised
+    mnist     60k/10k 28x28 from data_dir/MNIST/raw (idx, torchvision) or data_dir/mnist.pkl.gz, [0,1],
+              zero-padded to 32x32, standardised with the training set's global mean and std;
+              the last 10,000 training images are the classic validation split
     cifar10   torchvision CIFAR10 from data_dir/cifar-10-batches-py, [0,1] then ZCA (train fit)
     cifar100  torchvision CIFAR100 from data_dir/cifar-100-python, [0,1] then ZCA (train fit)
-    svhn      torchvision SVHN from data_dir/{train,test}_32x32.mat, per-image standardisation
+    svhn      torchvision SVHN from data_dir/{train,test}_32x32.mat, per-feature standardisation with
+              the training set's mean and std (authors' input_norm="standard"); svhn_norm="image": per image
 
     pytest tests/test_data.py -q
 """
@@ -50,8 +54,15 @@ class Dataset:
 
 # ----------------------------------------------------------------------------- loading
 
-def load_dataset(name: str, data_dir="./data", download: bool = False, device="cpu") -> Dataset:
-    """Load, preprocess and place on `device` one of NAMES; DataError (with the fix) if it cannot."""
+def load_dataset(name: str, data_dir="./data", download: bool = False, device="cpu", *,
+                 svhn_norm: str = "feature") -> Dataset:
+    """Load, preprocess and place on `device` one of NAMES; DataError (with the fix) if it cannot.
+
+    svhn_norm (SVHN only): "feature" = per-feature standardisation fitted on the training images
+    (the authors' choice), "image" = per-image standardisation.
+    """
+    if svhn_norm not in ("feature", "image"):
+        raise ValueError(f"unknown svhn_norm {svhn_norm!r}; choose 'feature' or 'image'")
     if name not in NAMES:
         raise DataError(f"unknown data set {name!r}; choose one of {list(NAMES)}")
     device = torch.device(device)
@@ -65,8 +76,13 @@ def load_dataset(name: str, data_dir="./data", download: bool = False, device="c
         if y.numel() and (y.min() < 0 or y.max() >= num_classes):
             raise DataError(f"{name} {split} labels lie outside 0..{num_classes - 1} in {root}; "
                             f"the files belong to another data set: replace them (or use --set download=true)")
-    if name == "svhn":
+    if name == "svhn" and svhn_norm == "image":
         x_tr, x_te = per_image_standardize(x_tr.to(device)), per_image_standardize(x_te.to(device))
+    elif name == "svhn":
+        mean, std = fit_standardization(x_tr.to(device))  # training images only
+        x_tr, x_te = standardize(x_tr.to(device), mean, std), standardize(x_te.to(device), mean, std)
+    elif name == "mnist":  # float32 (N, 1, 28, 28) in [0, 1] -> (N, 1, 32, 32) standardised
+        x_tr, x_te = pad_and_standardize(x_tr.to(device), x_te.to(device))
     else:
         x_tr = x_tr.to(device).float().div_(255)  # (N, 3, 32, 32) in [0, 1]
         x_te = x_te.to(device).float().div_(255)
@@ -139,14 +155,86 @@ def per_image_standardize(x: torch.Tensor) -> torch.Tensor:
     return ((flat - mean) / std).view_as(x)
 
 
+MNIST_PAD = 2  # zero pixels added on each side: 28x28 -> 32x32, ConvNet-13's input size
+
+
+def pad_and_standardize(x_tr: torch.Tensor, x_te: torch.Tensor, pad: int = MNIST_PAD,
+                        chunk: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
+    """MNIST: zero-pad both sets by `pad` pixels per side (zero = the black background), then
+    (x - mean) / std with ONE global mean and std (ddof 0) of the padded training images, float32.
+
+    The statistics are accumulated in float64, `chunk` images at a time, on x_tr's device; the
+    padding becomes the standardised background value -mean/std, like the digit's own margins.
+    """
+    x_tr = F.pad(x_tr.float(), (pad, pad, pad, pad))  # (N, 1, H+2p, W+2p)
+    x_te = F.pad(x_te.float(), (pad, pad, pad, pad))  # (M, 1, H+2p, W+2p)
+    n = x_tr.numel()
+    if n == 0:
+        raise DataError("standardising mnist needs at least one training image")
+    mean = sum(c.double().sum() for c in x_tr.split(chunk)) / n
+    var = sum((c.double() - mean).pow(2).sum() for c in x_tr.split(chunk)) / n  # two passes: no cancellation
+    std = float(var.sqrt().clamp(min=STD_FLOOR))
+    mean = float(mean)
+    return x_tr.sub_(mean).div_(std), x_te.sub_(mean).div_(std)
+
+
+STD_FLOOR = 1e-8  # per-feature std floor, as the authors' Standardization (np.clip(std, 1e-8, 1e8))
+
+
+def fit_standardization(x: torch.Tensor, chunk: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-feature mean and std (ddof 0) over the images x (N, C, H, W): two (C, H, W) float32 tensors.
+
+    The authors' `Standardization.fit` (np.mean / np.std over axis 0: one value per pixel and
+    channel). Accumulated in float64, `chunk` images at a time, on x's device; x may be uint8.
+    """
+    N = x.shape[0]
+    if N == 0:
+        raise DataError("per-feature standardisation needs at least one training image")
+    mean = sum(c.double().sum(0) for c in x.split(chunk)) / N  # (C, H, W)
+    var = sum((c.double() - mean).pow(2).sum(0) for c in x.split(chunk)) / N  # two passes: no cancellation
+    return mean.float(), var.sqrt().float()
+
+
+def standardize(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """(x - mean) / max(std, STD_FLOOR) per feature, float32: x (N, C, H, W), mean and std (C, H, W)."""
+    return x.float().sub_(mean).div_(std.clamp(min=STD_FLOOR))
+
+
 # ----------------------------------------------------------------------------- labeled subset
 
-def labeled_split(y, num_labels: int, num_classes: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+VAL_SEED = 2021  # the validation split's own seed: the same split for every trial of a data set
+
+
+def validation_indices(dataset: str, n_train: int, val_size: int) -> torch.Tensor:
+    """The held-out validation images of a data set: sorted int64 indices into its training set.
+
+    A fixed rule, independent of the trial's seed, so every trial of a data set holds out the same
+    images (the practice of Oliver et al. 2018, "Realistic Evaluation of Deep Semi-Supervised
+    Learning Algorithms": a random validation subset of the training set, never trained on):
+      mnist   the LAST val_size training images (with 10,000: the classic mnist.pkl.gz validation split)
+      others  the first val_size of a random permutation drawn with VAL_SEED
+    """
+    if not 0 <= val_size < n_train:
+        raise DataError(f"val_size={val_size} must lie in [0, {n_train}) for the {n_train} training images of "
+                        f"{dataset}; lower val_size")
+    if dataset == "mnist":
+        return torch.arange(n_train - val_size, n_train)
+    perm = torch.randperm(n_train, generator=torch.Generator().manual_seed(VAL_SEED))
+    return perm[:val_size].sort().values
+
+
+def labeled_split(y, num_labels: int, num_classes: int, seed: int,
+                  val_idx=None) -> tuple[torch.Tensor, torch.Tensor]:
     """Balanced labeled subset (num_labels / num_classes per class, chosen with `seed`) and the rest.
 
-    Returns (labeled_idx, unlabeled_idx): sorted int64 CPU tensors, disjoint, together all of range(len(y)).
+    val_idx: validation indices (validation_indices) that are neither labeled nor unlabeled.
+    Returns (labeled_idx, unlabeled_idx): sorted int64 CPU tensors, disjoint, together all of
+    range(len(y)) except val_idx.
     """
     y = torch.as_tensor(y).cpu()
+    held_out = torch.zeros(len(y), dtype=torch.bool)
+    if val_idx is not None:
+        held_out[torch.as_tensor(val_idx, dtype=torch.int64).cpu()] = True
     if num_labels < num_classes or num_labels % num_classes:
         raise DataError(f"num_labels={num_labels} is not a positive multiple of the {num_classes} classes; "
                         f"a balanced labeled subset needs a multiple of {num_classes}")
@@ -156,29 +244,40 @@ def labeled_split(y, num_labels: int, num_classes: int, seed: int) -> tuple[torc
     g = torch.Generator().manual_seed(seed)
     picked = []
     for c in range(num_classes):
-        idx_c = (y == c).nonzero().squeeze(1)  # (n_c,)
+        idx_c = ((y == c) & ~held_out).nonzero().squeeze(1)  # (n_c,) outside the validation split
         if len(idx_c) < per_class:
-            raise DataError(f"class {c} has {len(idx_c)} training images, fewer than the {per_class} labels "
-                            f"per class that num_labels={num_labels} asks for; lower num_labels")
+            raise DataError(f"class {c} has {len(idx_c)} training images (outside the validation split), fewer "
+                            f"than the {per_class} labels per class that num_labels={num_labels} asks for; "
+                            f"lower num_labels or val_size")
         picked.append(idx_c[torch.randperm(len(idx_c), generator=g)[:per_class]])
     labeled = torch.cat(picked).sort().values  # (num_labels,)
-    is_unlabeled = torch.ones(len(y), dtype=torch.bool)
+    is_unlabeled = ~held_out
     is_unlabeled[labeled] = False
     return labeled, is_unlabeled.nonzero().squeeze(1)
 
 
 # ----------------------------------------------------------------------------- augmentation
 
-def augment(x: torch.Tensor, translate: int, flip: bool, generator: torch.Generator) -> torch.Tensor:
+def augment(x: torch.Tensor, translate: int, flip: bool, generator: torch.Generator,
+            pad: str = "reflect") -> torch.Tensor:
     """Per-sample random horizontal flip (p = 0.5) then translation by dy, dx in [-translate, translate].
 
-    Pixels shifted in from outside are zero: zero is the mean image of the whitened
-    (CIFAR) or standardised (SVHN, digits) inputs, as the zero-pad-and-crop of Mean Teacher.
+    out[i, j] = x[i - dy, j - dx]; pixels shifted in from outside the image come from
+    pad="reflect": the mirror image about the edge pixel, the edge not repeated ([a b c] padded
+    by 2 is [c b a b c b a]): TensorFlow's tf.pad mode REFLECT, which the authors' random_translate
+    (my_utils/tensorflow_utils/image/transformation.py, padding_mode='REFLECT') uses; it is
+    numpy.pad's mode 'reflect' and PyTorch's F.pad mode 'reflect'. Needs translate < H and < W.
+    pad="zero": zeros, the mean of the whitened / standardised inputs (Mean Teacher's pad-and-crop).
     Random numbers come from `generator` (on x's device); translate=0, flip=False returns x.
     """
     if translate < 0:
         raise ValueError(f"translate must be >= 0 pixels, got {translate}")
+    if pad not in ("reflect", "zero"):
+        raise ValueError(f"unknown pad {pad!r}; choose 'reflect' or 'zero'")
     B, C, H, W = x.shape
+    if pad == "reflect" and translate >= min(H, W):
+        raise ValueError(f"reflect padding by translate={translate} needs images larger than {translate} pixels "
+                         f"on each side, got {H}x{W}; lower translate or use pad='zero'")
     dev = x.device
     if flip:
         mirror = torch.rand(B, generator=generator, device=dev) < 0.5  # (B,)
@@ -186,7 +285,7 @@ def augment(x: torch.Tensor, translate: int, flip: bool, generator: torch.Genera
     if translate:
         t = translate
         dy, dx = torch.randint(-t, t + 1, (2, B), generator=generator, device=dev)  # (B,), (B,)
-        xp = F.pad(x, (t, t, t, t))  # (B, C, H+2t, W+2t), zeros around
+        xp = F.pad(x, (t, t, t, t), mode="reflect" if pad == "reflect" else "constant")  # (B, C, H+2t, W+2t)
         rows = torch.arange(H, device=dev) + t - dy[:, None]  # (B, H): out[i] = x[i - dy]
         xp = xp.gather(2, rows[:, None, :, None].expand(B, C, H, W + 2 * t))  # (B, C, H, W+2t)
         cols = torch.arange(W, device=dev) + t - dx[:, None]  # (B, W): out[j] = x[j - dx]

@@ -6,6 +6,9 @@ approximated four ways (`virtual_point(..., method=...)`), plus VAT's point besi
   direct  x* = x0 + r g0 / ||g0||, g0 = dH/dx at x0          (paper Eq. 10)
   pga     projected gradient ascent on H inside the ball     (appendix)
   ga      gradient ascent on the Lagrangian relaxation F(x)  (paper Eq. 11, appendix)
+          pga and ga with steps=1 are the direct point: the authors' code uses the direct
+          approximation whenever mur_opt_steps == 1, whatever the iteration mode, so their
+          iterations start at 2 steps (models/semi_supervised/mean_teacher.py, _mur_loss)
   random  x0 + r u / ||u||, u ~ N(0, I): the RR ablation baseline
   vat     x0 + r d_adv: VAT's virtual adversarial point (Miyato et al. 2018), the point
           whose prediction differs most from p(x0) (MUR: the most uncertain one); r is
@@ -115,15 +118,17 @@ def virtual_point(model: nn.Module, x0: torch.Tensor, radius: float, method: str
     """The virtual point x* of x0 (B, ...): detached, same shape and dtype as x0.
 
     radius: r, L2 distance per sample (VAT: epsilon). step_size, steps: alpha and T of
-    pga / ga, the number of power iterations of vat (direct and random ignore them).
+    pga / ga, the number of power iterations of vat (direct and random ignore them). pga and ga
+    with steps=1 return the direct point x0 + r g0/||g0|| (step_size unused), as the authors' code.
     g0: dH/dx at x0 if already computed (direct, ga and the first pga step use it instead
     of a new pass; vat ignores it). generator: draws u of `random` and VAT's start d.
     xi: VAT's finite-difference scale (only vat uses it).
 
-    ga starts off x0 because the Lagrangian's gradient is undefined at x = x0 (the term
-    (x - x0)(2 - r/||x - x0||) has no limit there): its first iteration is the plain
-    ascent step x1 = x0 + step_size * g0, i.e. dF/dx at x0 along g0 with the penalty term
-    dropped; the remaining steps - 1 iterations use the full update
+    With steps >= 2: pga takes `steps` projected steps from x0. ga starts off x0 because the
+    Lagrangian's gradient is undefined at x = x0 (the term (x - x0)(2 - r/||x - x0||) has no
+    limit there): its first iteration is the plain ascent step x1 = x0 + step_size * g0, i.e.
+    dF/dx at x0 along g0 with the penalty term dropped (where the authors' code lands too: its
+    penalty is multiplied by x - x0 = 0); the remaining steps - 1 iterations use the full update
     x <- x + step_size * (dH/dx - (||g0|| / r) (x - x0) (2 - r / ||x - x0||)). No projection.
     """
     if method not in METHODS:
@@ -151,7 +156,7 @@ def virtual_point(model: nn.Module, x0: torch.Tensor, radius: float, method: str
         return x0 + radius * vat_direction(model, x0, xi, int(steps), generator)
     if g0 is None:
         g0 = entropy_grad(model, x0)  # (B, ...)
-    if method == "direct":
+    if method == "direct" or int(steps) == 1:  # pga / ga iterate from 2 steps on (authors' code)
         return x0 + radius * _unit(g0)
     if method == "pga":
         x = _project(x0 + step_size * g0, x0, radius)  # first step: the gradient at x0 is g0

@@ -8,6 +8,7 @@ random generator, so that `load(save())` continues bit-for-bit like an uninterru
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import io
 import json
@@ -23,10 +24,11 @@ from torch import nn
 from trainables import schedules
 from trainables.augment_strong import strong_augment
 from trainables.config import TrainConfig
-from trainables.data import Batcher, Dataset, augment, labeled_split, load_dataset
+from trainables.data import Batcher, Dataset, augment, labeled_split, load_dataset, validation_indices
 from trainables.methods import Views, loss_terms
 from trainables.metrics import error_rate, histogram, sensitivity
 from trainables.models import build_model
+from trainables.mur import frozen_bn_stats
 from trainables.variational import sparsity
 
 TERMS = ("xent", "cons", "kl", "mur", "entmin")
@@ -48,13 +50,34 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Weight decay on conv/linear weights (VD: theta) only; never on log_sigma2, biases, BN."""
+def param_groups(model: nn.Module, weight_decay: float, scope: str = "all") -> list[dict]:
+    """SGD parameter groups [decayed, not decayed]; log_sigma2 (VD) is never decayed.
+
+    scope="all": every trainable parameter but log_sigma2, BN scale/offset and biases included:
+    the authors' `_l2_reg_loss` (models/semi_supervised/mean_teacher.py) adds weight_decay *
+    sum tf.nn.l2_loss(p) = weight_decay * sum p^2 / 2 over every trainable variable of the
+    classifier whose name lacks "log_sigma2"; its gradient weight_decay * p is SGD's weight_decay.
+    scope="weights": conv/linear weights (VD: theta) only.
+    """
+    if scope not in ("all", "weights"):
+        raise ValueError(f"unknown weight decay scope {scope!r}; choose 'all' or 'weights'")
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         leaf = name.rsplit(".", 1)[-1]
-        (decay if leaf in ("weight", "theta") and p.dim() > 1 else no_decay).append(p)
+        if scope == "all":
+            decayed = leaf != "log_sigma2"
+        else:
+            decayed = leaf in ("weight", "theta") and p.dim() > 1
+        (decay if decayed else no_decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def splits(cfg: TrainConfig, y_train: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(idx_l, idx_u, idx_val) into the training set: the labeled subset (cfg.seed), the unlabeled rest
+    and the validation split (fixed per data set, validation_indices), disjoint."""
+    idx_val = validation_indices(cfg.dataset, len(y_train), cfg.n_val)
+    idx_l, idx_u = labeled_split(y_train.cpu(), cfg.num_labels, cfg.num_classes, cfg.seed, val_idx=idx_val)
+    return idx_l, idx_u, idx_val
 
 
 class Trainer:
@@ -63,7 +86,8 @@ class Trainer:
         self.device = resolve_device(cfg.device)
         torch.manual_seed(cfg.seed)
         if data is None:
-            data = load_dataset(cfg.dataset, cfg.data_dir, cfg.download, device=self.device)  # ZCA on the device
+            data = load_dataset(cfg.dataset, cfg.data_dir, cfg.download, device=self.device,  # ZCA on the device
+                                svhn_norm=cfg.svhn_norm)
         self.data = data.to(self.device)
         self.cuda = self.device.type == "cuda"
         if self.cuda and cfg.channels_last:
@@ -76,14 +100,17 @@ class Trainer:
             self.teacher = copy.deepcopy(self.student)
             for p in self.teacher.parameters():
                 p.requires_grad_(False)
-        self.opt = torch.optim.SGD(param_groups(self.student, cfg.weight_decay), lr=cfg.lr,
+        self.opt = torch.optim.SGD(param_groups(self.student, cfg.weight_decay, cfg.weight_decay_scope), lr=cfg.lr,
                                    momentum=cfg.momentum, nesterov=cfg.momentum > 0)
-        idx_l, idx_u = labeled_split(self.data.y_train.cpu(), cfg.num_labels, cfg.num_classes, cfg.seed)
+        idx_l, idx_u, self.idx_val = splits(cfg, self.data.y_train)  # idx_val (V,): never trained on
+        self.idx_l, self.idx_u = idx_l, idx_u
         self.batcher = Batcher(idx_l, idx_u, cfg.batch_labeled, cfg.batch_unlabeled,
                                torch.Generator().manual_seed(cfg.seed))
         self.gen = torch.Generator(self.device).manual_seed(cfg.seed + 1)  # augmentation, ICT, RR
         self.step = 0
         self.best_test_error = math.inf
+        self.best_val_error = math.inf  # and the test error at that evaluation (selected on validation)
+        self.test_error_at_best_val = math.nan
         self.wall_time = 0.0
         self._reset_interval()
 
@@ -101,11 +128,11 @@ class Trainer:
         idx_l, idx_u = self.batcher.next()
         idx = torch.cat([idx_l, idx_u]).to(self.device)      # (B,) labeled first
         x = d.x_train[idx]                                   # (B, C, H, W)
-        v = Views(x=augment(x, cfg.translate, cfg.flip, self.gen),
-                  x2=augment(x, cfg.translate, cfg.flip, self.gen),
+        v = Views(x=augment(x, cfg.translate, cfg.flip, self.gen, cfg.translate_pad),
+                  x2=augment(x, cfg.translate, cfg.flip, self.gen, cfg.translate_pad),
                   y_l=d.y_train[idx[: len(idx_l)]])
         if cfg.method == "fixmatch":  # strong view A(x_u), drawn after the weak views: they never see it
-            x_u = augment(x[len(idx_l):], cfg.translate, cfg.flip, self.gen)  # (U, C, H, W)
+            x_u = augment(x[len(idx_l):], cfg.translate, cfg.flip, self.gen, cfg.translate_pad)  # (U, C, H, W)
             v.xs = strong_augment(x_u, self.gen, cfg.fm_ops, cfg.fm_cutout, cfg.fm_groups)
         return v
 
@@ -126,7 +153,9 @@ class Trainer:
         for g in self.opt.param_groups:
             g["lr"] = lr
         v = self._views()
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cuda and cfg.bf16):
+        # teacher_bn="student": the teacher's train-mode passes (batch statistics) leave its running stats alone
+        teacher_stats = frozen_bn_stats(self.teacher) if self._teacher_reads_student_bn else contextlib.nullcontext()
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cuda and cfg.bf16), teacher_stats:
             terms, g0_norm = loss_terms(cfg, self.student, self.teacher, v, self.gen)
         coef = self.coefficients(self.step)
         total = sum(coef[k] * t.float() for k, t in terms.items())
@@ -147,15 +176,45 @@ class Trainer:
         self._n += 1
         return terms
 
+    @property
+    def _teacher_reads_student_bn(self) -> bool:
+        """Whether the teacher's BN running statistics are the student's (copied), not its own.
+
+        teacher_bn="student" reproduces the authors' Mean Teacher (models/semi_supervised/mean_teacher.py):
+        - the EMA covers the trainable variables only: `teacher_ema.apply` over the classifier's
+          TRAINABLE_VARIABLES (lines 96-100; ICT and the VD classes alike, e.g. lines 714-735);
+        - the teacher is the same template with a custom getter that returns the EMA average for
+          those variables and falls through to the ordinary getter, i.e. the STUDENT's own variables,
+          for everything else (lines 104-109), so BN's non-trainable moving_mean / moving_variance are
+          shared: at test time (is_train=False, train.py feeds it in evaluation) the teacher reads the
+          student's moving statistics;
+        - the teacher's forward is built with is_train=self.is_train (lines 111-113), fed True in every
+          training step (working/semi_supervised/MeanTeacher/train.py line 388), so the consistency
+          target uses the teacher's own BATCH statistics, as a PyTorch module in train mode does here;
+        - only the student's BN update ops run (get_all_update_ops with update_ops_4_stu_only=True,
+          lines 306-314): the teacher's passes never move the moving statistics. (The non-VD
+          MeanTeacher also runs the student on the un-augmented batch in the student scope, line 90,
+          so its statistics get a second update per step there; not reproduced here.)
+        Here: the teacher runs in train mode (batch statistics) under frozen_bn_stats, and its buffers
+        are copied from the student after every step. FixMatch's EMA model (evaluation only) always
+        takes the student's statistics. teacher_bn="own": the teacher's train-mode passes update its
+        own running statistics, which it uses at test time.
+        """
+        return self.teacher is not None and (self.cfg.teacher_bn == "student" or self.cfg.method == "fixmatch")
+
     @torch.no_grad()
     def _ema_update(self, decay: float):
-        """teacher <- decay * teacher + (1 - decay) * student, every parameter (incl. log_sigma2)."""
+        """teacher <- decay * teacher + (1 - decay) * student, every parameter (incl. log_sigma2); with
+        the student's BN statistics, the teacher's buffers <- the student's (_teacher_reads_student_bn)."""
         for pt, ps in zip(self.teacher.parameters(), self.student.parameters()):
             pt.lerp_(ps, 1.0 - decay)
-        if self.cfg.method == "fixmatch":
-            # FixMatch's EMA model only evaluates, never runs in train mode: it takes the student's BN stats
-            for bt, bs in zip(self.teacher.buffers(), self.student.buffers()):
-                bt.copy_(bs)
+        if self._teacher_reads_student_bn:
+            self._copy_student_buffers()
+
+    @torch.no_grad()
+    def _copy_student_buffers(self):
+        for bt, bs in zip(self.teacher.buffers(), self.student.buffers()):
+            bt.copy_(bs)
 
     # ------------------------------------------------------------------ evaluation
     @property
@@ -168,11 +227,23 @@ class Trainer:
         err_s = error_rate(self.student, d.x_test, d.y_test, cfg.eval_batch)
         err_t = error_rate(self.teacher, d.x_test, d.y_test, cfg.eval_batch) if self.teacher else math.nan
         err = err_t if self.teacher is not None else err_s
+        val_s = val_t = math.nan
+        if len(self.idx_val):  # the held-out validation images: what every choice is selected on
+            iv = self.idx_val.to(self.device)
+            x_val, y_val = d.x_train[iv], d.y_train[iv]  # (V, C, H, W), (V,)
+            val_s = error_rate(self.student, x_val, y_val, cfg.eval_batch)
+            val_t = error_rate(self.teacher, x_val, y_val, cfg.eval_batch) if self.teacher else math.nan
+        val = val_t if self.teacher is not None else val_s
         self.best_test_error = min(self.best_test_error, err)
+        if val < self.best_val_error:  # first evaluation with the lowest validation error
+            self.best_val_error, self.test_error_at_best_val = val, err
         n = max(self._n, 1)
         out = {"step": self.step,
                "epoch_fraction": self.step * (cfg.batch_labeled + cfg.batch_unlabeled) / len(d.y_train),
                "test_error": err, "test_error_student": err_s, "test_error_teacher": err_t,
+               "val_error": val, "val_error_student": val_s, "val_error_teacher": val_t,
+               "best_val_error": self.best_val_error if len(self.idx_val) else math.nan,
+               "test_error_at_best_val": self.test_error_at_best_val,
                "best_test_error": self.best_test_error,
                "lr": schedules.lr_at(max(self.step - 1, 0), cfg),
                "sparsity": sparsity(self.student) if cfg.vd else math.nan,
@@ -209,6 +280,7 @@ class Trainer:
         if self.cuda:
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
         return {"config": self.cfg.to_dict(), "step": self.step, "best_test_error": self.best_test_error,
+                "best_val_error": self.best_val_error, "test_error_at_best_val": self.test_error_at_best_val,
                 "wall_time": self.wall_time, "student": self.student.state_dict(),
                 "teacher": self.teacher.state_dict() if self.teacher is not None else None,
                 "opt": self.opt.state_dict(), "batcher": self.batcher.state_dict(), "rng": rng,
@@ -221,6 +293,7 @@ class Trainer:
             raise ValueError(f"checkpoint was written by a different config (keys {diff}); "
                              f"restore it with the config it was trained with")
         self.step, self.best_test_error, self.wall_time = s["step"], s["best_test_error"], s["wall_time"]
+        self.best_val_error, self.test_error_at_best_val = s["best_val_error"], s["test_error_at_best_val"]
         self.student.load_state_dict(s["student"])
         if self.teacher is not None:
             self.teacher.load_state_dict(s["teacher"])
@@ -255,7 +328,20 @@ class Trainer:
 
 
 def train(cfg: TrainConfig, data: Dataset | None = None, log=print) -> dict:
-    """Run a whole training; return the last evaluation (marked diverged=1 if it diverged)."""
+    """Run a whole training; return the last evaluation (marked diverged=1 if it diverged).
+
+    method="labelspreading" trains nothing: scikit-learn's LabelSpreading on the same labeled subset,
+    unlabeled images and validation split (trainables/classical.py), reported once like an evaluation.
+    """
+    if cfg.method == "labelspreading":
+        from trainables.classical import check_size, run_label_spreading
+        from trainables.config import TRAIN_SIZE
+
+        check_size(TRAIN_SIZE[cfg.dataset] - cfg.n_val)  # refuse before loading anything
+        if data is None:  # scikit-learn runs on the CPU
+            data = load_dataset(cfg.dataset, cfg.data_dir, cfg.download, device="cpu", svhn_norm=cfg.svhn_norm)
+        idx_l, idx_u, idx_val = splits(cfg, data.y_train)
+        return run_label_spreading(cfg, idx_l, idx_u, idx_val, data, log=log)
     trainer = Trainer(cfg, data)
     out = {}
     while not trainer.done:
@@ -268,7 +354,7 @@ def train(cfg: TrainConfig, data: Dataset | None = None, log=print) -> dict:
                 log(f"[trainer] {e}")
             return out
         if log:
-            log(f"[trainer] step {out['step']:>6}  test_error {out['test_error']:6.2f}  "
+            log(f"[trainer] step {out['step']:>6}  val_error {out['val_error']:6.2f}  test_error {out['test_error']:6.2f}  "
                 f"loss {out['loss_total']:.4f}  {out['steps_per_s']:.1f} steps/s")
     return out
 
