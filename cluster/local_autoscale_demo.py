@@ -6,8 +6,15 @@ API whose trials each ask for {"GPU": 1}, polls the nodes once a second, and pri
 worker nodes were added, when the trials finished and when the idle workers were removed. At the
 end it stops its own head, and only it (other people's Ray on this machine is left alone).
 
+Results go to S3 as on a real cluster: a local S3-compatible server (moto's ThreadedMotoServer, in
+this process, on 127.0.0.1) holds the bucket `vbi-mur-demo`, the head (and so every fake worker and
+the job) gets AWS_ENDPOINT_URL_S3 and dummy credentials, and the sweep runs with
+`--storage s3://vbi-mur-demo/results`; the timeline lists what landed in the bucket. Needs
+`pip install 'moto[server]' boto3` (the `test` extras); `--results-on local` uses a folder instead.
+
     python cluster/local_autoscale_demo.py                          # tiny Tune sweep, ~1-2 min
     python cluster/local_autoscale_demo.py --workload sweeper --out cluster/autoscale_times.json
+    python cluster/local_autoscale_demo.py --results-on local      # results in the head's temp dir
 
 The job is submitted WITHOUT --working-dir (the fake nodes share one working-dir folder and break on
 it): the tiny sweep is this file by absolute path, `sweeper.run` is the installed package.
@@ -62,6 +69,51 @@ def tiny_sweep(trials: int, seconds: float, storage: str) -> None:
     if errors:
         raise RuntimeError(f"{len(errors)} of {len(grid)} trials failed, the first with: {errors[0]}")
     print(json.dumps({"trials_done": len(grid), "x2": sorted(r.metrics["x2"] for r in grid)}))
+
+
+# ---------------------------------------------------------------- the bucket (a local S3-compatible server)
+
+DEMO_BUCKET = "vbi-mur-demo"
+
+
+def start_s3(temp_dir: Path):
+    """moto's S3 server on 127.0.0.1 (a free port) with the bucket DEMO_BUCKET; returns (server, the
+    environment that points AWS clients at it: endpoint, dummy credentials, region, no metadata service)."""
+    try:
+        import boto3
+        from moto.server import ThreadedMotoServer
+    except ImportError:
+        raise SystemExit("the S3 demo needs a local S3 server: pip install 'moto[server]' boto3 "
+                         "(or run with --results-on local)") from None
+    import logging
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env = {"AWS_ENDPOINT_URL_S3": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "demo",
+           "AWS_SECRET_ACCESS_KEY": "demo", "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_EC2_METADATA_DISABLED": "true", "VBI_MUR_CACHE": str(temp_dir / "cache")}
+    boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL_S3"], aws_access_key_id="demo",
+                 aws_secret_access_key="demo", region_name="us-east-1").create_bucket(Bucket=DEMO_BUCKET)
+    return server, env
+
+
+def bucket_contents(env: dict) -> dict:
+    """{experiment folder: number of objects} under s3://DEMO_BUCKET/results."""
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL_S3"], aws_access_key_id="demo",
+                      aws_secret_access_key="demo", region_name="us-east-1")
+    out: dict = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=DEMO_BUCKET, Prefix="results/"):
+        for o in page.get("Contents", []):
+            parts = o["Key"].split("/")
+            if len(parts) > 2 and parts[2]:
+                out.setdefault(parts[1], []).append(parts[2:])
+    return {exp: {"objects": len(keys), "trials": len({k[0] for k in keys if len(k) > 1 and k[0].startswith(("trial_", "trainable_"))}),
+                  "report": sorted(k[0] for k in keys if len(k) == 1 and k[0] in ("table.md", "trials.parquet"))}
+            for exp, keys in out.items()}
 
 
 # ---------------------------------------------------------------- the head
@@ -194,15 +246,18 @@ def job_status(dashboard: str, token: str, job_id: str) -> str:
 # ---------------------------------------------------------------- the demo
 
 def run_demo(workload: str, trials: int, seconds: float, idle_timeout_minutes: float,
-             max_workers: int, timeout_s: float, keep_temp: bool = False) -> dict:
-    """Start the fake autoscaling head, run the workload as a job, watch the nodes; returns the timeline."""
+             max_workers: int, timeout_s: float, keep_temp: bool = False, results_on: str = "s3") -> dict:
+    """Start the fake autoscaling head, run the workload as a job, watch the nodes; returns the timeline.
+    results_on="s3": the job writes to s3://vbi-mur-demo/results on a local S3 server (start_s3)."""
     temp_dir = Path(tempfile.mkdtemp(prefix="rayfk-", dir="/tmp"))  # short: unix socket paths
     ports = free_ports()
     token = secrets.token_hex(32)
     write_config(temp_dir / "local.yaml", ports["gcs"], idle_timeout_minutes, max_workers)
     dashboard = f"http://127.0.0.1:{ports['dashboard']}"
     log = temp_dir / "head.log"
-    env = dict(head_env(token), RAY_FAKE_CLUSTER="1")
+    s3_server, s3_env = start_s3(temp_dir) if results_on == "s3" else (None, {})
+    storage = f"s3://{DEMO_BUCKET}/results" if s3_server else str(temp_dir / "results")
+    env = dict(head_env(token), RAY_FAKE_CLUSTER="1", **s3_env)  # workers and the job inherit the head's env
     head = start_head(temp_dir, ports, env, log, autoscaling_config=temp_dir / "local.yaml")
     events, samples = [], []
     t0 = time.time()
@@ -216,10 +271,10 @@ def run_demo(workload: str, trials: int, seconds: float, idle_timeout_minutes: f
         mark("head_ready", dashboard=dashboard)
         if workload == "tiny":
             entry = (f"{sys.executable} {Path(__file__).resolve()} --tiny-sweep --trials {trials} "
-                     f"--seconds {seconds} --storage {temp_dir / 'results'}")
+                     f"--seconds {seconds} --storage {storage}")
         else:
             entry = (f"{sys.executable} -m sweeper.run ablation_radius --preset quick --seeds 1 "
-                     f"--gpus-per-trial 1 --cpus-per-trial 1 --storage {temp_dir / 'results'}")
+                     f"--gpus-per-trial 1 --cpus-per-trial 1 --storage {storage}")
         job_id = api(f"{dashboard}/api/jobs/", token, {"entrypoint": entry})["submission_id"]
         mark("job_submitted", job_id=job_id, entrypoint=entry)
         peak, state, deadline = 0, "PENDING", time.time() + timeout_s
@@ -243,9 +298,12 @@ def run_demo(workload: str, trials: int, seconds: float, idle_timeout_minutes: f
         else:
             mark("timeout", state=state, workers=samples[-1][1] if samples else None)
         logs = api(f"{dashboard}/api/jobs/{job_id}/logs", token)["logs"]
+        in_bucket = bucket_contents(s3_env) if s3_server else None
     finally:
         killed = stop_head(head, temp_dir)
         mark("head_stopped", leftover_pids_killed=len(killed))
+        if s3_server:
+            s3_server.stop()
         if not keep_temp:
             shutil.rmtree(temp_dir)
     times = {e["event"]: e["t_s"] for e in events}
@@ -256,13 +314,15 @@ def run_demo(workload: str, trials: int, seconds: float, idle_timeout_minutes: f
         "idle_timeout_minutes": idle_timeout_minutes, "max_workers": max_workers,
         "temp_dir": str(temp_dir),
         "peak_workers": peak, "job_status": state, "events": events,
+        "storage": storage, "in_bucket": in_bucket,
         "submit_to_first_worker_s": None if first_up is None else round(first_up - times["job_submitted"], 1),
         "submit_to_job_done_s": round(times["job_finished"] - times["job_submitted"], 1)
         if "job_finished" in times else None,
         "job_done_to_all_removed_s": round(times["workers_removed"] - times["job_finished"], 1)
         if "workers_removed" in times else None,
         "workers_over_time": samples, "job_log_tail": logs[-2000:],
-        "ok": state == "SUCCEEDED" and peak >= 1 and "workers_removed" in times,
+        "ok": state == "SUCCEEDED" and peak >= 1 and "workers_removed" in times
+        and (not s3_server or any(e["trials"] for e in in_bucket.values())),
     }
 
 
@@ -277,6 +337,9 @@ def main(argv=None) -> int:
     p.add_argument("--timeout", type=float, default=900.0, help="give up after this many seconds")
     p.add_argument("--out", default=None, help="write the timeline as JSON here")
     p.add_argument("--keep-temp", action="store_true", help="keep the head's temp dir (logs) in /tmp")
+    p.add_argument("--results-on", choices=("s3", "local"), default="s3",
+                   help="s3 (default): a local S3-compatible server (moto) holds the results, as a bucket "
+                        "does on a real cluster; local: a folder in the head's temp dir")
     p.add_argument("--tiny-sweep", action="store_true", help=argparse.SUPPRESS)  # the job's entrypoint
     p.add_argument("--storage", default=None, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -286,7 +349,7 @@ def main(argv=None) -> int:
     if a.trials < 1 or a.max_workers < 1 or a.idle_timeout_minutes <= 0:
         p.error("--trials and --max-workers must be >= 1 and --idle-timeout-minutes > 0")
     res = run_demo(a.workload, a.trials, a.seconds, a.idle_timeout_minutes, a.max_workers, a.timeout,
-                   a.keep_temp)
+                   a.keep_temp, a.results_on)
     print(json.dumps({k: v for k, v in res.items() if k not in ("workers_over_time", "job_log_tail")}, indent=1))
     if a.out:
         Path(a.out).write_text(json.dumps(res, indent=1))

@@ -2,22 +2,38 @@
 
 Kept apart from `data.py` (tensors, preprocessing, augmentation) so that `sweeper.run` can check
 a sweep's data before Ray starts without importing torch: a digits sweep needs nothing here, a
-CIFAR/SVHN check imports torchvision's file readers only then.
+CIFAR/SVHN check imports torchvision's file readers only then. MNIST's two layouts (torchvision's
+idx files, the classic mnist.pkl.gz) are read here with numpy alone; torchvision only downloads.
 
     check_available("cifar10", "./data")   # files there? (no parsing) DataError with the fix if not
     check_readable("cifar10", "./data")    # ... and every file parses (about a second for CIFAR)
     read_raw("svhn", "./data")             # ((x uint8 (N,3,32,32), y int64 (N,)), (x_test, y_test))
+    read_raw("mnist", "./data")            # ((x float32 (60000,1,28,28) in [0,1], y), (x_test, y_test))
 """
 from __future__ import annotations
 
 import functools
+import gzip
 import os
 import pickle
 from pathlib import Path
 
 import numpy as np
 
-NAMES = ("digits", "cifar10", "cifar100", "svhn")
+from trainables.remote import is_uri
+
+NAMES = ("digits", "mnist", "cifar10", "cifar100", "svhn")
+
+# MNIST, in either of two layouts under data_dir (the first complete one is read):
+#   torchvision's  MNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte, each plain or .gz;
+#   the classic    mnist.pkl.gz: pickled ((x (50000, 784) float32 in [0,1], y), valid (10000), test (10000)).
+# Training set = the idx training file in its order = the pickle's train then valid, so that in both
+# layouts the LAST 10,000 training images are the classic validation split (config.VAL_SIZE["mnist"]).
+MNIST_FOLDER = "MNIST/raw"
+MNIST_IDX = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+             "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
+MNIST_PICKLE = "mnist.pkl.gz"
+IDX_MAGIC = {"images": 2051, "labels": 2049}  # 0x00000803: uint8, 3 dims; 0x00000801: uint8, 1 dim
 
 
 class DataError(ValueError):
@@ -36,7 +52,14 @@ def check_available(name: str, data_dir="./data", download: bool = False) -> Non
     _check_name(name)
     if name == "digits":
         return
+    if is_uri(data_dir):  # in a bucket: names and sizes checked there; read_raw copies them to this node
+        from trainables.remote import check_dataset
+        check_dataset(name, str(data_dir), download)
+        return
     root = _root(name, data_dir, download)
+    if name == "mnist":
+        _mnist_files(root, download)
+        return
     if name == "svhn":
         svhn = _readers()["svhn"]
         if download:
@@ -55,18 +78,27 @@ def check_available(name: str, data_dir="./data", download: bool = False) -> Non
 def check_readable(name: str, data_dir="./data", download: bool = False) -> None:
     """check_available, then parse every file: a truncated or corrupt file fails now with its name."""
     _check_name(name)
+    if is_uri(data_dir):  # not parsed here: that would copy the whole data set to this machine
+        return check_available(name, data_dir, download)
     if name != "digits":
         read_raw(name, data_dir, download)  # check_available first, then every file parsed
 
 
 def read_raw(name: str, data_dir="./data", download: bool = False):
     """Raw CIFAR-10/100 or SVHN (SVHN label 10 -> 0), as numpy:
-    ((x uint8 (N, 3, 32, 32), y int64 (N,)), (x_test, y_test)). DataError with the fix on any problem."""
+    ((x uint8 (N, 3, 32, 32), y int64 (N,)), (x_test, y_test)). DataError with the fix on any problem.
+    MNIST: x float32 (N, 1, 28, 28) in [0, 1] (idx bytes / 255, or the pickle's floats as stored),
+    60,000 training images whose last 10,000 are the classic validation split (see MNIST_FOLDER)."""
     _check_name(name)
     if name == "digits":
         raise DataError("digits come from scikit-learn, not from files; use data.load_dataset('digits')")
+    if is_uri(data_dir):  # this node's copy, made once by the first trial here (trainables/remote.py)
+        from trainables.remote import local_dataset
+        data_dir, download = local_dataset(name, str(data_dir), download), False
     check_available(name, data_dir, download)  # fetches with download, then the files must be there
     root = Path(data_dir).expanduser()
+    if name == "mnist":
+        return _read_mnist(root)
     return _read_svhn(root) if name == "svhn" else _read_cifar(name, root)
 
 
@@ -167,6 +199,101 @@ def _read_svhn(root: Path):
                             f"delete it and {fix}") from e
         splits.append((np.ascontiguousarray(ds.data), np.asarray(ds.labels, dtype=np.int64)))
     return splits
+
+
+# ----------------------------------------------------------------------------- MNIST
+
+def _mnist_fix(root: Path) -> str:
+    return (f"pass --set download=true (download=True) to fetch torchvision's MNIST into {root / MNIST_FOLDER}, "
+            f"or put {MNIST_PICKLE} (the classic ((train, valid, test)) pickle) in {root}")
+
+
+def _mnist_idx_paths(root: Path) -> dict[str, Path | None]:
+    """Each idx file's path in torchvision's layout (plain preferred, else .gz), None if neither exists."""
+    folder = root / MNIST_FOLDER
+    out = {}
+    for f in MNIST_IDX["train"] + MNIST_IDX["test"]:
+        out[f] = next((p for p in (folder / f, folder / f"{f}.gz") if p.is_file()), None)
+    return out
+
+
+def _mnist_files(root: Path, download: bool):
+    """("idx", {file: path}) if torchvision's four files are there, else ("pickle", path); DataError
+    naming what is missing if neither layout is complete. download=True fetches the idx files first."""
+    idx = _mnist_idx_paths(root)
+    if download and None in idx.values() and not (root / MNIST_PICKLE).is_file():
+        import torchvision.datasets as tvd
+        _download("mnist", root, lambda: tvd.MNIST(str(root), train=True, download=True), tvd.MNIST.mirrors[0])
+        idx = _mnist_idx_paths(root)
+    if None not in idx.values():
+        return "idx", idx
+    if (root / MNIST_PICKLE).is_file():
+        return "pickle", root / MNIST_PICKLE
+    missing = [f for f, p in idx.items() if p is None]
+    raise DataError(f"mnist files missing in {root}: neither {MNIST_PICKLE} nor {MNIST_FOLDER}/"
+                    f"{', '.join(missing)} (plain or .gz; expected all of {', '.join(idx)}); {_mnist_fix(root)}")
+
+
+def _read_mnist(root: Path):
+    layout, where = _mnist_files(root, download=False)
+    if layout == "idx":
+        splits = []
+        for img, lab in (MNIST_IDX["train"], MNIST_IDX["test"]):
+            x, y = _read_idx(where[img], "images", root), _read_idx(where[lab], "labels", root)
+            if len(x) != len(y):
+                raise DataError(f"mnist files {where[img]} and {where[lab]} hold {len(x)} images but {len(y)} "
+                                f"labels; one of them is corrupt: delete both and {_mnist_fix(root)}")
+            splits.append((x.astype(np.float32)[:, None] / 255, y.astype(np.int64)))  # (N, 1, 28, 28), (N,)
+        return splits
+    splits = _read_mnist_pickle(where, root)
+    (x_tr, y_tr), (x_va, y_va), (x_te, y_te) = splits
+    # train then valid: the last 10,000 training images are the classic validation split
+    return [(np.concatenate([x_tr, x_va]), np.concatenate([y_tr, y_va])), (x_te, y_te)]
+
+
+def _read_idx(path: Path, kind: str, root: Path) -> np.ndarray:
+    """One idx file (big-endian header: magic, then one int32 per dimension, then uint8 data):
+    images (N, 28, 28) or labels (N,), uint8. DataError naming the file if it is not that."""
+    try:
+        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as f:
+            raw = f.read()
+        ndim = 3 if kind == "images" else 1
+        if len(raw) < 4 + 4 * ndim:
+            raise ValueError(f"{len(raw)} bytes, shorter than an idx header")
+        magic, *dims = (int(v) for v in np.frombuffer(raw, ">i4", count=1 + ndim))
+        if magic != IDX_MAGIC[kind]:
+            raise ValueError(f"magic number {magic}, expected {IDX_MAGIC[kind]} for idx {kind}")
+        if kind == "images" and dims[1:] != [28, 28]:
+            raise ValueError(f"images of {dims[1]}x{dims[2]} pixels, expected 28x28")
+        data = np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim)
+        if data.size != int(np.prod(dims)):
+            raise ValueError(f"{data.size} data bytes, the header says {dims} = {int(np.prod(dims))}")
+        return data.reshape(dims)
+    except Exception as e:  # OSError, EOFError, zlib.error, ValueError: name the file, keep the cause
+        raise DataError(f"cannot read mnist file {path} ({_one_line(e)}); it is corrupt or truncated: "
+                        f"delete it and {_mnist_fix(root)}") from e
+
+
+def _read_mnist_pickle(path: Path, root: Path):
+    """The classic mnist.pkl.gz: ((x (n, 784) float in [0, 1], y (n,)) for train, valid, test), with
+    x as float32 (n, 1, 28, 28) and y as int64. DataError naming the file if it is not that."""
+    try:
+        with gzip.open(path, "rb") as f:
+            splits = pickle.load(f, encoding="latin1")  # pickled by Python 2
+        if not isinstance(splits, (tuple, list)) or len(splits) != 3:
+            raise ValueError(f"a {type(splits).__name__}, expected a 3-tuple (train, valid, test)")
+        out = []
+        for split, pair in zip(("train", "valid", "test"), splits):
+            x, y = (np.asarray(a) for a in pair)
+            if x.ndim != 2 or x.shape[1] != 784 or y.shape != (len(x),) or x.dtype.kind != "f":
+                raise ValueError(f"{split} x {x.shape} {x.dtype} and y {y.shape}, expected float (n, 784) and (n,)")
+            if x.size and (x.min() < 0 or x.max() > 1):
+                raise ValueError(f"{split} pixels in [{x.min()}, {x.max()}], expected [0, 1]")
+            out.append((x.astype(np.float32).reshape(-1, 1, 28, 28), y.astype(np.int64)))
+        return out
+    except Exception as e:  # unpickling garbage raises many types: name the file, keep the cause
+        raise DataError(f"cannot read mnist file {path} ({_one_line(e)}); it is corrupt or not the classic "
+                        f"((train, valid, test)) pickle: delete it and {_mnist_fix(root)}") from e
 
 
 def _require_files(name, folder: Path, files, fix):

@@ -1,0 +1,347 @@
+"""Where a sweep's results live: a local folder, or a URI that pyarrow's file systems accept (s3://, gs://).
+
+A results root or an experiment folder is a `Path` (local, as before) or a `Location` (file system,
+scheme-less path, scheme). Ray Tune gets the Location's file system and path (`ray_storage`,
+`prepare_restore`) and writes trials, checkpoints and experiment state there itself; sweeper.run
+writes sweep.json through `create_experiment`. The report code reads local files, so `report_at`
+copies an experiment's small files (sweep.json, experiment_state-*.json, params.json, result.json,
+progress.csv, error.*, virtual_points.npz; trainer.pt only where the report must recompute x*) into
+a local cache folder, builds the report there and uploads what it wrote. Endpoint and credentials:
+the standard settings of each file system (AWS: environment, profile, instance role,
+AWS_ENDPOINT_URL_S3 for S3-compatible servers; GCS: application default credentials); nothing here.
+
+`check` is the pre-flight check before Ray starts: an unknown scheme, a missing bucket or refused
+credentials is a StorageError whose one-line message names the fix; nothing is written then.
+
+    python -c "from sweeper.storage import check; print(check('s3://my-bucket/results'))"
+    python -m sweeper.report s3://my-bucket/results/ablation_radius-20250101-120000
+
+Local cache: $VBI_MUR_CACHE, else ~/.cache/vbi-mur-sweeper (experiments/<scheme>/<bucket>/<prefix>).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainables import remote
+from trainables.remote import is_uri
+
+# What the report reads from an experiment folder (sweeper/aggregate.py, sweeper/report.py).
+REPORT_INPUTS = ("sweep.json", "params.json", "result.json", "progress.csv", "error.txt", "error.pkl",
+                 "virtual_points.npz")
+EXPERIMENT_STATE = re.compile(r"experiment_state-.*\.json")
+CHECKPOINT = "trainer.pt"          # trainables/tune.py's checkpoint file
+VIRTUAL_POINTS = "virtual_points.npz"
+OPTUNA_DB = "optuna.db"            # hpo's study: SQLite, so on the driver's disk, copied beside the results
+
+
+class StorageError(ValueError):
+    """A results location that cannot be used; the one-line message names the fix."""
+
+
+@dataclass(frozen=True)
+class Location:
+    """A folder behind a URI: `str()` is the URI, `path` what the file system (and Ray Tune) calls it."""
+    fs: object = field(compare=False, repr=False)  # pyarrow.fs.FileSystem
+    path: str                                      # scheme-less: "bucket/results/exp"
+    scheme: str                                    # "s3", "gs", ...
+
+    def __str__(self) -> str:
+        return f"{self.scheme}://{self.path}"
+
+    def __truediv__(self, name: str) -> "Location":
+        return Location(self.fs, f"{self.path}/{name}", self.scheme)
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+    @property
+    def parent(self) -> "Location":
+        return Location(self.fs, self.path.rsplit("/", 1)[0], self.scheme)
+
+    @property
+    def bucket(self) -> str:
+        return self.path.split("/", 1)[0]
+
+
+Folder = Path | Location
+
+
+# ---------------------------------------------------------------- resolving and the pre-flight check
+
+def resolve(where: str | Path) -> Folder:
+    """A local path (or file:// URI) as an absolute Path; any other URI as a Location."""
+    if not is_uri(where):
+        return Path(where).expanduser().resolve()
+    uri = str(where)
+    try:
+        fs, path = remote.resolve(uri)
+    except OSError as e:  # e.g. hdfs:// without its Java libraries, a bucket whose region cannot be found
+        raise StorageError(explain(e, uri)) from None
+    except Exception as e:  # pyarrow.lib.ArrowInvalid: a scheme no pyarrow file system knows
+        if "Unrecognized filesystem type" in str(e):
+            raise StorageError(f"{uri}: unsupported scheme {remote.scheme(uri)}://; use a local folder, "
+                               f"s3://BUCKET/PREFIX or gs://BUCKET/PREFIX") from None
+        raise StorageError(f"{uri} is not a usable URI ({_one_line(e)}); use a local folder, "
+                           f"s3://BUCKET/PREFIX or gs://BUCKET/PREFIX") from None
+    import pyarrow.fs as pafs
+
+    if isinstance(fs, pafs.LocalFileSystem):
+        return Path(path)
+    path = path.strip("/")
+    if not path:
+        raise StorageError(f"{uri} names no bucket; use {remote.scheme(uri)}://BUCKET/PREFIX")
+    return Location(fs, path, remote.scheme(uri))
+
+
+def check(where: str | Path) -> Folder:
+    """The results root, checked before Ray starts: a local folder is created and must take a file;
+    a bucket must exist and take (and give back) a small object. StorageError with the fix if not;
+    a missing bucket or refused credentials leaves nothing written."""
+    root = resolve(where)
+    if isinstance(root, Path):
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            probe = root / f".write-test-{os.getpid()}"
+            probe.write_text("ok")
+            probe.unlink()
+        except OSError as e:
+            raise StorageError(f"storage folder {root} cannot be written ({e.strerror}); "
+                               f"pass --storage with a writable folder") from None
+        return root
+    import pyarrow.fs as pafs
+
+    try:
+        # S3: HeadBucket (s3:ListBucket) tells a missing bucket apart; elsewhere the probe's error does
+        # (a GCS role with object rights only, roles/storage.objectAdmin, may not read bucket metadata)
+        if root.scheme == "s3" and root.fs.get_file_info(root.bucket).type == pafs.FileType.NotFound:
+            raise StorageError(missing_bucket(root))
+        probe = root / f".write-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        write_bytes(probe, b"ok")
+        root.fs.delete_file(probe.path)
+    except OSError as e:
+        raise StorageError(explain(e, str(root))) from None
+    return root
+
+
+def missing_bucket(loc: Location) -> str:
+    make = (f"`gcloud storage buckets create gs://{loc.bucket} --location=REGION`" if loc.scheme in ("gs", "gcs")
+            else f"`aws s3 mb s3://{loc.bucket}`" if loc.scheme == "s3" else "create it")
+    return f"bucket {loc.bucket!r} of {loc} does not exist; create it ({make}) or correct the name"
+
+
+def explain(e: BaseException, uri: str) -> str:
+    """One line for a file system's error: refused credentials, a missing bucket, or as it came."""
+    msg, low = _one_line(e), str(e).lower()
+    s = remote.scheme(uri)
+    if any(w in low for w in ("access_denied", "access denied", "invalid_access_key", "accessdenied", "forbidden",
+                              "signaturedoesnotmatch", "signature_does_not_match", "expired", "permission",
+                              "unauthorized", "unauthenticated", "oauth2", "401", "403", "credentials")):
+        fix = ("give this machine credentials that may read and write it: application default credentials "
+               "(`gcloud auth application-default login`) or the node's service account with "
+               "roles/storage.objectAdmin; test with `gcloud storage ls " + uri + "`") if s in ("gs", "gcs") else \
+              ("give this machine credentials that may read and write it (AWS_ACCESS_KEY_ID and "
+               "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or an instance profile; AWS_ENDPOINT_URL_S3 for an "
+               "S3-compatible server); test with `aws s3 ls " + uri + "/`")
+        return f"{uri}: access refused ({msg}); {fix}"
+    if re.search(r"no_such_bucket|nosuchbucket|bucket '[^']*' not found|bucket does not exist", low):
+        bucket = uri.split("://", 1)[-1].split("/", 1)[0]
+        return missing_bucket(Location(None, bucket, s))
+    return f"{uri} cannot be used ({msg}); check the URI, the network and the credentials"
+
+
+def _one_line(e: BaseException) -> str:
+    return f"{type(e).__name__}: {' '.join(str(e).split())[:240]}"
+
+
+# ---------------------------------------------------------------- files
+
+def is_file(f: Folder) -> bool:
+    if isinstance(f, Path):
+        return f.is_file()
+    import pyarrow.fs as pafs
+
+    with _explained(f):
+        return f.fs.get_file_info(f.path).type == pafs.FileType.File
+
+
+def read_text(f: Folder) -> str:
+    if isinstance(f, Path):
+        return f.read_text()
+    with _explained(f), f.fs.open_input_stream(f.path) as s:
+        return s.read().decode()
+
+
+@contextlib.contextmanager
+def _explained(f: Location):
+    """A file system's OSError as a one-line StorageError (refused credentials, missing bucket, ...)."""
+    try:
+        yield
+    except OSError as e:
+        raise StorageError(explain(e, str(f))) from None
+
+
+def write_bytes(f: Folder, data: bytes) -> None:
+    """Atomic enough: locally a temporary file renamed into place; in a bucket one upload of the whole
+    content (an object appears complete or not at all)."""
+    if isinstance(f, Path):
+        tmp = f.with_name(f".{f.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, f)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+        return
+    with f.fs.open_output_stream(f.path) as out:
+        out.write(data)
+
+
+def write_text(f: Folder, text: str) -> None:
+    write_bytes(f, text.encode())
+
+
+def experiments(root: Folder, sweep: str) -> list[Folder]:
+    """The experiment folders of `sweep` under root (those holding sweep.json), oldest first (by name)."""
+    if isinstance(root, Path):
+        return [p.parent for p in sorted(root.glob(f"{sweep}-*/sweep.json"))]
+    import pyarrow.fs as pafs
+
+    with _explained(root):
+        infos = root.fs.get_file_info(pafs.FileSelector(root.path, recursive=False, allow_not_found=True))
+    found = [root / n for n in sorted(i.base_name for i in infos
+                                      if i.type == pafs.FileType.Directory and i.base_name.startswith(f"{sweep}-"))]
+    if not found:
+        return []
+    states = root.fs.get_file_info([(e / "sweep.json").path for e in found])
+    return [e for e, i in zip(found, states) if i.type == pafs.FileType.File]
+
+
+def create_experiment(exp: Folder, sweep_json: str) -> None:
+    """A new experiment folder holding sweep.json (locally it must not exist yet)."""
+    if isinstance(exp, Path):
+        exp.mkdir(parents=True)
+    write_text(exp / "sweep.json", sweep_json)
+
+
+def local_folder(exp: Folder) -> Path:
+    """Where this machine keeps files of `exp` that must be local (hpo's SQLite study, the report's
+    inputs): the folder itself if local, else its cache folder."""
+    return exp if isinstance(exp, Path) else remote.cache_folder(str(exp), "experiments")
+
+
+def local_file(exp: Folder, name: str) -> Path:
+    folder = local_folder(exp)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / name
+
+
+# ---------------------------------------------------------------- Ray Tune
+
+def ray_storage(exp: Folder) -> dict:
+    """tune.RunConfig's name, storage_path (and storage_filesystem: then the path is scheme-less)."""
+    if isinstance(exp, Path):
+        return {"name": exp.name, "storage_path": str(exp.parent)}
+    return {"name": exp.name, "storage_path": exp.parent.path, "storage_filesystem": exp.fs}
+
+
+def prepare_restore(exp: Folder) -> dict:
+    """tune.Tuner.restore's path (and storage_filesystem); first copies a stored hpo study (optuna.db)
+    back to the local path its searcher state names, unless this machine still has it (then its copy
+    is the newer one: the bucket's is uploaded when a run ends)."""
+    if isinstance(exp, Path):
+        return {"path": str(exp)}
+    if not (local_folder(exp) / OPTUNA_DB).is_file():
+        pull_file(exp / OPTUNA_DB, local_folder(exp) / OPTUNA_DB)
+    return {"path": exp.path, "storage_filesystem": exp.fs}
+
+
+# ---------------------------------------------------------------- the report of a remote experiment
+
+def pull_file(src: Location, dest: Path, info=None) -> bool:
+    """Copy src to dest unless dest has src's size and modification time; False if src is not a file."""
+    import pyarrow.fs as pafs
+
+    info = info or src.fs.get_file_info(src.path)
+    if info.type != pafs.FileType.File:
+        return False
+    mtime = info.mtime.timestamp() if info.mtime is not None else None
+    if dest.is_file() and dest.stat().st_size == info.size and mtime is not None \
+            and abs(dest.stat().st_mtime - mtime) < 1e-3:
+        return True
+    remote.download(src.fs, src.path, dest, info.size)
+    if mtime is not None:
+        os.utime(dest, (mtime, mtime))
+    return True
+
+
+def pull(exp: Location, dest: Path) -> int:
+    """Copy the report's inputs of `exp` into dest (unchanged files are kept); returns how many files
+    `exp` holds in all (0: it does not exist). trainer.pt is copied only for the last checkpoint of a
+    MUR trial that has no virtual_points.npz (the report then recomputes x* from it); elsewhere an
+    empty stand-in keeps the checkpoint visible to the report's glob, which reads only the .npz."""
+    import pyarrow.fs as pafs
+
+    infos = [i for i in exp.fs.get_file_info(pafs.FileSelector(exp.path, recursive=True, allow_not_found=True))
+             if i.type == pafs.FileType.File]
+    rel = {i.path[len(exp.path) + 1:]: i for i in infos}
+    for r, info in rel.items():
+        name = r.rsplit("/", 1)[-1]
+        if name in REPORT_INPUTS or (EXPERIMENT_STATE.fullmatch(name) and "/" not in r):
+            pull_file(exp / r, dest / r, info)
+    ckpts = sorted(r for r in rel if r.endswith(f"/{CHECKPOINT}"))
+    last = {}  # trial folder -> its last checkpoint's trainer.pt
+    for r in ckpts:
+        last[r.split("/", 1)[0]] = r
+    for r in ckpts:
+        trial, folder = r.split("/", 1)[0], r.rsplit("/", 1)[0]
+        params = dest / trial / "params.json"
+        mur = json.loads(params.read_text()).get("mur", "none") if params.is_file() else "none"
+        if last[trial] == r and mur != "none" and f"{folder}/{VIRTUAL_POINTS}" not in rel:
+            pull_file(exp / r, dest / r, rel[r])
+        elif not (dest / r).exists():
+            (dest / r).parent.mkdir(parents=True, exist_ok=True)
+            (dest / r).touch()
+    return len(rel)
+
+
+def push(files, cache: Path, exp: Location) -> None:
+    """Upload local files of the cache folder to the same relative paths under exp."""
+    for p in sorted({Path(f) for f in files}):
+        write_bytes(exp / p.relative_to(cache).as_posix(), p.read_bytes())
+
+
+def report_at(exp: str | Folder, fmt: str = "md", which: str = "final") -> dict[str, Path]:
+    """sweeper.report.build_report for a local folder or a URI. For a URI: the report's inputs are
+    copied into the local cache folder, the report is built there, and every file it wrote (and
+    hpo's optuna.db) is uploaded to exp. Returns {name: local path}; AggregateError as build_report."""
+    from sweeper.aggregate import AggregateError
+    from sweeper.report import build_report
+
+    if isinstance(exp, (str, Path)) and not is_uri(exp):
+        return build_report(exp, fmt, which)
+    try:
+        exp = resolve(exp) if isinstance(exp, str) else exp
+        if isinstance(exp, Path):  # a file:// URI
+            return build_report(exp, fmt, which)
+        cache = local_folder(exp)
+        if not pull(exp, cache):
+            raise AggregateError(f"{exp} does not exist (no files there); pass the experiment folder printed "
+                                 f"by sweeper.run, such as {exp.parent}/<sweep>-<stamp>")
+    except (StorageError, OSError) as e:
+        raise AggregateError(str(e) if isinstance(e, StorageError) else explain(e, str(exp))) from None
+    try:
+        paths = build_report(cache, fmt, which)
+    except AggregateError as e:  # name the URI, not the cache folder
+        raise AggregateError(str(e).replace(str(cache), str(exp))) from None
+    try:
+        push([*paths.values(), *([cache / OPTUNA_DB] if (cache / OPTUNA_DB).is_file() else [])], cache, exp)
+    except OSError as e:
+        raise AggregateError(f"the report was built in {cache} but not uploaded: {explain(e, str(exp))}") from None
+    return paths

@@ -1,0 +1,303 @@
+"""Results, checkpoints and data on S3, against a local S3-compatible server (moto's ThreadedMotoServer).
+
+The server runs in this test process on 127.0.0.1 (moto keeps its objects in memory, so the drivers
+that are stopped and resumed run as subprocesses and the server outlives them); AWS_ENDPOINT_URL_S3
+points every client at it (boto3 here, pyarrow in the drivers, Ray's workers). Dummy credentials;
+moto accepts any, except while its own authentication is switched on (refused credentials).
+
+    pytest tests/test_s3.py -q                  # ~2 min on 2 cores (one stopped + resumed sweep through Ray)
+    pytest tests/test_s3.py -q -m "not slow"    # pre-flight errors and data copies only (~10 s)
+"""
+import json
+import logging
+import os
+import pickle
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import boto3
+import moto.settings
+import numpy as np
+import pandas as pd
+import pyarrow.fs as pafs
+import pytest
+from moto.server import ThreadedMotoServer
+from procs import pids_naming
+
+from sweeper import report
+from sweeper import run as sweeper_run
+from sweeper import storage
+from trainables import remote
+from trainables.datafiles import DataError, check_readable, read_raw
+
+ROOT = Path(__file__).resolve().parents[1]
+BUCKET = "vbi-mur-test"
+TINY = ["--seeds", "1", "--set", "steps=20", "--set", "eval_every=10", "--set", "lr_rampdown=10",
+        "--set", "sensitivity_samples=20"]
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """A moto S3 server on 127.0.0.1 with one bucket; this process's environment points at it."""
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env = {"AWS_ENDPOINT_URL_S3": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "testing",
+           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_EC2_METADATA_DISABLED": "true",  # never ask 169.254.169.254 for a region or a role
+           "VBI_MUR_CACHE": str(tmp_path_factory.mktemp("cache"))}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        client = boto3.client("s3")
+        client.create_bucket(Bucket=BUCKET)
+        yield client
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+        server.stop()
+
+
+def objects(client, bucket=BUCKET, prefix="") -> dict[str, int]:
+    """{key: size} of every object under prefix."""
+    out = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        out.update({o["Key"]: o["Size"] for o in page.get("Contents", [])})
+    return out
+
+
+def buckets(client) -> list[str]:
+    return sorted(b["Name"] for b in client.list_buckets()["Buckets"])
+
+
+def no_ray(*a, **k):
+    raise AssertionError("Ray was started for bad input")
+
+
+# ---------------------------------------------------------------- pre-flight: one line, exit 2, nothing written
+
+BAD_STORAGE = {  # name -> (--storage, words of the error)
+    "missing bucket": ("s3://no-such-bucket/results", ["bucket 'no-such-bucket' of s3://no-such-bucket/results "
+                                                       "does not exist", "aws s3 mb s3://no-such-bucket"]),
+    "unsupported scheme": ("foo://bucket/results", ["foo://bucket/results: unsupported scheme foo://",
+                                                    "s3://BUCKET/PREFIX"]),
+    "no bucket named": ("s3://", ["names no bucket"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_STORAGE))
+def test_bad_storage_uri_is_one_line_exit_2_before_ray_and_writes_nothing(name, s3, tmp_path, monkeypatch, capsys):
+    uri, words = BAD_STORAGE[name]
+    monkeypatch.chdir(tmp_path)  # a scheme taken for a folder name would show up here ("s3:", "foo:")
+    monkeypatch.setattr(sweeper_run, "connect_ray", no_ray)
+    monkeypatch.setattr(sweeper_run, "build_tuner", no_ray)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    before = (buckets(s3), objects(s3))
+    for argv in (["ablation_radius", "--preset", "quick", "--storage", uri],
+                 ["ablation_radius", "--preset", "quick", "--storage", uri, "--resume"]):
+        assert sweeper_run.main(argv) == 2
+        out, err = capsys.readouterr()
+        assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+        assert all(w in err for w in words), err
+        assert "Traceback" not in out + err
+    assert list(tmp_path.iterdir()) == [] and (buckets(s3), objects(s3)) == before
+
+
+def test_refused_credentials_are_one_line_exit_2(s3, tmp_path, monkeypatch, capsys):
+    """moto with its authentication on knows no access key: every request is refused (HTTP 403)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sweeper_run, "connect_ray", no_ray)
+    before = objects(s3)
+    monkeypatch.setattr(moto.settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)
+    rc = sweeper_run.main(["ablation_radius", "--preset", "quick", "--storage", f"s3://{BUCKET}/results"])
+    out, err = capsys.readouterr()
+    assert report.main([f"s3://{BUCKET}/results/ablation_radius-20200101-000000"]) == 2
+    rerr = capsys.readouterr().err
+    monkeypatch.setattr(moto.settings, "INITIAL_NO_AUTH_ACTION_COUNT", float("inf"))
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"s3://{BUCKET}/results: access refused" in err and "AWS_ACCESS_KEY_ID" in err, err
+    assert "access refused" in rerr and len(rerr.strip().splitlines()) == 1, rerr
+    assert objects(s3) == before and list(tmp_path.iterdir()) == []
+
+
+def test_report_of_a_uri_that_holds_nothing_is_one_line_exit_2(s3, capsys):
+    assert report.main([f"s3://{BUCKET}/results/nothing-here"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"s3://{BUCKET}/results/nothing-here does not exist" in err
+
+
+def test_storage_writes_lists_and_reads_back(s3):
+    root = storage.check(f"s3://{BUCKET}/unit")
+    assert str(root) == f"s3://{BUCKET}/unit" and root.path == f"{BUCKET}/unit"
+    assert not [k for k in objects(s3, prefix="unit/") if ".write-test" in k]  # the probe is gone again
+    for stamp in ("20240101-000000", "20250101-000000"):
+        storage.create_experiment(root / f"sweep_a-{stamp}", json.dumps({"name": "sweep_a"}))
+    storage.write_text(root / "sweep_b-20260101-000000" / "sweep.json", "{}")
+    storage.write_text(root / "sweep_a-20990101-000000" / "other.txt", "no sweep.json: not an experiment")
+    found = storage.experiments(root, "sweep_a")
+    assert [str(e) for e in found] == [f"s3://{BUCKET}/unit/sweep_a-{s}" for s in ("20240101-000000", "20250101-000000")]
+    assert json.loads(storage.read_text(found[-1] / "sweep.json")) == {"name": "sweep_a"}
+    assert storage.ray_storage(found[-1]) == {"name": "sweep_a-20250101-000000", "storage_path": f"{BUCKET}/unit",
+                                              "storage_filesystem": root.fs}
+
+
+# ---------------------------------------------------------------- --data-dir URI: copied once per node
+
+def write_cifar10(root: Path) -> Path:
+    """A tiny CIFAR-10 in torchvision's layout (root/cifar-10-batches-py/...)."""
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        batch = {"data": rng.integers(0, 256, (10, 3072), dtype=np.uint8), "labels": list(range(10))}
+        (folder / name).write_bytes(pickle.dumps(batch))
+    (folder / "batches.meta").write_bytes(pickle.dumps({"label_names": [f"c{i}" for i in range(10)]}))
+    return root
+
+
+def test_data_dir_uri_is_copied_once_per_node_checked_against_sizes(s3, tmp_path, monkeypatch):
+    local = write_cifar10(tmp_path / "data")
+    for f in sorted(local.rglob("*")):
+        if f.is_file():
+            s3.upload_file(str(f), BUCKET, f"data/{f.relative_to(local).as_posix()}")
+    uri = f"s3://{BUCKET}/data"
+    node = tmp_path / "node"
+    monkeypatch.setenv("VBI_MUR_CACHE", str(node))
+    copied, real = [], remote.download
+    monkeypatch.setattr(remote, "download", lambda fs, src, dest, size: copied.append(dest.name) or real(fs, src, dest, size))
+
+    check_readable("cifar10", uri)  # the driver's check: names and sizes in the bucket, nothing copied
+    assert copied == [] and not node.exists()
+    threads = [threading.Thread(target=read_raw, args=("cifar10", uri)) for _ in range(4)]  # trials starting together
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(copied) == sorted(f.name for f in (local / "cifar-10-batches-py").iterdir())  # each file once
+    cache = node / "data" / "s3" / BUCKET / "data" / "cifar-10-batches-py"
+    assert sorted(p.name for p in cache.iterdir()) == sorted(copied)  # no temporary files left
+    for (x, y), (x0, y0) in zip(read_raw("cifar10", uri), read_raw("cifar10", local)):
+        np.testing.assert_array_equal(x, x0)
+        np.testing.assert_array_equal(y, y0)
+    assert len(copied) == 7  # the later reads copied nothing
+    (cache / "test_batch").write_bytes(b"cut short")  # a torn copy (e.g. a node killed mid-copy): copied again
+    read_raw("cifar10", uri)
+    assert copied[7:] == ["test_batch"] and (cache / "test_batch").stat().st_size == (local / "cifar-10-batches-py" / "test_batch").stat().st_size
+
+    with pytest.raises(DataError, match=r"cifar10 files missing in s3://vbi-mur-test/nothing: "
+                                        r"cifar-10-batches-py/data_batch_1, .*aws s3 sync ./data s3://"):
+        read_raw("cifar10", f"s3://{BUCKET}/nothing")
+    with pytest.raises(DataError, match="download=true fetches into a local folder, not into s3://"):
+        check_readable("cifar10", uri, download=True)
+
+
+def test_a_data_uri_without_the_files_is_exit_2_before_ray(s3, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sweeper_run, "connect_ray", no_ray)
+    monkeypatch.setenv("VBI_MUR_CACHE", str(tmp_path / "node"))
+    rc = sweeper_run.main(["ablation_radius", "--data-dir", f"s3://{BUCKET}/nothing", "--storage", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "cifar10 files missing in s3://vbi-mur-test/nothing" in err
+    assert not (tmp_path / "node").exists() and not (tmp_path / "r").exists()
+
+
+# ---------------------------------------------------------------- a sweep on S3 through real Ray: stop, resume, report
+
+def trial_reports(s3, prefix: str) -> dict[str, list[dict]]:
+    """{trial folder: its reports} from the bucket's result.json files under prefix."""
+    out = {}
+    for key in objects(s3, prefix=prefix):
+        if key.endswith("/result.json"):
+            body = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read().decode()
+            out[key.split("/")[-2]] = [json.loads(s) for s in body.splitlines() if s.strip()]
+    return out
+
+
+def mid_sweep(keys) -> bool:
+    ckpts = {}
+    for k in keys:
+        if k.endswith("/trainer.pt"):
+            ckpts.setdefault(k.split("/")[-3], set()).add(k.split("/")[-2])
+    return any("checkpoint_000001" in c for c in ckpts.values()) and any(c == {"checkpoint_000000"} for c in ckpts.values())
+
+
+@pytest.mark.slow
+def test_sweep_on_s3_stops_resumes_and_reports_from_the_bucket_alone(s3, tmp_path, monkeypatch):
+    """A tiny sweep with --storage s3://...: SIGTERM once a trial has finished (exit 3), `--resume`
+    (the latest experiment under the bucket's root) finishes it without running a finished trial
+    again, and `python -m sweeper.report URI` rebuilds the report from the bucket alone."""
+    temp = Path(tempfile.mkdtemp(prefix="rrs3", dir="/tmp"))  # short: Ray's unix socket paths
+    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": str(temp),
+           "PYTHONPATH": str(ROOT), "VBI_MUR_CACHE": str(tmp_path / "driver-cache")}
+    argv = [sys.executable, "-m", "sweeper.run", "ablation_radius", "--preset", "quick", *TINY,
+            "--storage", f"s3://{BUCKET}/results"]
+    t0 = time.time()
+    proc = None
+    try:
+        log1 = tmp_path / "driver1.log"
+        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log1.open("w"), stderr=subprocess.STDOUT)
+        deadline = time.time() + 240
+        # stop once a trial has finished (its step-20 checkpoint, the second, is in the bucket: workers
+        # upload checkpoints directly) and another is mid-run (its step-10 checkpoint only)
+        while not mid_sweep(objects(s3, prefix="results/")):
+            assert proc.poll() is None, log1.read_text()[-3000:]
+            assert time.time() < deadline, "the sweep did not reach a finished and a half-run trial in time"
+            time.sleep(0.3)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(120) == 3, log1.read_text()[-3000:]
+        t_stop = time.time() - t0
+        log = log1.read_text()
+        exps = sorted({k.split("/")[1] for k in objects(s3, prefix="results/ablation_radius-")})
+        assert len(exps) == 1
+        exp = f"s3://{BUCKET}/results/{exps[0]}"
+        assert f"results: {exp}" in log and f"--resume {exp}`" in log, log[-3000:]
+        assert not (ROOT / "s3:").exists()
+        stopped = trial_reports(s3, f"results/{exps[0]}/")
+        proc = subprocess.run([*argv, "--resume"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+        assert f"resuming {exp}" in proc.stdout and f"results: {exp}" in proc.stdout
+    finally:
+        if isinstance(proc, subprocess.Popen) and proc.poll() is None:
+            proc.kill()
+        for pid in pids_naming(str(temp)):  # the drivers' own local Ray, if one outlived its driver
+            os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(temp, ignore_errors=True)
+    t_resume = time.time() - t0
+    final = trial_reports(s3, f"results/{exps[0]}/")
+    finished = lambda state: {t for t, r in state.items() if r and r[-1]["step"] == 20}
+    assert finished(final) == set(final) and len(final) >= 5
+    assert 1 <= len(finished(stopped)) < len(final)
+    for t in finished(stopped):  # finished before the stop: not run again
+        assert final[t] == stopped[t], f"{t} ran again after it finished"
+    resumed = [t for t in set(stopped) - finished(stopped) if stopped[t]]
+    assert resumed
+    for t in resumed:  # stopped mid-run: continued from its checkpoint, past step 0
+        assert final[t][:len(stopped[t])] == stopped[t]
+        restart = final[t][len(stopped[t])]
+        assert restart["iterations_since_restore"] == 1 and restart["step"] > 10, final[t]
+
+    # the report from the bucket alone: a fresh cache, the report's files deleted from the bucket first
+    for name in ("table.md", "trials.parquet", "summary.csv"):
+        s3.delete_object(Bucket=BUCKET, Key=f"results/{exps[0]}/{name}")
+    monkeypatch.setenv("VBI_MUR_CACHE", str(tmp_path / "report-cache"))
+    monkeypatch.chdir(tmp_path)
+    assert report.main([exp]) == 0
+    keys = objects(s3, prefix=f"results/{exps[0]}/")
+    assert all(keys.get(f"results/{exps[0]}/{n}", 0) > 0 for n in ("table.md", "trials.parquet", "summary.csv"))
+    fs, path = pafs.FileSystem.from_uri(f"{exp}/trials.parquet")
+    with fs.open_input_file(path) as f:
+        df = pd.read_parquet(f)
+    assert len(df) == len(final) and set(df["status"]) == {"finished"}
+    cache = tmp_path / "report-cache" / "experiments" / "s3" / BUCKET / "results" / exps[0]
+    weights = list(cache.glob("trial_*/checkpoint_*/trainer.pt"))
+    assert weights and all(p.stat().st_size == 0 for p in weights)  # x* came from virtual_points.npz: no weights copied
+    assert list(tmp_path.glob("s3:*")) == []
+    print(json.dumps({"test": "s3 stop + resume + report", "trials": len(final),
+                      "finished_at_stop": len(finished(stopped)), "stop_s": round(t_stop, 1),
+                      "resumed_s": round(t_resume, 1), "total_s": round(time.time() - t0, 1)}))
