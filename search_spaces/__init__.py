@@ -14,7 +14,8 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import Any
 
-PRESETS = ("paper", "quick")
+PRESETS = ("paper", "quick", "mnist")
+SWEEP_PRESETS = ("paper", "quick")  # what a sweep module offers unless it sets its own PRESETS
 
 
 class SweepError(ValueError):
@@ -65,4 +66,7 @@ def get_sweep(name: str, preset: str = "paper") -> Sweep:
     if preset not in PRESETS:
         raise SweepError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
     module = importlib.import_module(f"search_spaces.{name}")
+    offered = getattr(module, "PRESETS", SWEEP_PRESETS)
+    if preset not in offered:
+        raise SweepError(f"sweep {name} has no {preset} preset; use {' or '.join(offered)}")
     return module.sweep(preset)

@@ -245,3 +245,13 @@ def test_build_model_follows_the_config():
     assert m(torch.randn(2, 3, 32, 32)).shape == (2, 100)
     m = build_model(TrainConfig(arch="convnet_small", dataset="svhn", num_labels=1000))
     assert _convs(m)[0].in_channels == 3
+
+
+def test_build_model_takes_the_channels_of_the_data():
+    cfg = TrainConfig(arch="convnet13", dataset="mnist", width=0.125)
+    m = build_model(cfg)  # MNIST is grey: one input channel, 32x32 after padding
+    assert _convs(m)[0].in_channels == 1 and m(torch.randn(2, 1, 32, 32)).shape == (2, 10)
+    with pytest.raises(ValueError, match="in_channels"):
+        m(torch.randn(2, 3, 32, 32))
+    m = build_model(cfg, in_channels=3)  # what the loaded data says wins over the data set's default
+    assert _convs(m)[0].in_channels == 3 and m(torch.randn(2, 3, 32, 32)).shape == (2, 10)

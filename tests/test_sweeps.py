@@ -3,6 +3,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from search_spaces import PRESETS, SweepError, get_sweep, names
 from sweeper import list as sweep_list
@@ -11,6 +12,7 @@ from trainables.config import TrainConfig
 
 EXPECTED = {"ablation_radius", "ablation_kl", "ablation_mur_steps", "ablation_mur_vs_rr", "mut_radius",
             "table_cifar", "table_svhn", "hpo", "hpo_base", "fixmatch", "mur_vs_vat"}
+MNIST_SWEEPS = {"table_cifar", "ablation_radius"}  # the sweeps with a --preset mnist
 
 
 def test_every_expected_sweep_is_registered_by_file_name():
@@ -20,6 +22,10 @@ def test_every_expected_sweep_is_registered_by_file_name():
 @pytest.mark.parametrize("preset", PRESETS)
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_every_trial_config_validates(name, preset):
+    if preset == "mnist" and name not in MNIST_SWEEPS:
+        with pytest.raises(SweepError, match=f"^sweep {name} has no mnist preset; use paper or quick$"):
+            get_sweep(name, preset)
+        return
     sweep = get_sweep(name, preset)
     assert sweep.name == name and sweep.description and sweep.paper_ref
     trials = sweep.trials()
@@ -28,6 +34,8 @@ def test_every_trial_config_validates(name, preset):
         TrainConfig.from_dict(t)
     if preset == "quick":
         assert {t["dataset"] for t in trials} == {"digits"}
+    if preset == "mnist":
+        assert {t["dataset"] for t in trials} == {"mnist"} and {t["num_labels"] for t in trials} == {100}
     module_doc = __import__(f"search_spaces.{name}", fromlist=["x"]).__doc__
     assert "python -m sweeper.run " + name in module_doc  # docstring states the command
 
@@ -44,6 +52,46 @@ def test_grid_counts_and_seeds_are_an_axis():
     assert cifar100 and all(x["mur_radius"] == 20.0 and x["num_labels"] == 10000 for x in cifar100)
     q = get_sweep("ablation_radius", "quick")
     assert len({t["mur_radius"] for t in q.trials()}) >= 4 and q.seeds >= 2
+
+
+def test_mnist_preset_sizes_and_rows():
+    from search_spaces.ablation_radius import QUICK_RADII
+    from trainables.models import build_model
+
+    table, radius = get_sweep("table_cifar", "mnist"), get_sweep("ablation_radius", "mnist")
+    for t in table.trials() + radius.trials():
+        cfg = TrainConfig.from_dict(t)
+        assert (cfg.arch, cfg.width, cfg.translate, cfg.flip) == ("convnet13", 0.5, 2, False)
+        assert (cfg.batch_labeled, cfg.batch_unlabeled) == (25, 75)  # the paper's batch
+        assert 8 <= cfg.steps // cfg.eval_every <= 12 and cfg.steps % cfg.eval_every == 0  # about 10 evaluations
+        assert 0 < cfg.lr_rampup < cfg.steps - cfg.lr_rampdown and 0.2 <= cfg.lr_rampdown / cfg.steps <= 0.4
+    model = build_model(TrainConfig.from_dict(table.trials()[0]))  # one channel: MNIST is grey
+    assert model(torch.randn(2, 1, 32, 32)).shape == (2, 10)
+    rows = {(t["method"], t["vd"], t["mur"]) for t in table.trials()}
+    assert rows == {("mt", vd, mur) for vd in (False, True) for mur in ("none", "direct")} | {("supervised", False, "none")}
+    assert len(table.trials()) == 5 * 3 and table.baseline == {"method": "mt", "vd": False, "mur": "none"}
+    radii = sorted(t["mur_radius"] for t in radius.variants if t["mur"] == "direct")
+    assert 10.0 in radii and min(radii) <= 4 * min(QUICK_RADII) and max(radii) >= 4 * max(QUICK_RADII)
+    assert {t["mur"] for t in radius.variants} == {"none", "direct"} and len(radius.trials()) == 6 * 3
+
+
+def test_mnist_preset_dry_run_checks_the_data_without_torch(tmp_path):
+    """sweeper.run parses the MNIST file and plans the sweep in a process where torch cannot be imported."""
+    import gzip
+    import pickle
+
+    import numpy as np
+
+    split = (np.zeros((20, 784), np.float32), np.arange(20) % 10)
+    (tmp_path / "mnist.pkl.gz").write_bytes(gzip.compress(pickle.dumps((split, split, split))))
+    code = ("import sys; sys.modules['torch'] = None; sys.modules['torchvision'] = None\n"
+            "from sweeper.run import main\n"
+            f"sys.exit(main(['table_cifar', '--preset', 'mnist', '--dry-run', '--data-dir', {str(tmp_path)!r}]))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "15 trials" in p.stdout, p.stderr[-2000:]
+    (tmp_path / "mnist.pkl.gz").write_bytes(b"garbage")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "mnist.pkl.gz" in p.stderr and "corrupt" in p.stderr, p.stderr[-2000:]
 
 
 def test_unknown_sweep_and_preset_errors_list_valid_names():
@@ -67,6 +115,7 @@ def test_dry_run_counts_match_grid(capsys, tmp_path):
 @pytest.mark.parametrize("argv, words", [
     (["no_such_sweep"], "unknown sweep 'no_such_sweep'; valid sweeps:"),
     (["ablation_radius", "--preset", "fast"], "unknown preset 'fast'"),
+    (["table_svhn", "--preset", "mnist"], "sweep table_svhn has no mnist preset; use paper or quick"),
     (["ablation_radius", "--preset", "quick", "--set", "mur_radius=-1"], "mur_radius must be > 0"),
     (["ablation_radius", "--preset", "quick", "--set", "num_labels=105"], "not divisible"),
     (["ablation_radius", "--preset", "quick", "--set", "radius=3"], "unknown config key"),

@@ -142,12 +142,24 @@ class ConvNetSmall(nn.Module):
         return self.layers(x)
 
 
-def build_model(cfg) -> nn.Module:
-    """The network a TrainConfig describes (arch, vd, width, dropout, input_noise, BN settings)."""
+# Image channels of each data set (grey digits and MNIST: 1; CIFAR, SVHN: RGB).
+IN_CHANNELS = {"digits": 1, "mnist": 1, "cifar10": 3, "cifar100": 3, "svhn": 3}
+
+
+def build_model(cfg, in_channels: int | None = None) -> nn.Module:
+    """The network a TrainConfig describes (arch, vd, width, dropout, input_noise, BN settings).
+
+    in_channels: the loaded data's channel count (x.shape[1]); None takes IN_CHANNELS[cfg.dataset].
+    """
     archs = {"convnet13": ConvNet13, "convnet_small": ConvNetSmall}
     if cfg.arch not in archs:
         raise ValueError(f"unknown arch {cfg.arch!r}; choose one of {sorted(archs)}")
+    if in_channels is None:
+        if cfg.dataset not in IN_CHANNELS:
+            raise ValueError(f"no channel count known for dataset {cfg.dataset!r}; pass in_channels= "
+                             f"(the data's x.shape[1]) or add it to models.IN_CHANNELS")
+        in_channels = IN_CHANNELS[cfg.dataset]
     return archs[cfg.arch](
-        num_classes=cfg.num_classes, in_channels=1 if cfg.dataset == "digits" else 3,
+        num_classes=cfg.num_classes, in_channels=in_channels,
         variational=cfg.vd, width=cfg.width, dropout=cfg.dropout, input_noise=cfg.input_noise,
         bn_momentum=cfg.bn_momentum, bn_eps=cfg.bn_eps)
