@@ -32,7 +32,7 @@ from sweeper.aggregate import (SELECT_METRIC, WHICH, WHICH_ALIASES, AggregateErr
 from sweeper.plots import (plot_g0, plot_ga_vs_pga, plot_kl, plot_mur_vs_rr, plot_radius,  # noqa: F401
                            plot_sensitivity_hist, plot_virtual_points, virtual_point_mosaic,
                            virtual_points_from_checkpoint)
-from sweeper.tables import (WHICH_TITLE, _metric_name, baseline_diffs, cell_text, col_label,  # noqa: F401
+from sweeper.tables import (WHICH_TITLE, _metric_name, baseline_diffs, cell_text, classical_note, col_label,  # noqa: F401
                             layout_keys, paper_error, paper_sens, ranking_frame, ranking_markdown, row_label,
                             table_frame, to_latex, to_markdown, val_note, write_ranking, write_tables)
 
@@ -68,6 +68,7 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
     baseline = meta.get("baseline")
     no_val = val_note(trials)
     summary, notes = baseline_diffs(summarize(trials, metric, which), trials, baseline, rows, cols)
+    notes = notes + classical_note(summary, trials, rows, cols)
     paths.update(write_summary(summary, exp))
     title = meta.get("name", exp.name) + (f": {meta['description']}" if meta.get("description") else "") \
         + (f" ({meta['paper_ref']})" if meta.get("paper_ref") else "")

@@ -386,7 +386,51 @@ def _notes(table: pd.DataFrame, extra=()) -> list[str]:
     if has_paper and "paper_note" in table.columns and (table["paper_note"].fillna("") != "").any():
         notes.append("no Δ: the run did not follow the paper's protocol (280k steps, batches of 25 labeled + "
                      "75 unlabeled; FixMatch: 2^20 steps, 64 + 448), so it is not compared with the paper's value.")
+    notes += _other_papers_notes(table)
     return notes + list(extra)
+
+
+def classical_note(summary: pd.DataFrame, trials: pd.DataFrame, rows=("method", "vd", "mur"), cols=(),
+                   level: float = LEVEL) -> list[str]:
+    """One note saying plainly which rows beat the classical baseline (method labelspreading) and which do
+    not: each row's paired difference from the LabelSpreading cell of its column over the common seeds,
+    'better' / 'worse' where the t-interval excludes 0, else 'no clear difference'. [] without that row."""
+    if "method" not in summary.columns or not (summary["method"] == "labelspreading").any():
+        return []
+    diffs, _ = baseline_diffs(summary, trials, {"method": "labelspreading"}, rows, cols, level)
+    labels = row_labels(summary, rows, cols)
+    groups = {"better": [], "no clear difference": [], "worse": []}
+    for i, r in diffs.iterrows():
+        if r["is_baseline"] or not np.isfinite(r["diff_ci_low"]):
+            continue
+        text = f"{labels[i]} {r['diff_vs_baseline']:+.2f} [{r['diff_ci_low']:+.2f}, {r['diff_ci_high']:+.2f}]"
+        kind = "better" if r["diff_ci_high"] < 0 else "worse" if r["diff_ci_low"] > 0 else "no clear difference"
+        groups[kind].append(text)
+    parts = [f"{k}: {'; '.join(v)}" for k, v in groups.items() if v]
+    if not parts:
+        return []
+    return [f"Against LabelSpreading (the classical baseline; paired difference over seeds, {level:.0%} "
+            f"t-interval, lower is better) — " + " — ".join(parts) + "."]
+
+
+def _other_papers_notes(table: pd.DataFrame) -> list[str]:
+    """Other works' published errors for the data sets and label counts the table shows, where the paper
+    has none of its own (MNIST): each with its source, never compared cell by cell (their networks and
+    protocols differ from ours)."""
+    from sweeper.paper_results import OTHER_PAPERS
+
+    if not {"dataset", "num_labels"} <= set(table.columns) or table["metric"].iloc[0] != "test_error":
+        return []
+    shown = {(r["dataset"], int(r["num_labels"])) for _, r in table[["dataset", "num_labels"]].iterrows()}
+    out = []
+    for ds, n in sorted(shown):
+        rows = [r for r in OTHER_PAPERS if (r.dataset, r.num_labels) == (ds, n)]
+        if rows:
+            items = "; ".join(f"{r.model} {r.mean:.2f}" + ("" if r.std is None else f" ± {r.std:.2f}")
+                              + f" ({r.source})" for r in rows)
+            out.append(f"Other papers' {DATASET_NAMES.get(ds, ds)}-{n} test errors (%), their own networks and "
+                       f"protocols, not comparable cell by cell: {items}.")
+    return out
 
 
 def to_markdown(table: pd.DataFrame, title: str = "", notes=()) -> str:

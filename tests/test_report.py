@@ -565,3 +565,40 @@ def test_hpo_without_a_validation_split_is_refused_before_ray(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: hpo selects on the validation split;")
     assert "val_size" in err[0]
+
+
+def test_other_papers_mnist_numbers_are_listed_under_an_mnist_table_with_sources():
+    from sweeper.paper_results import OTHER_PAPERS
+    from sweeper.tables import _other_papers_notes
+
+    t = pd.DataFrame({"dataset": ["mnist", "digits"], "num_labels": [100, 100], "metric": ["test_error"] * 2})
+    notes = _other_papers_notes(t)
+    mnist = [r for r in OTHER_PAPERS if r.dataset == "mnist" and r.num_labels == 100]
+    assert len(notes) == 1 and len(mnist) >= 3
+    assert all(f"{r.mean:.2f}" in notes[0] and r.source in notes[0] for r in mnist)
+    assert _other_papers_notes(t[t["dataset"] == "digits"]) == []  # no other papers' digits numbers
+
+
+def test_classical_note_sorts_rows_into_better_no_difference_and_worse_than_labelspreading(tmp_path):
+    """Per-seed finals chosen so that one row is clearly below LabelSpreading, one clearly above and one
+    indistinguishable; the note's intervals equal scipy's paired t-interval."""
+    from sweeper.tables import classical_note
+
+    exp = tmp_path / "table-1"
+    ls = np.array([4.0, 5.0, 4.5, 4.2, 4.8])
+    rows = {"labelspreading": ls, "mt": ls - np.array([2.0, 2.2, 1.9, 2.1, 2.3]),
+            "supervised": ls + np.array([1.0, 1.2, 0.9, 1.1, 1.3]), "pi": ls + np.array([1.0, -1.0, 0.5, -0.6, 0.2])}
+    i = 0
+    for method, finals in rows.items():
+        for seed, e in enumerate(finals):
+            write_trial(exp, i, {"method": method, "seed": seed}, reports([30.0, e]))
+            i += 1
+    trials = load_trials(exp)
+    note = classical_note(summarize(trials), trials, ("method",), ())
+    assert len(note) == 1
+    better, worse = note[0].split("better: ")[1], note[0].split("worse: ")[1]
+    assert better.startswith("MT ") and worse.startswith("Supervised ") and "no clear difference: Π" in note[0]
+    ci = scipy.stats.ttest_rel(rows["mt"], ls).confidence_interval(0.95)
+    assert f"[{ci.low:+.2f}, {ci.high:+.2f}]" in better
+    assert classical_note(summarize(trials[trials["method"] != "labelspreading"]),
+                          trials[trials["method"] != "labelspreading"], ("method",), ()) == []
