@@ -3,21 +3,21 @@
 Hypothesis: iterating finds more uncertain points than the direct approximation (the baseline row);
 the paper's best GA is (0.1, 8) at 17.21 and best PGA (1.0, 2) at 16.81 vs direct 17.96 (CIFAR-10,
 1000 labels). Entropy minimisation 0 in every row (the authors' MeanTeacher_MUR run file).
-    python -m sweeper.run ablation_mur_steps --preset quick   # digits, 1 + 2 x 2 x 2 rows x 2 seeds, ~8 min on 2 CPU cores
+    python -m sweeper.run ablation_mur_steps --preset quick   # digits, LabelSpreading + direct + 2 x 2 x 2 rows, 3 seeds, ~25 min on 2 CPU cores
     python -m sweeper.run ablation_mur_steps                  # CIFAR-10, (1 + 2 x 9) x 3 = 57 trials
 """
 from search_spaces import Sweep
-from search_spaces.common import CIFAR, QUICK
+from search_spaces.common import CIFAR, LABEL_SPREADING, QUICK
 
 
 def sweep(preset: str) -> Sweep:
     quick = preset == "quick"
     sizes, steps = ([0.1, 10.0], [2, 5]) if quick else ([0.1, 1.0, 10.0], [2, 5, 8])
-    rows = [{"mur": "direct", "mur_steps": 1}]
-    rows += [{"mur": m, "mur_step_size": a, "mur_steps": s} for m in ("ga", "pga") for a in sizes for s in steps]
+    rows = ([LABEL_SPREADING] if quick else []) + [{"method": "mt", "mur": "direct", "mur_steps": 1}]
+    rows += [{"method": "mt", "mur": m, "mur_step_size": a, "mur_steps": s} for m in ("ga", "pga") for a in sizes for s in steps]
     return Sweep(
         name="ablation_mur_steps", paper_ref="Fig. 4(a), 4(b); appendix GA vs PGA",
         description="MT+MUR, GA vs PGA updates of x* over step size and number of steps, against direct",
         base={**(QUICK if quick else CIFAR), "method": "mt"}, variants=rows,
-        baseline={"mur": "direct"}, seeds=2 if quick else 3, rows=("mur", "mur_steps"), cols=("mur_step_size",),
-        minutes_per_trial=1.2 if quick else 200)
+        baseline={"method": "mt", "mur": "direct"}, seeds=3, rows=("method", "mur", "mur_steps"),
+        cols=("mur_step_size",), minutes_per_trial=1.6 if quick else 200)

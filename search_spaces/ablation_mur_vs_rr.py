@@ -1,21 +1,23 @@
 """MT+MUR vs MT+RR (random points on the sphere of radius r) over r (paper Fig. 4(c)).
 
 Hypothesis: the most uncertain point beats a random one at moderate r (7, 10) and the advantage
-vanishes at large r (20, 40), where the linear approximation no longer holds.
-    python -m sweeper.run ablation_mur_vs_rr --preset quick   # digits, 2 x 4 radii x 2 seeds, ~6 min on 2 CPU cores
+vanishes at large r (20, 40), where the linear approximation no longer holds. Baseline row: RR, so
+each MUR cell shows its paired difference from the random point at the same r. Entropy
+minimisation 0 in every row (the authors' MeanTeacher_MUR run file).
+    python -m sweeper.run ablation_mur_vs_rr --preset quick   # digits, 2 x 3 radii + LabelSpreading, 3 seeds, ~9 min on 2 CPU cores
     python -m sweeper.run ablation_mur_vs_rr                  # CIFAR-10, 2 x 5 x 3 = 30 trials
 """
 from search_spaces import Sweep
-from search_spaces.common import CIFAR, QUICK
+from search_spaces.common import CIFAR, LABEL_SPREADING, QUICK
 
 
 def sweep(preset: str) -> Sweep:
     quick = preset == "quick"
+    radii = [0.5, 1.0, 2.0] if quick else [4.0, 7.0, 10.0, 20.0, 40.0]
+    rows = [{"method": "mt", "mur": m, "mur_radius": r} for m in ("direct", "random") for r in radii]
     return Sweep(
         name="ablation_mur_vs_rr", paper_ref="Fig. 4(c)",
         description="MT+MUR vs MT+RR test error over the radius r",
-        base={**(QUICK if quick else CIFAR), "method": "mt"},
-        grid={"mur": ["direct", "random"],
-              "mur_radius": [0.5, 1.0, 2.0, 4.0] if quick else [4.0, 7.0, 10.0, 20.0, 40.0]},
-        baseline={"mur": "random"}, seeds=2 if quick else 3, rows=("mur",), cols=("mur_radius",),
-        minutes_per_trial=0.8 if quick else 90)
+        base=dict(QUICK if quick else CIFAR), variants=([LABEL_SPREADING] if quick else []) + rows,
+        baseline={"method": "mt", "mur": "random"}, seeds=3, rows=("method", "mur"), cols=("mur_radius",),
+        minutes_per_trial=1.0 if quick else 90)

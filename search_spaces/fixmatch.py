@@ -3,7 +3,7 @@
 Hypothesis (the paper's appendix): with strong augmentation, weight perturbation adds nothing
 (FM+VD = FM, 5.07% error) and MUR on the strongly augmented point hurts (FM+MUR 13.45%): the
 predictions on A(x_u) are too unreliable for the most uncertain point to be a useful target.
-    python -m sweeper.run fixmatch --preset quick   # digits 50 labels, 3 x 2 seeds, ~6 min on 2 CPU cores
+    python -m sweeper.run fixmatch --preset quick   # digits 50 labels, 400 steps, 3 rows + LabelSpreading, 3 seeds, ~9 min on 2 CPU cores
     python -m sweeper.run fixmatch                  # CIFAR-10 250 labels, 3 x 3 trials of 2^20 steps
 
 Taken from FixMatch (Sohn et al. 2020): tau = 0.95, lambda_u = 1 (cons_coef, no ramp-up),
@@ -18,7 +18,7 @@ Cost, measured on one H200 (benchmarks/trainer_throughput.py --family fixmatch):
 FM+VD 8.9, FM+MUR 13.9 steps/s, so 2^20 steps take about 15, 33 and 21 GPU-hours per trial.
 """
 from search_spaces import Sweep
-from search_spaces.common import CIFAR, QUICK
+from search_spaces.common import CIFAR, LABEL_SPREADING, QUICK
 
 FIXMATCH = dict(
     method="fixmatch", fm_threshold=0.95, cons_coef=1.0, rampup=0, lr=0.03, momentum=0.9,
@@ -30,7 +30,7 @@ FIXMATCH_CIFAR = {**CIFAR, **FIXMATCH, "num_labels": 250, "batch_labeled": 64, "
                   "eval_every": 8192}
 # digits: 5 labels per class (CIFAR's 250 = 25 per class), mu = 7, 400 steps; EMA 0.99 for so short a run
 FIXMATCH_QUICK = {**QUICK, **FIXMATCH, "num_labels": 50, "batch_labeled": 16, "batch_unlabeled": 112,
-                  "lr_rampdown": 175, "ema_decay": 0.99}
+                  "steps": 400, "eval_every": 100, "lr_rampdown": 175, "ema_decay": 0.99}
 
 VARIANTS = [{"vd": False, "mur": "none"}, {"vd": True, "mur": "none"}, {"vd": False, "mur": "direct"}]
 
@@ -40,6 +40,7 @@ def sweep(preset: str) -> Sweep:
     return Sweep(
         name="fixmatch", paper_ref="Appendix, FixMatch (CIFAR-10, 250 labels)",
         description="FM vs FM+VD vs FM+MUR (MUR on the strongly augmented point)",
-        base=dict(FIXMATCH_QUICK if quick else FIXMATCH_CIFAR), variants=VARIANTS,
-        baseline={"vd": False, "mur": "none"}, seeds=2 if quick else 3, rows=("method", "vd", "mur"), cols=("dataset", "num_labels"),
+        base=dict(FIXMATCH_QUICK if quick else FIXMATCH_CIFAR),
+        variants=([LABEL_SPREADING] if quick else []) + [{"method": "fixmatch", **v} for v in VARIANTS],
+        baseline={"method": "fixmatch", "vd": False, "mur": "none"}, seeds=3, rows=("method", "vd", "mur"), cols=("dataset", "num_labels"),
         minutes_per_trial=2.0 if quick else 1380)

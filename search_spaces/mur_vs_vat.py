@@ -11,12 +11,12 @@ Hypothesis: MUR's point beats VAT's and RR's at moderate r (the paper's argument
 a confident point of another class, MUR's is always the most uncertain one); at large r all three
 leave the data manifold and converge. On SVHN, MUT (paper: 3.58 at r = 0.5) beats VAT+EntMin (3.86).
 VAT uses one power iteration (mur_steps = 1, Miyato et al.) and xi = 1e-3 (trainables/mur.py).
-    python -m sweeper.run mur_vs_vat --preset quick   # digits, (3 x 2 + 3) x 2 = 18 trials, ~10 min on 2 cores
+    python -m sweeper.run mur_vs_vat --preset quick   # digits, (3 x 2 + 3 + LabelSpreading) x 3 = 30 trials, ~15 min on 2 cores
     python -m sweeper.run mur_vs_vat                  # (3 x 5 + 3 x 4) x 3 = 81 trials of 280k steps
 Cost: ~1.7 H100-hours per trial, as MT+MUR (48 steps/s); VAT's extra passes are not measured.
 """
 from search_spaces import Sweep
-from search_spaces.common import CIFAR, QUICK, SVHN_PI
+from search_spaces.common import CIFAR, LABEL_SPREADING, QUICK, SVHN_PI
 
 POINTS = ("direct", "vat", "random")  # MUR, VAT, RR
 VAT_ALONE = {"method": "vat", "mur": "none", "cons_coef": 1.0, "entmin_coef": 1.0}
@@ -30,8 +30,8 @@ def _part2(base: dict, radii: list[float]) -> list[dict]:
 def sweep(preset: str) -> Sweep:
     if preset == "quick":
         part1 = [{**QUICK, "method": "mt", "mur": m, "mur_radius": r} for m in POINTS for r in (0.5, 2.0)]
-        part2 = _part2(QUICK, [0.5])
-        seeds, minutes = 2, 1.1
+        part2 = _part2(QUICK, [0.5]) + [{**QUICK, **LABEL_SPREADING, "mur_radius": 0.5}]
+        seeds, minutes = 3, 1.1
     else:
         part1 = [{**CIFAR, "method": "mt", "mur": m, "mur_radius": r} for m in POINTS
                  for r in (4.0, 7.0, 10.0, 20.0, 40.0)]

@@ -93,7 +93,11 @@ def trial_configs(sweep: Sweep, args: argparse.Namespace) -> list[dict]:
     trials = [{**t, **overrides} for t in sweep.trials(args.seeds)]
     for t in trials:
         TrainConfig.from_dict(t)
-    return trials
+    # one key set for every trial (rows may set keys others leave at their default, e.g. a
+    # LabelSpreading row and MUR rows with a radius): the Tuner's param space is built from it
+    keys = list(dict.fromkeys(k for t in trials for k in t))
+    defaults = TrainConfig().to_dict()
+    return [{k: t[k] if k in t else defaults[k] for k in keys} for t in trials]
 
 
 def check_search(sweep: Sweep, trials: list[dict]) -> None:

@@ -399,11 +399,15 @@ def classical_note(summary: pd.DataFrame, trials: pd.DataFrame, rows=("method", 
         return []
     diffs, _ = baseline_diffs(summary, trials, {"method": "labelspreading"}, rows, cols, level)
     labels = row_labels(summary, rows, cols)
+    _, col_keys = layout_keys(summary, rows, cols)
+    many_cols = len({tuple(_py(summary.at[i, k]) for k in col_keys) for i in summary.index}) > 1
     groups = {"better": [], "no clear difference": [], "worse": []}
     for i, r in diffs.iterrows():
         if r["is_baseline"] or not np.isfinite(r["diff_ci_low"]):
             continue
-        text = f"{labels[i]} {r['diff_vs_baseline']:+.2f} [{r['diff_ci_low']:+.2f}, {r['diff_ci_high']:+.2f}]"
+        where = f" ({col_label({k: _py(r[k]) for k in col_keys})})" if many_cols else ""
+        text = (f"{labels[i]}{where} {r['diff_vs_baseline']:+.2f} "
+                f"[{r['diff_ci_low']:+.2f}, {r['diff_ci_high']:+.2f}]")
         kind = "better" if r["diff_ci_high"] < 0 else "worse" if r["diff_ci_low"] > 0 else "no clear difference"
         groups[kind].append(text)
     parts = [f"{k}: {'; '.join(v)}" for k, v in groups.items() if v]

@@ -188,3 +188,20 @@ def test_quick_table_rows_change_one_knob_at_a_time_from_the_baseline():
     for k in knobs:  # each knob has a row where it alone differs from the baseline
         assert any(v[k] == knobs[k] and all(v[j] == base[j] for j in base if j not in (k, "method")) for v in mt_rows), k
     assert {v["method"] for v in s.variants} >= {"supervised", "labelspreading", "mt"} and s.seeds >= 5
+
+
+def test_rows_that_set_different_keys_keep_every_key_in_every_trial():
+    """A LabelSpreading row sets no radius, the MUR rows do: every trial config handed to the Tuner must
+    carry every key (the param space is built from one key set), the missing ones at their defaults."""
+    from types import SimpleNamespace
+
+    from sweeper.run import trial_configs
+
+    sweep = get_sweep("ablation_mur_steps", "quick")
+    args = SimpleNamespace(seeds=1, set=[], data_dir=None)
+    trials = trial_configs(sweep, args)
+    assert len({tuple(t) for t in trials}) == 1  # one key set
+    by_row = {(t["method"], t["mur"], t["mur_steps"], t["mur_step_size"]) for t in trials}
+    want = {(v.get("method", "mt"), v["mur"], v.get("mur_steps", 1), v.get("mur_step_size", sweep.base.get("mur_step_size", 1.0)))
+            for v in sweep.variants}
+    assert by_row == want
