@@ -54,7 +54,8 @@ STATUSES = ("finished", "failed", "diverged", "stopped", "incomplete")
 BOOK_COLS = ("sweep", "trial_id", "trial_dir", "status", "n_reports", "n_failures", "wall_time_s",
              "hostname", "python_version", "torch_version", "ray_version", "versions_source")
 # Config keys that do not change the result (or identify the repeat): never grouped by.
-NON_GROUP_KEYS = ("seed", "trial_index", "data_dir", "download", "device", "eval_batch", "channels_last")
+NON_GROUP_KEYS = ("seed", "trial_index", "data_dir", "download", "device", "eval_batch", "channels_last", "compile",
+                  "nan_check_every")
 # Percent errors on the test set, and on the validation split held out of the training set.
 TEST_METRICS = ("test_error", "test_error_student", "test_error_teacher")
 VAL_METRICS = ("val_error", "val_error_student", "val_error_teacher")

@@ -59,7 +59,7 @@ def test_checkpoint_of_another_config_is_refused(tmp_path, digits):
 
 
 def test_divergence_stops_at_once_with_step_and_term(digits):
-    cfg = _cfg(lr=1e12, lr_rampup=0, method="supervised")
+    cfg = _cfg(lr=1e12, lr_rampup=0, method="supervised", nan_check_every=1)  # checked before each update
     tr = Trainer(cfg, digits)
     with pytest.raises(Diverged) as e:
         for _ in range(cfg.steps):

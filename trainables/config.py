@@ -15,6 +15,7 @@ METHODS = ("supervised", "pi", "mt", "ict", "mut", "fixmatch", "vat", "labelspre
 DATASETS = ("digits", "mnist", "cifar10", "cifar100", "svhn")
 MUR_METHODS = ("none", "direct", "pga", "ga", "random", "vat")  # random = RR, vat = VAT point
 ARCHS = ("convnet13", "convnet_small")
+COMPILE_MODES = ("none", "model", "step")  # trainer.py: what each compiles
 NUM_CLASSES = {"digits": 10, "mnist": 10, "cifar10": 10, "cifar100": 100, "svhn": 10}
 TRAIN_SIZE = {"digits": 1347, "mnist": 60000, "cifar10": 50000, "cifar100": 50000, "svhn": 73257}
 # Validation images held out of the training set (val_size=-1 picks these), as the SSL literature
@@ -91,6 +92,9 @@ class TrainConfig:
     device: str = "auto"            # auto | cpu | cuda
     bf16: bool = False              # bf16 autocast on CUDA
     channels_last: bool = False     # channels_last memory format on CUDA
+    compile: str = "none"           # torch.compile: none (eager) | model (student, teacher) | step (the loss terms' whole
+                                    # forward+backward: MUR, VD, consistency); compile_s reports its cost
+    nan_check_every: int = 10       # steps between host-side NaN checks (1: every step, before its update)
 
     # ------------------------------------------------------------------------
     @classmethod
@@ -136,7 +140,8 @@ class TrainConfig:
         need(self.arch in ARCHS, f"unknown arch {self.arch!r}; choose one of {list(ARCHS)}")
         need(self.device in ("auto", "cpu", "cuda"), f"device must be auto, cpu or cuda, got {self.device!r}")
         for name, ok in (("svhn_norm", ("feature", "image")), ("weight_decay_scope", ("all", "weights")),
-                         ("teacher_bn", ("student", "own")), ("translate_pad", ("reflect", "zero"))):
+                         ("teacher_bn", ("student", "own")), ("translate_pad", ("reflect", "zero")),
+                         ("compile", COMPILE_MODES)):
             need(getattr(self, name) in ok, f"unknown {name} {getattr(self, name)!r}; choose one of {list(ok)}")
         need(self.val_size >= -1, f"val_size must be >= 0 (or -1 for the data set's default), got {self.val_size}")
         need(self.method != "mut" or self.mur != "none",
@@ -155,7 +160,7 @@ class TrainConfig:
             check_size(n_train)
         need(self.num_labels <= n_train, f"num_labels={self.num_labels} exceeds the {n_train} training "
              f"images of {self.dataset} left after {self.n_val} validation images; use at most {n_train}")
-        for name in ("steps", "batch_labeled", "eval_every", "eval_batch", "mur_steps", "fm_groups"):
+        for name in ("steps", "batch_labeled", "eval_every", "eval_batch", "mur_steps", "fm_groups", "nan_check_every"):
             need(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
         need(self.batch_unlabeled >= 0, f"batch_unlabeled must be >= 0, got {self.batch_unlabeled}")
         need(self.method == "supervised" or self.batch_unlabeled >= 1,

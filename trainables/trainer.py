@@ -4,6 +4,8 @@
 
 One `Trainer` owns the student, the teacher (MT, ICT), the optimizer, the step counter and every
 random generator, so that `load(save())` continues bit-for-bit like an uninterrupted run on CPU.
+TrainConfig.compile picks eager or torch.compile'd training steps (`compile_for_training`); the
+NaN check reads the loss values on the host every nan_check_every steps (`Trainer.check_finite`).
 """
 from __future__ import annotations
 
@@ -72,6 +74,53 @@ def param_groups(model: nn.Module, weight_decay: float, scope: str = "all") -> l
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
+def compile_for_training(mode: str, student: nn.Module, teacher: nn.Module | None):
+    """(student_fn, teacher_fn, loss_fn) that Trainer.train_step calls, for TrainConfig.compile = mode.
+
+    none:  the modules and methods.loss_terms themselves: eager, bit-for-bit as before.
+    model: torch.compile of each module. The wrappers share the modules' parameters and buffers, so
+           the Trainer keeps the plain modules (state_dict keys without torch.compile's "_orig_mod."
+           prefix; evaluation stays eager). MUR's autograd.grad to the input, the BN-freezing and
+           mean-weight context managers, the losses and the KL run eagerly between compiled passes.
+    step:  torch.compile of methods.loss_terms: every pass, MUR's point search (autograd.grad to
+           the input, traced with dynamo's trace_autograd_ops where this torch has it), VD's KL and
+           the consistency terms in one forward graph, with AOTAutograd's backward of the loss terms.
+           torch._dynamo.explain on digits (torch 2.14): MT, MT+VD, MT+MUR direct, MT+VD+MUR, Pi,
+           MUT, FM, FM+VD: one graph, no break (frozen_bn_stats and mean_weights are traced).
+           Breaks, each running its piece eagerly: PGA/GA with >= 2 steps (4 for PGA 5) and FM+MUR
+           (3): entropy_grad's x.detach().requires_grad_() leaks out of a graph; ops that take an
+           explicit generator (RR's randn, ICT's randperm; they keep the run's generator stream);
+           VAT's fork_rng (12). Without trace_autograd_ops every autograd.grad breaks the graph
+           (MT+VD+MUR: 3 graphs).
+    Random numbers: compiled code draws Gaussian noise, VD's local-reparameterisation noise and
+    dropout masks with inductor's own generator, seeded from torch's global generator: the same
+    distributions as eager, other draws; a compiled CPU run is still reproducible and its checkpoint
+    (which holds the global RNG state) resumes bit-for-bit. Inductor's fallback_random=True with
+    layout_optimization=False gives eager's draws (tests/test_compile.py).
+    Dynamo's caches are reset first: a Tune actor runs trials one after another in one process, and
+    every config adds graphs to the same functions' caches, which past torch's recompile limit would
+    silently fall back to eager. So one compiled Trainer trains at a time per process.
+    """
+    if mode == "none":
+        return student, teacher, loss_terms
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    if mode == "model":
+        return (torch.compile(student, dynamic=False),
+                torch.compile(teacher, dynamic=False) if teacher is not None else None, loss_terms)
+    if mode != "step":
+        raise ValueError(f"unknown compile mode {mode!r}; choose none, model or step")
+    compiled = torch.compile(loss_terms, dynamic=False)
+    trace_grad = {"trace_autograd_ops": True} if hasattr(torch._dynamo.config, "trace_autograd_ops") else {}
+
+    def compiled_loss_terms(*args):
+        with torch._dynamo.config.patch(**trace_grad):
+            return compiled(*args)
+
+    return student, teacher, compiled_loss_terms
+
+
 def splits(cfg: TrainConfig, y_train: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(idx_l, idx_u, idx_val) into the training set: the labeled subset (cfg.seed), the unlabeled rest
     and the validation split (fixed per data set, validation_indices), disjoint."""
@@ -102,6 +151,13 @@ class Trainer:
                 p.requires_grad_(False)
         self.opt = torch.optim.SGD(param_groups(self.student, cfg.weight_decay, cfg.weight_decay_scope), lr=cfg.lr,
                                    momentum=cfg.momentum, nesterov=cfg.momentum > 0)
+        # what train_step calls: the plain modules and loss_terms, or their compiled versions
+        self._student_fn, self._teacher_fn, self._loss_terms = compile_for_training(cfg.compile, self.student,
+                                                                                    self.teacher)
+        self.compile_s = 0.0 if cfg.compile == "none" else math.nan  # first step's extra seconds (trace, codegen)
+        self._first_steps_s: list[float] = []  # wall time of the first two compiled steps
+        self._pending: list[tuple[int, torch.Tensor]] = []  # (step, (T+1,) loss values) not yet NaN-checked
+        self._pending_keys: tuple[str, ...] = ()  # the T terms, then "total"
         idx_l, idx_u, self.idx_val = splits(cfg, self.data.y_train)  # idx_val (V,): never trained on
         self.idx_l, self.idx_u = idx_l, idx_u
         self.batcher = Batcher(idx_l, idx_u, cfg.batch_labeled, cfg.batch_unlabeled,
@@ -126,7 +182,10 @@ class Trainer:
     def _views(self) -> Views:
         cfg, d = self.cfg, self.data
         idx_l, idx_u = self.batcher.next()
-        idx = torch.cat([idx_l, idx_u]).to(self.device)      # (B,) labeled first
+        idx = torch.cat([idx_l, idx_u])                      # (B,) labeled first
+        if self.cuda:  # pinned + non_blocking: a pageable host-to-device copy waits for the GPU queue to drain
+            idx = idx.pin_memory()
+        idx = idx.to(self.device, non_blocking=self.cuda)
         x = d.x_train[idx]                                   # (B, C, H, W)
         v = Views(x=augment(x, cfg.translate, cfg.flip, self.gen, cfg.translate_pad),
                   x2=augment(x, cfg.translate, cfg.flip, self.gen, cfg.translate_pad),
@@ -146,6 +205,8 @@ class Trainer:
 
     def train_step(self) -> dict[str, torch.Tensor]:
         cfg = self.cfg
+        timed = cfg.compile != "none" and len(self._first_steps_s) < 2  # compile_s = t(step 0) - t(step 1)
+        t0 = time.perf_counter() if timed else 0.0
         self.student.train()
         if self.teacher is not None:
             self.teacher.train()
@@ -156,12 +217,10 @@ class Trainer:
         # teacher_bn="student": the teacher's train-mode passes (batch statistics) leave its running stats alone
         teacher_stats = frozen_bn_stats(self.teacher) if self._teacher_reads_student_bn else contextlib.nullcontext()
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cuda and cfg.bf16), teacher_stats:
-            terms, g0_norm = loss_terms(cfg, self.student, self.teacher, v, self.gen)
+            terms, g0_norm = self._loss_terms(cfg, self._student_fn, self._teacher_fn, v, self.gen)
         coef = self.coefficients(self.step)
         total = sum(coef[k] * t.float() for k, t in terms.items())
-        if not bool(torch.isfinite(total)):  # one host sync per step: divergence stops at once
-            bad = next((k for k, t in terms.items() if not torch.isfinite(t)), "total")
-            raise Diverged(self.step, bad, float(terms.get(bad, total).detach()))
+        self._queue_finite_check(terms, total)  # raises Diverged, every nan_check_every steps
         self.opt.zero_grad(set_to_none=True)
         total.backward()
         self.opt.step()
@@ -174,7 +233,47 @@ class Trainer:
         if g0_norm is not None:
             self._g0_sum += g0_norm.mean()
         self._n += 1
+        if timed:
+            if self.cuda:
+                torch.cuda.synchronize()
+            self._first_steps_s.append(time.perf_counter() - t0)
+            self.compile_s = self._first_steps_s[0] - (self._first_steps_s[1] if len(self._first_steps_s) > 1 else 0.0)
         return terms
+
+    def _queue_finite_check(self, terms: dict[str, torch.Tensor], total: torch.Tensor):
+        """Keep this step's loss values on the device; check them on the host every nan_check_every steps.
+
+        A per-step `bool(isfinite(total))` waits for the device's queue to drain every step; this
+        syncs once per check. The check finds the FIRST step and term that went non-finite since
+        the previous check and raises Diverged(step, term, value) exactly as a per-step check would
+        (terms in loss_terms' order, then "total"). With nan_check_every = N > 1 the optimizer has
+        already taken up to N - 1 updates after the bad step (from non-finite gradients); they do
+        not matter: the run stops, it is marked diverged at the exact step and term, and no
+        checkpoint ever holds them (run_interval and state_dict check first, and tune.py saves only
+        after a run_interval that returned). N = 1 checks before the step's own update, which is
+        then never taken (the behaviour before nan_check_every). Default 10: a sync empties the GPU's
+        queue, which then idles while the host launches the next step's first kernels; once per 10
+        steps amortises that stall tenfold, and a diverged run wastes at most 9 steps before it
+        stops (runs are hundreds of thousands of steps; evaluations come every eval_every steps).
+        """
+        self._pending_keys = (*terms, "total")
+        self._pending.append((self.step, torch.stack([*(t.detach().float() for t in terms.values()),
+                                                      total.detach().float()])))  # (T+1,)
+        if len(self._pending) >= self.cfg.nan_check_every:
+            self.check_finite()
+
+    def check_finite(self):
+        """Raise Diverged for the first non-finite loss value since the last check (one host sync)."""
+        if not self._pending:
+            return
+        steps, rows = zip(*self._pending)
+        self._pending = []
+        vals = torch.stack(rows)      # (n, T+1): per step since the last check, the terms then the total
+        bad = ~torch.isfinite(vals)   # (n, T+1)
+        if not bool(bad.any()):       # the host sync
+            return
+        i, j = (int(k) for k in bad.nonzero()[0])  # row-major: the first bad step, then its first bad term
+        raise Diverged(steps[i], self._pending_keys[j], float(vals[i, j]))
 
     @property
     def _teacher_reads_student_bn(self) -> bool:
@@ -255,7 +354,7 @@ class Trainer:
             out["sensitivity_mean"], out["sensitivity_std"] = float(s.mean()), float(s.std())
             out["sensitivity_hist"] = json.dumps(histogram(s, bins=20))
         out.update(diverged=0, diverged_step=-1, diverged_term="", wall_time=self.wall_time,
-                   done=self.done)
+                   done=self.done, compile_s=self.compile_s)
         self._reset_interval()
         return out
 
@@ -266,6 +365,7 @@ class Trainer:
         n0 = self.step
         while self.step < target:
             self.train_step()
+        self.check_finite()  # every step of the interval, before its evaluation is reported or saved
         if self.cuda:
             torch.cuda.synchronize()
         dt = time.perf_counter() - t0
@@ -276,6 +376,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
+        self.check_finite()  # never save the weights of steps not checked for NaN (raises Diverged)
         rng = {"torch": torch.get_rng_state(), "gen": self.gen.get_state()}
         if self.cuda:
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
@@ -305,6 +406,7 @@ class Trainer:
             torch.cuda.set_rng_state(s["rng"]["cuda"], self.device)
         iv = s["interval"]
         self._sums, self._g0_sum, self._n = dict(iv["sums"]), iv["g0_sum"], iv["n"]
+        self._pending = []  # steps queued for the NaN check belong to the replaced history
 
     def save(self, path: str | os.PathLike):
         """Atomic: write a temporary file in the same folder, then rename over `path`."""
