@@ -22,5 +22,5 @@ def sweep(preset: str) -> Sweep:
         search={"space": {"cons_coef": ("loguniform", 1.0, 100.0), "kl_coef": ("loguniform", 0.005, 1.0),
                           "mur_coef": ("loguniform", 0.3, 30.0), "mur_radius": ("loguniform", *r),
                           "lr": ("loguniform", 0.01, 0.3)},
-                "grace_period": 750 if quick else 140_000,  # half the run: past every ramp-up
+                "grace_fraction": 0.5,  # ASHA's first rung at half the run: past every ramp-up
                 "num_samples": 12 if quick else 40, "reduction_factor": 3, "metric": "val_error"})

@@ -24,5 +24,5 @@ def sweep(preset: str) -> Sweep:
                           "weight_decay": ("loguniform", 1e-5, 1e-3)},
                 # grace period: half the run, past every ramp-up (at 250 steps the coefficient ramp has
                 # barely started, and a first search here pruned every large lambda1 there)
-                "grace_period": 750 if quick else 140_000,
+                "grace_fraction": 0.5,
                 "num_samples": 20 if quick else 30, "reduction_factor": 3, "metric": "val_error"})

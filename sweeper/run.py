@@ -248,7 +248,7 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
                             storage=storage, seed=0)
         # ASHA takes metric / mode (val_error, min) from the TuneConfig: Tune rejects them set in both
         sched = ASHAScheduler(time_attr="step", max_t=trials[0]["steps"],
-                              grace_period=s.get("grace_period", trials[0]["eval_every"]),
+                              grace_period=grace_period(s, trials[0]["steps"], trials[0]["eval_every"]),
                               reduction_factor=s.get("reduction_factor", 3))
         tune_config = tune.TuneConfig(search_alg=algo, scheduler=sched, num_samples=s["num_samples"],
                                       metric=select, mode="min", trial_dirname_creator=_trial_dirname,
@@ -263,6 +263,14 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
                                       trial_dirname_creator=_trial_dirname,
                                       reuse_actors=True)  # no new process (torch import) per trial
     return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config, run_config=run_config)
+
+
+def grace_period(search: dict, steps: int, eval_every: int) -> int:
+    """ASHA's first rung in steps: search["grace_fraction"] of the run (so that `--set steps=N` keeps it
+    inside the run), at least one evaluation; else search["grace_period"], else one evaluation."""
+    if "grace_fraction" in search:
+        return max(eval_every, int(search["grace_fraction"] * steps))
+    return min(search.get("grace_period", eval_every), steps)
 
 
 def result_loggers(tensorboard: bool) -> list:

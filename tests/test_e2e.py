@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from notorch import BLOCK_TORCH
 from procs import pids_naming
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,8 +29,7 @@ def _env(**extra):
 
 
 # sweeper.run's main in a driver where torch cannot be imported: torch is the trials' business
-NO_TORCH_DRIVER = ("import sys; sys.modules['torch'] = None; from sweeper.run import main; "
-                   "sys.exit(main(sys.argv[1:]))")
+NO_TORCH_DRIVER = BLOCK_TORCH + "from sweeper.run import main; sys.exit(main(sys.argv[1:]))"
 
 
 def test_tiny_sweep_runs_end_to_end_and_writes_results(tmp_path):
@@ -43,8 +43,10 @@ def test_tiny_sweep_runs_end_to_end_and_writes_results(tmp_path):
     for f in ("sweep.json", "trials.parquet", "summary.csv", "summary.parquet", "table.md", "table.tex"):
         assert (exp / f).stat().st_size > 0, f
     df = pd.read_parquet(exp / "trials.parquet")
-    assert len(df) == 8 and set(df["status"]) == {"finished"}
-    assert set(df["mur"]) == {"direct", "random"} and df["final_step"].eq(20).all()
+    assert len(df) == 7 and set(df["status"]) == {"finished"}  # 2 points x 3 radii + LabelSpreading
+    mt = df[df["method"] == "mt"]
+    assert set(mt["mur"]) == {"direct", "random"} and df["final_step"].eq(20).all()
+    assert "LabelSpreading" in p.stdout and "(baseline)" in p.stdout  # the classical row, the RR baseline
     assert json.loads((exp / "sweep.json").read_text())["preset"] == "quick"
     # MUR trials leave the appendix figure's x* in their last checkpoint; the report plotted them
     stored = sorted(exp.glob("trial_*/checkpoint_*/virtual_points.npz"))

@@ -294,6 +294,8 @@ def test_config_errors_are_one_line(bad, words):
 def test_fixmatch_sweep(preset):
     s = get_sweep("fixmatch", preset)
     cfgs = [TrainConfig.from_dict(t) for t in s.trials()]
+    assert any(c.method == "labelspreading" for c in cfgs) == (preset == "quick")  # the classical row
+    cfgs = [c for c in cfgs if c.method != "labelspreading"]
     assert {(c.vd, c.mur) for c in cfgs} == {(False, "none"), (True, "none"), (False, "direct")}
     assert all(c.method == "fixmatch" and c.fm_threshold == 0.95 and c.cons_coef == 1.0 for c in cfgs)
     if preset == "paper":

@@ -279,17 +279,17 @@ def test_nan_trial_is_marked_diverged_and_left_out_of_the_mean(local_ray, tmp_pa
     assert last["diverged"] == 1 and last["done"] and math.isnan(last["test_error"])
     assert (last["diverged_step"], last["diverged_term"]) == (expected.step, expected.term)
     assert last["diverged_step"] < ok["eval_every"] and last["diverged_term"] in (*TERMS, "total")
-    assert reports[0.1][-1]["done"] and reports[0.1][-1]["step"] == ok["steps"]
+    assert reports[ok["lr"]][-1]["done"] and reports[ok["lr"]][-1]["step"] == ok["steps"]
 
     paths = report.build_report(exp)
     df = pd.read_parquet(paths["trials.parquet"])
     status = dict(zip(df["lr"], df["status"]))
-    assert status == {1e12: "diverged", 0.1: "finished"}
+    assert status == {1e12: "diverged", ok["lr"]: "finished"}
     summary = pd.read_csv(paths["summary.csv"]).set_index("lr")
     assert summary.loc[1e12, ["n", "n_diverged", "n_trials"]].tolist() == [0, 1, 1]
     assert math.isnan(summary.loc[1e12, "mean"])  # nothing finished: no mean, rather than a NaN averaged in
-    assert summary.loc[0.1, ["n", "n_diverged"]].tolist() == [1, 0]
-    assert summary.loc[0.1, "mean"] == reports[0.1][-1]["test_error"]
+    assert summary.loc[ok["lr"], ["n", "n_diverged"]].tolist() == [1, 0]
+    assert summary.loc[ok["lr"], "mean"] == reports[ok["lr"]][-1]["test_error"]
     assert "1 diverged" in paths["table.md"].read_text()
     print(json.dumps({"test": "forced NaN", "diverged_step": last["diverged_step"],
                       "diverged_term": last["diverged_term"]}))
@@ -366,7 +366,9 @@ class KillPoint:
 @pytest.mark.slow
 def test_killed_driver_resumes_without_rerunning_finished_trials(tmp_path):
     temp, storage = short_tmp("rrdrv"), tmp_path / "results"
-    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *TINY, "--storage", str(storage)]
+    # 100 steps: the LabelSpreading row ends at once, so the MUR trials must run long enough to be killed mid-run
+    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *TINY, "--set", "steps=100",
+            "--storage", str(storage)]
     sweep, _, trials = cli_trials(*argv)
     every = trials[0]["eval_every"]
     exp_of = lambda: next(storage.glob("ablation_radius-*"), None)
@@ -409,17 +411,19 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tmp_path):
     assert n_starts == len(trials) + len(restarts)  # nothing else was started and reported
 
     # the final table equals the uninterrupted runs of the same configs, exactly
-    refs = {t["mur_radius"]: reference(t) for t in trials}
+    row_of = lambda r: (r["method"], r["mur"], float(r["mur_radius"]))  # LabelSpreading, MT and MUR rows
+    refs = {row_of(t): reference(t) for t in trials}
     summary = pd.read_csv(exp / "summary.csv")
-    assert sorted(summary["mur_radius"]) == sorted(refs)
+    assert sorted(row_of(r) for _, r in summary.iterrows()) == sorted(refs)
     for _, row in summary.iterrows():
-        assert row["mean"] == refs[row["mur_radius"]]["test_error"]
+        assert row["mean"] == refs[row_of(row)]["test_error"]
         assert (row["n"], row["n_failed"], row["n_diverged"], row["n_incomplete"]) == (1, 0, 0, 0)
     df = pd.read_parquet(exp / "trials.parquet")
     assert set(df["status"]) == {"finished"}
     for _, row in df.iterrows():
         for k in EXACT:
-            assert same(row[f"final_{k}"], refs[row["mur_radius"]][k]), (row["mur_radius"], k)
+            if k in refs[row_of(row)]:
+                assert same(row[f"final_{k}"], refs[row_of(row)][k]), (row_of(row), k)
     print(json.dumps({"test": "driver kill + resume", "trials": len(trials), "driver_kills": len(kills),
                       "resumes": 2, "trial_starts": n_starts, "continued_from_checkpoint": len(restarts),
                       "kills": [{"t_s": k["t_s"], "done": len(done(k["state"])), "running": len(partial(k["state"])),

@@ -19,6 +19,7 @@ import pytest
 import scipy.stats
 import torch
 
+from notorch import BLOCK_TORCH
 from sweeper.aggregate import AggregateError, load_trials, summarize
 from sweeper.paper_results import paper_value
 from sweeper.plots import plot_virtual_points
@@ -486,7 +487,7 @@ def test_virtual_points_stored_by_the_trial_are_plotted_without_torch(tmp_path):
         np.testing.assert_allclose(again[k], stored[k], rtol=1e-5, atol=1e-6)
     (ck.parent / "params.json").write_text(_json.dumps(cfg.to_dict()))
     (ck.parent / "result.json").write_text(_json.dumps({**out, "trial_id": "0001", "done": True}) + "\n")
-    code = ("import sys; sys.modules['torch'] = None\n"
+    code = (BLOCK_TORCH +
             "from pathlib import Path\n"
             "from sweeper.aggregate import load_trials\n"
             "from sweeper.report import virtual_points_from_checkpoint\n"

@@ -9,6 +9,7 @@ from search_spaces import PRESETS, SweepError, get_sweep, names
 from sweeper import list as sweep_list
 from sweeper.run import main as run_main
 from trainables.config import TrainConfig
+from notorch import BLOCK_TORCH
 
 EXPECTED = {"ablation_radius", "ablation_kl", "ablation_mur_steps", "ablation_mur_vs_rr", "mut_radius",
             "table_cifar", "table_svhn", "hpo", "hpo_base", "fixmatch", "mur_vs_vat"}
@@ -84,7 +85,7 @@ def test_mnist_preset_dry_run_checks_the_data_without_torch(tmp_path):
 
     split = (np.zeros((20, 784), np.float32), np.arange(20) % 10)
     (tmp_path / "mnist.pkl.gz").write_bytes(gzip.compress(pickle.dumps((split, split, split))))
-    code = ("import sys; sys.modules['torch'] = None; sys.modules['torchvision'] = None\n"
+    code = (BLOCK_TORCH +
             "from sweeper.run import main\n"
             f"sys.exit(main(['table_cifar', '--preset', 'mnist', '--dry-run', '--data-dir', {str(tmp_path)!r}]))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -146,7 +147,7 @@ def test_cli_process_exit_status_and_list():
 def test_driver_checks_a_digits_sweep_without_torch():
     """sweeper.run validates and plans a digits sweep in a process where torch cannot be imported:
     the driver leaves torch (3-5 s to import) to the trial processes."""
-    code = ("import sys; sys.modules['torch'] = None; sys.modules['torchvision'] = None\n"
+    code = (BLOCK_TORCH +
             "from sweeper.run import main\n"
             "sys.exit(main(['ablation_radius', '--preset', 'quick', '--dry-run']))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -205,3 +206,12 @@ def test_rows_that_set_different_keys_keep_every_key_in_every_trial():
     want = {(v.get("method", "mt"), v["mur"], v.get("mur_steps", 1), v.get("mur_step_size", sweep.base.get("mur_step_size", 1.0)))
             for v in sweep.variants}
     assert by_row == want
+
+
+def test_asha_grace_period_follows_the_run_length():
+    from sweeper.run import grace_period
+
+    assert grace_period({"grace_fraction": 0.5}, 1500, 250) == 750  # the quick searches: half the run
+    assert grace_period({"grace_fraction": 0.5}, 60, 20) == 30      # --set steps=60 keeps it inside the run
+    assert grace_period({"grace_fraction": 0.5}, 20, 20) == 20      # at least one evaluation
+    assert grace_period({}, 1500, 250) == 250 and grace_period({"grace_period": 900}, 600, 100) == 600
