@@ -438,7 +438,9 @@ def test_a_stop_signal_ends_the_sweep_gracefully_and_resume_finishes_it(sig, tmp
     state, the report of what finished is written, exit status 3 names the --resume command; the
     resumed run re-runs no finished trial and ends with every trial finished."""
     temp, storage = short_tmp("rrterm"), tmp_path / "results"
-    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *TINY, "--storage", str(storage)]
+    # 100 steps: the LabelSpreading row ends at once, so the MUR trials must run long enough to be stopped
+    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *TINY, "--set", "steps=100",
+            "--storage", str(storage)]
     exp_of = lambda: next(storage.glob("ablation_radius-*"), None)
     d = None
     try:
@@ -460,8 +462,8 @@ def test_a_stop_signal_ends_the_sweep_gracefully_and_resume_finishes_it(sig, tmp
         if d is not None and d.proc.poll() is None:
             d.kill()
         shutil.rmtree(temp, ignore_errors=True)
-    # finished = reached its 40 steps (Tune marks the trials it stopped on the signal done=True too)
-    finished = lambda state: {t for t, r in state.items() if r and r[-1]["step"] == 40}
+    # finished = reached its 100 steps (Tune marks the trials it stopped on the signal done=True too)
+    finished = lambda state: {t for t, r in state.items() if r and r[-1]["step"] == 100}
     final = sweep_state(exp)
     assert len(final) == 5 and finished(final) == set(final)
     assert finished(at_stop) <= finished(stopped) and len(finished(stopped)) < 5
