@@ -13,7 +13,6 @@ import io
 import json
 import math
 import os
-import pickle
 import shutil
 import signal
 import subprocess
@@ -24,10 +23,10 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 from procs import pids_naming
+from tinydata import write_cifar10
 import torch
 import yaml
 
@@ -474,21 +473,6 @@ def test_a_stop_signal_ends_the_sweep_gracefully_and_resume_finishes_it(sig, tmp
 
 
 # ---------------------------------------------------------------- 4. bad input: one line, exit 2, nothing touched
-
-def write_cifar10(root: Path, truncate: str | None = None) -> Path:
-    """A tiny CIFAR-10 in torchvision's layout (root/cifar-10-batches-py/...); optionally one file cut in half."""
-    folder = root / "cifar-10-batches-py"
-    folder.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
-        batch = {"data": rng.integers(0, 256, (10, 3072), dtype=np.uint8), "labels": list(range(10))}
-        (folder / name).write_bytes(pickle.dumps(batch))
-    (folder / "batches.meta").write_bytes(pickle.dumps({"label_names": [f"c{i}" for i in range(10)]}))
-    if truncate:
-        data = (folder / truncate).read_bytes()
-        (folder / truncate).write_bytes(data[: len(data) // 2])
-    return root
-
 
 @pytest.fixture
 def stored(tmp_path):

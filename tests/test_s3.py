@@ -11,7 +11,6 @@ moto accepts any, except while its own authentication is switched on (refused cr
 import json
 import logging
 import os
-import pickle
 import shutil
 import signal
 import subprocess
@@ -29,6 +28,7 @@ import pyarrow.fs as pafs
 import pytest
 from moto.server import ThreadedMotoServer
 from procs import pids_naming
+from tinydata import write_cifar10
 
 from sweeper import report
 from sweeper import run as sweeper_run
@@ -149,18 +149,6 @@ def test_storage_writes_lists_and_reads_back(s3):
 
 
 # ---------------------------------------------------------------- --data-dir URI: copied once per node
-
-def write_cifar10(root: Path) -> Path:
-    """A tiny CIFAR-10 in torchvision's layout (root/cifar-10-batches-py/...)."""
-    folder = root / "cifar-10-batches-py"
-    folder.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
-        batch = {"data": rng.integers(0, 256, (10, 3072), dtype=np.uint8), "labels": list(range(10))}
-        (folder / name).write_bytes(pickle.dumps(batch))
-    (folder / "batches.meta").write_bytes(pickle.dumps({"label_names": [f"c{i}" for i in range(10)]}))
-    return root
-
 
 def test_data_dir_uri_is_copied_once_per_node_checked_against_sizes(s3, tmp_path, monkeypatch):
     local = write_cifar10(tmp_path / "data")

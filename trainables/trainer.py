@@ -159,6 +159,7 @@ class Trainer:
         self._pending: list[tuple[int, torch.Tensor]] = []  # (step, (T+1,) loss values) not yet NaN-checked
         self._pending_keys: tuple[str, ...] = ()  # the T terms, then "total"
         idx_l, idx_u, self.idx_val = splits(cfg, self.data.y_train)  # idx_val (V,): never trained on
+        self._idx_val_dev = self.idx_val.to(self.device)  # (V,) for evaluate()
         self.idx_l, self.idx_u = idx_l, idx_u
         self.batcher = Batcher(idx_l, idx_u, cfg.batch_labeled, cfg.batch_unlabeled,
                                torch.Generator().manual_seed(cfg.seed))
@@ -328,8 +329,7 @@ class Trainer:
         err = err_t if self.teacher is not None else err_s
         val_s = val_t = math.nan
         if len(self.idx_val):  # the held-out validation images: what every choice is selected on
-            iv = self.idx_val.to(self.device)
-            x_val, y_val = d.x_train[iv], d.y_train[iv]  # (V, C, H, W), (V,)
+            x_val, y_val = d.x_train[self._idx_val_dev], d.y_train[self._idx_val_dev]  # (V, C, H, W), (V,)
             val_s = error_rate(self.student, x_val, y_val, cfg.eval_batch)
             val_t = error_rate(self.teacher, x_val, y_val, cfg.eval_batch) if self.teacher else math.nan
         val = val_t if self.teacher is not None else val_s
