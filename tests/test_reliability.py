@@ -379,7 +379,8 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tmp_path):
             n_ray = d.kill()
             assert pids_naming(str(temp)) == []
             state = sweep_state(exp_of())  # after the kill: nothing writes these files any more
-            kills.append({"state": state, "files": {t: (exp_of() / t / "result.json").read_bytes() for t in state},
+            # only finished trials' files: a trial Ray had just launched may have params.json and no result.json yet
+            kills.append({"state": state, "files": {t: (exp_of() / t / "result.json").read_bytes() for t in done(state)},
                           "t_s": round(time.time() - t0, 1), "ray_processes_killed": n_ray})
         exp = exp_of()
         d = Driver([*argv, "--resume", str(exp)], temp, tmp_path / "driver3.log")  # 3: the folder named
