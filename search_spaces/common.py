@@ -4,8 +4,15 @@ Numbers come from the paper's appendix "Training Settings" and IMPLEMENTATION_NO
 """
 from __future__ import annotations
 
+# The paper's protocol trains on every training image and reports the final test error: the authors'
+# train.py loads train.npz whole (create_ssl_data splits it into labeled and unlabeled only) and the
+# paper has no validation split. So the paper presets hold none out (val_size=0), and only then does a
+# table print a delta against the paper (paper_results.protocol_reason). Searches (hpo, hpo_base) put
+# the validation split back (val_size=-1), since they must select on it.
+PAPER_PROTOCOL = dict(val_size=0)
+
 # CIFAR-10/100, MT and ICT (appendix, "CIFAR-10 and CIFAR-100").
-CIFAR = dict(
+CIFAR = dict(**PAPER_PROTOCOL,
     dataset="cifar10", num_labels=1000, arch="convnet13", width=1.0,
     steps=280_000, batch_labeled=25, batch_unlabeled=75,
     lr=0.1, momentum=0.9, weight_decay=1e-4, lr_rampup=10_000, lr_rampdown=80_000, rampup=10_000,
@@ -15,7 +22,7 @@ CIFAR = dict(
 CIFAR100_RADIUS = 20.0  # "r is set to 10 if the dataset is CIFAR-10 and 20 if CIFAR-100"
 
 # SVHN (appendix, "SVHN"): MT and Pi differ in LR, weight decay and coefficients.
-SVHN_MT = dict(
+SVHN_MT = dict(**PAPER_PROTOCOL,
     dataset="svhn", num_labels=1000, arch="convnet13", width=1.0,
     steps=280_000, batch_labeled=25, batch_unlabeled=75,
     method="mt", lr=0.03, momentum=0.9, weight_decay=2e-4, lr_rampup=40_000, lr_rampdown=0,

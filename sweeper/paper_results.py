@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from trainables.config import VAL_SIZE
+
 
 @dataclass(frozen=True)
 class PaperResult:
@@ -240,8 +242,9 @@ PROTOCOLS = {"fixmatch": {"steps": 2 ** 20, "batch_labeled": 64, "batch_unlabele
 
 def protocol_reason(cfg: dict) -> str | None:
     """Why a run (a full TrainConfig dict) is not comparable with the paper's value, e.g.
-    "no Δ: 2000 of 280k steps"; None when it followed the paper's protocol (steps and batch sizes;
-    paper_value already matches the data set, label count and the row's settings)."""
+    "no Δ: 2000 of 280k steps"; None when it followed the paper's protocol (steps, batch sizes, and
+    every training image trained on: no validation split; paper_value already matches the data set,
+    label count and the row's settings)."""
     want = PROTOCOLS.get(cfg.get("method"), PROTOCOL)
     reasons = []
     steps, paper_steps = int(cfg["steps"]), want["steps"]
@@ -252,6 +255,10 @@ def protocol_reason(cfg: dict) -> str | None:
     paper_batch = (want["batch_labeled"], want["batch_unlabeled"])
     if batch != paper_batch:
         reasons.append(f"batch {batch[0]}+{batch[1]}, not {paper_batch[0]}+{paper_batch[1]}")
+    held = int(cfg.get("val_size", -1))
+    held = VAL_SIZE.get(cfg.get("dataset"), 0) if held < 0 else held
+    if held:  # the authors train on every training image (no validation split)
+        reasons.append(f"{held} training images held out for validation (the paper's runs: val_size=0)")
     return "no Δ: " + "; ".join(reasons) if reasons else None
 
 

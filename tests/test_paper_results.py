@@ -161,15 +161,22 @@ def test_every_authors_row_is_found_by_its_own_keys():
 
 
 def test_protocol_reason_says_why_there_is_no_delta():
-    paper = {"method": "mt", "steps": 280_000, "batch_labeled": 25, "batch_unlabeled": 75}
+    paper = {"method": "mt", "dataset": "cifar10", "val_size": 0, "steps": 280_000, "batch_labeled": 25,
+             "batch_unlabeled": 75}
     assert protocol_reason(paper) is None
+    # a validation split changes the training set: the authors train on all 50,000 CIFAR images
+    assert protocol_reason({**paper, "val_size": -1}) == \
+        "no Δ: 5000 training images held out for validation (the paper's runs: val_size=0)"
+    assert protocol_reason({**paper, "val_size": 700, "steps": 2000}) == \
+        "no Δ: 2000 of 280k steps; 700 training images held out for validation (the paper's runs: val_size=0)"
     assert protocol_reason({**paper, "steps": 2000}) == "no Δ: 2000 of 280k steps"
     assert protocol_reason({**paper, "steps": 300_000}) == "no Δ: 300k steps, not 280k"
     assert protocol_reason({**paper, "batch_labeled": 32, "batch_unlabeled": 96}) == "no Δ: batch 32+96, not 25+75"
     assert protocol_reason({**paper, "steps": 400, "batch_unlabeled": 50}) == \
         "no Δ: 400 of 280k steps; batch 25+50, not 25+75"
     # FixMatch's appendix numbers: FixMatch's own protocol (2^20 steps, 64 + 448), not 280k of 25 + 75
-    fm = {"method": "fixmatch", "steps": 2 ** 20, "batch_labeled": 64, "batch_unlabeled": 448}
+    fm = {"method": "fixmatch", "dataset": "cifar10", "val_size": 0, "steps": 2 ** 20, "batch_labeled": 64,
+          "batch_unlabeled": 448}
     assert protocol_reason(fm) is None
     assert protocol_reason({**fm, "steps": 280_000}) == "no Δ: 280k of 2^20 steps"
 

@@ -72,13 +72,14 @@ def make_table_exp(tmp_path, baseline=None, steps=PAPER_STEPS):
             for seed in range(3):
                 sens = rng.uniform(0.1, 0.3)
                 write_trial(exp, i, {"method": method, "vd": vd, "mur": mur, "entmin_coef": entmin, "dataset": ds,
-                                     "num_labels": n, "mur_radius": r, "steps": steps, "seed": seed,
+                                     "num_labels": n, "mur_radius": r, "steps": steps, "val_size": 0, "seed": seed,
                                      "trial_index": i},
                             reports(curves[(method, vd, mur, ds)][seed], steps=steps, sensitivity_mean=sens,
                                     sensitivity_hist=json.dumps({"counts": [5, 3, 2], "edges": [0, 0.1, 0.2, 0.3]})))
                 i += 1
     write_trial(exp, i, {"method": "mt", "vd": False, "mur": "none", "entmin_coef": 0.0, "dataset": "cifar10",
-                         "num_labels": 1000, "mur_radius": 10.0, "steps": steps, "seed": 3, "trial_index": i},
+                         "num_labels": 1000, "mur_radius": 10.0, "steps": steps, "val_size": 0, "seed": 3,
+                         "trial_index": i},
                 reports([50.0, math.nan], steps=steps, diverged=1))
     (exp / "sweep.json").write_text(json.dumps({"name": "table_cifar", "description": "MT/ICT table",
                                                 "paper_ref": "Table 1", "rows": ["method", "vd", "mur"],

@@ -39,6 +39,12 @@ def test_every_trial_config_validates(name, preset):
         assert {t["dataset"] for t in trials} == {"mnist"} and {t["num_labels"] for t in trials} == {100}
     module_doc = __import__(f"search_spaces.{name}", fromlist=["x"]).__doc__
     assert "python -m sweeper.run " + name in module_doc  # docstring states the command
+    # searches select on a validation split; the paper preset's tables train on every image as the authors
+    held = {TrainConfig.from_dict(t).n_val for t in trials if t["method"] != "labelspreading"}
+    if sweep.search is not None or preset != "paper":
+        assert 0 not in held, f"{name} --preset {preset}: every trial needs a validation split"
+    else:
+        assert held == {0}, f"{name} --preset paper: the authors' protocol trains on every image"
 
 
 def test_grid_counts_and_seeds_are_an_axis():
