@@ -39,6 +39,8 @@ class PaperResult:
     vd: bool = False
     mur: str = "none"           # our TrainConfig.mur; the paper's "+MUR" is the direct one
     setting: tuple[tuple[str, float], ...] = ()   # TrainConfig keys that define the row
+    checked: str = ""           # OTHER_PAPERS: where the number was checked ("" = not checked; the
+                                # authors' rows are checked against the paper's LaTeX by the tests)
 
     @property
     def is_ours(self) -> bool:
@@ -191,14 +193,23 @@ CITATIONS = {
                          "for Supervised and Semi-Supervised Learning, IEEE TPAMI 41(8), 2019 (online 2018), "
                          "MNIST table",
 }
+# `checked`: none of the papers could be opened here (no network); each number was compared with
+# independent public text quoting it, found with the search tools on 2026-11-26. Where none was found
+# the row says "not checked" and the table note marks it: verify against the PDF before citing.
+_BADGAN = "kimiyoung/ssl_bad_gan README (MNIST # errors, 100 labels)"
+_LADDER_NP = "huangleiBuaa/Ladder_deepSSL_NP README (permutation-invariant MNIST, 100 labels)"
 OTHER_PAPERS: list[PaperResult] = [
-    PaperResult("Kingma+ 2014, T1", "M1+M2 (VAE, MLP)", "mnist", 100, 3.33, 0.14, "kingma2014semi"),
-    PaperResult("Rasmus+ 2015, T1", "Ladder, full (MLP, perm.-inv.)", "mnist", 100, 1.06, 0.37, "rasmus2015semi"),
+    PaperResult("Kingma+ 2014, T1", "M1+M2 (VAE, MLP)", "mnist", 100, 3.33, 0.14, "kingma2014semi",
+                checked="Response777/Semi-supervised-VAE README ('M1+M2: 3.33(delta = 0.14)')"),
+    PaperResult("Rasmus+ 2015, T1", "Ladder, full (MLP, perm.-inv.)", "mnist", 100, 1.06, 0.37, "rasmus2015semi",
+                checked=f"{_LADDER_NP}; {_BADGAN}: 106 +/- 37"),
     PaperResult("Rasmus+ 2015, T2", "Ladder, Conv-Small Γ-model", "mnist", 100, 0.89, 0.50, "rasmus2015semi"),
     PaperResult("Springenberg 2016, T1", "CatGAN (conv)", "mnist", 100, 1.39, 0.28, "springenberg2016unsupervised"),
     PaperResult("Salimans+ 2016, T1", "Improved GAN, feature matching (MLP, perm.-inv.)", "mnist", 100, 0.93, 0.065,
-                "salimans2016improved"),
-    PaperResult("Miyato+ 2018", "VAT (MLP, perm.-inv.)", "mnist", 100, 1.36, 0.03, "miyato2018virtual"),
+                "salimans2016improved", checked=f"{_BADGAN}: 93 +/- 6.5; {_LADDER_NP}: 0.93 ± 0.065"),
+    # the mean is quoted by both READMEs, the ± by neither: printed without it
+    PaperResult("Miyato+ 2018", "VAT (MLP, perm.-inv.)", "mnist", 100, 1.36, None, "miyato2018virtual",
+                checked=f"{_LADDER_NP}: 1.36; {_BADGAN}: 136 (no ± in either)"),
 ]
 METHODS = ("pi", "mt", "ict", "mut", "fixmatch")
 
@@ -286,7 +297,8 @@ if __name__ == "__main__":
         std = "" if r.std is None else f" ± {r.std:.2f}"
         print(f"{r.where:20s} {r.model:34s} {r.dataset:8s} {r.num_labels:6d}  {r.mean:6.2f}{std:8s}  {r.source}")
     for r in OTHER_PAPERS:
-        print(f"{r.where:20s} {r.model:34s} {r.dataset:8s} {r.num_labels:6d}  {r.mean:6.2f} ± {r.std:<6g} "
-              f"{CITATIONS[r.source]}")
+        std = "" if r.std is None else f" ± {r.std:g}"
+        print(f"{r.where:20s} {r.model:34s} {r.dataset:8s} {r.num_labels:6d}  {r.mean:6.2f}{std:9s} "
+              f"{CITATIONS[r.source]} [checked: {r.checked or 'no'}]")
     for k, (m, s) in SENSITIVITY.items():
         print(f"{'Table 3':20s} {str(k):34s} {'cifar10':8s} {1000:6d}  {m:6.2f} ± {s:.2f}  ours")

@@ -431,9 +431,10 @@ def _other_papers_notes(table: pd.DataFrame) -> list[str]:
         rows = [r for r in OTHER_PAPERS if (r.dataset, r.num_labels) == (ds, n)]
         if rows:
             items = "; ".join(f"{r.model} {r.mean:.2f}" + ("" if r.std is None else f" ± {r.std:.2f}")
-                              + f" ({r.source})" for r in rows)
+                              + f" ({r.source}{'' if r.checked else ', not checked'})" for r in rows)
             out.append(f"Other papers' {DATASET_NAMES.get(ds, ds)}-{n} test errors (%), their own networks and "
-                       f"protocols, not comparable cell by cell: {items}.")
+                       f"protocols, not comparable cell by cell: {items}. 'not checked': transcribed, not yet "
+                       f"compared with the paper (sweeper/paper_results.py).")
     return out
 
 

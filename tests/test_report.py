@@ -578,6 +578,7 @@ def test_other_papers_mnist_numbers_are_listed_under_an_mnist_table_with_sources
     mnist = [r for r in OTHER_PAPERS if r.dataset == "mnist" and r.num_labels == 100]
     assert len(notes) == 1 and len(mnist) >= 3
     assert all(f"{r.mean:.2f}" in notes[0] and r.source in notes[0] for r in mnist)
+    assert notes[0].count(", not checked)") == sum(not r.checked for r in mnist) > 0
     assert _other_papers_notes(t[t["dataset"] == "digits"]) == []  # no other papers' digits numbers
 
 

@@ -82,3 +82,20 @@ def test_digits_mt_vd_mur_learns(digits):
                 digits, log=None)
     assert out["test_error"] < 30, out
     assert out["loss_mur"] > 0 and out["loss_kl"] > 0 and 0 <= out["sparsity"] <= 1
+
+
+def test_best_val_selection_agrees_with_the_aggregator_across_a_restore(tmp_path, digits):
+    """The trainer's running test_error_at_best_val (kept in its checkpoint) and sweeper.aggregate's
+    bestval_test_error (recomputed from the reports) are two implementations of one rule: they agree."""
+    from sweeper.aggregate import bestval_metrics
+    cfg = _cfg(steps=48, eval_every=8)
+    a = Trainer(cfg, digits)
+    outs = [a.run_interval() for _ in range(3)]
+    a.save(tmp_path / "ckpt.pt")
+    b = Trainer(cfg, digits)
+    b.load(tmp_path / "ckpt.pt")
+    outs += [b.run_interval() for _ in range(3)]
+    assert b.done and len({o["val_error"] for o in outs}) > 1  # the selection has something to choose
+    best = bestval_metrics(outs)
+    assert outs[-1]["best_val_error"] == min(o["val_error"] for o in outs)
+    assert outs[-1]["test_error_at_best_val"] == best["bestval_test_error"]
