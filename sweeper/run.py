@@ -232,7 +232,9 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
         **store.ray_storage(exp_dir),  # name, storage_path (+ storage_filesystem for a URI)
         failure_config=tune.FailureConfig(max_failures=3),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-        callbacks=result_loggers(args.tensorboard),
+        # hpo in a bucket: the SQLite study goes up after every trial, so another machine can resume it
+        callbacks=result_loggers(args.tensorboard)
+        + ([store.study_upload_callback(exp_dir)] if sweep.search and not isinstance(exp_dir, Path) else []),
         progress_reporter=reporter, verbose=1)
     if sweep.search:  # hpo: Optuna TPE + ASHA over the search space, study kept in SQLite
         import optuna

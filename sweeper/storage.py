@@ -251,10 +251,44 @@ def ray_storage(exp: Folder) -> dict:
     return {"name": exp.name, "storage_path": exp.parent.path, "storage_filesystem": exp.fs}
 
 
+def upload_study(exp: Folder) -> bool:
+    """Copy hpo's SQLite study (local_file(exp, OPTUNA_DB)) to exp/optuna.db in the bucket, as one
+    consistent snapshot (SQLite's online backup, so a write Optuna makes meanwhile is either in it or
+    not). False when exp is local (the study is already there) or there is no study yet."""
+    import sqlite3
+    import tempfile
+
+    src = local_folder(exp) / OPTUNA_DB
+    if isinstance(exp, Path) or not src.is_file():
+        return False
+    with tempfile.TemporaryDirectory() as tmp:
+        snap = Path(tmp) / OPTUNA_DB
+        with contextlib.closing(sqlite3.connect(src)) as a, contextlib.closing(sqlite3.connect(snap)) as b:
+            a.backup(b)
+        write_bytes(exp / OPTUNA_DB, snap.read_bytes())
+    return True
+
+
+def study_upload_callback(exp: Folder):
+    """A Tune callback that uploads the hpo study to a remote experiment after every finished or
+    stopped trial, so that a driver lost with its machine resumes elsewhere from the bucket with at
+    most one trial's worth of study missing (Tune then re-asks Optuna for that trial)."""
+    from ray import tune
+
+    class StudyUpload(tune.Callback):
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            upload_study(exp)
+
+        def on_experiment_end(self, trials, **info):
+            upload_study(exp)
+
+    return StudyUpload()
+
+
 def prepare_restore(exp: Folder) -> dict:
     """tune.Tuner.restore's path (and storage_filesystem); first copies a stored hpo study (optuna.db)
     back to the local path its searcher state names, unless this machine still has it (then its copy
-    is the newer one: the bucket's is uploaded when a run ends)."""
+    is the newer one: the bucket's is uploaded after every finished trial and when a run ends)."""
     if isinstance(exp, Path):
         return {"path": str(exp)}
     if not (local_folder(exp) / OPTUNA_DB).is_file():

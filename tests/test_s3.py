@@ -148,6 +148,31 @@ def test_storage_writes_lists_and_reads_back(s3):
                                               "storage_filesystem": root.fs}
 
 
+def test_hpo_study_goes_up_after_each_trial_and_comes_back_on_another_machine(s3, tmp_path, monkeypatch):
+    """The Tune callback uploads a consistent snapshot of the SQLite study while Optuna keeps it open;
+    prepare_restore on a machine without it (another cache) pulls it back with every trial."""
+    import cloudpickle
+    import optuna
+
+    exp = storage.check(f"s3://{BUCKET}/study") / "hpo-20260101-000000"
+    study = optuna.create_study(study_name="hpo", storage=f"sqlite:///{storage.local_file(exp, 'optuna.db')}")
+    callback = storage.study_upload_callback(exp)
+    for k in range(3):  # a trial ends, the callback runs (the study stays open, as during a sweep)
+        study.optimize(lambda t: (t.suggest_float("x", -1, 1) - 0.3) ** 2, n_trials=1)
+        callback.on_trial_complete(iteration=k, trials=[], trial=None)
+        assert f"study/hpo-20260101-000000/{storage.OPTUNA_DB}" in objects(s3, prefix="study/")
+    values = sorted(t.value for t in study.trials)
+    callback = cloudpickle.loads(cloudpickle.dumps(callback))  # Tune stores its callbacks with the experiment
+    callback.on_experiment_end(trials=[])
+
+    monkeypatch.setenv("VBI_MUR_CACHE", str(tmp_path / "other-machine"))
+    assert not (storage.local_folder(exp) / storage.OPTUNA_DB).exists()
+    assert storage.prepare_restore(exp) == {"path": exp.path, "storage_filesystem": exp.fs}
+    back = optuna.load_study(study_name="hpo", storage=f"sqlite:///{storage.local_folder(exp) / storage.OPTUNA_DB}")
+    assert sorted(t.value for t in back.trials) == values and len(values) == 3
+    assert storage.upload_study(tmp_path) is False  # a local experiment: the study is already there
+
+
 # ---------------------------------------------------------------- --data-dir URI: copied once per node
 
 def test_data_dir_uri_is_copied_once_per_node_checked_against_sizes(s3, tmp_path, monkeypatch):
