@@ -8,7 +8,7 @@ both use it), 0 on the quick one.
     python -m sweeper.run ablation_kl --preset quick   # digits, 5 coefficients + MT + LabelSpreading, 3 seeds, ~7 min on 2 CPU cores
 """
 from search_spaces import Sweep
-from search_spaces.common import BASELINE_MT, CIFAR, LABEL_SPREADING, QUICK, authors_entmin
+from search_spaces.common import BASELINE_MT, CIFAR, LABEL_SPREADING, QUICK, authors_entmin, authors_rows
 
 
 def sweep(preset: str) -> Sweep:
@@ -17,6 +17,7 @@ def sweep(preset: str) -> Sweep:
     coefs = [0.01, 0.05, 0.2, 0.5, 1.0] if quick else [0.005, 0.01, 0.05, 0.1, 0.5]
     mt = {**BASELINE_MT, "entmin_coef": entmin}
     rows = ([LABEL_SPREADING] if quick else []) + [mt] + [{**mt, "vd": True, "kl_coef": k} for k in coefs]
+    rows = rows if quick else authors_rows(rows, "cifar10")  # paper: MT has the authors' BN pass, MT+VD not
     return Sweep(
         name="ablation_kl", paper_ref="Fig. 3(a), 3(b)",
         description="MT+VD test error and sparsity vs the KL coefficient, against MT",

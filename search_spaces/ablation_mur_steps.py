@@ -7,7 +7,7 @@ the paper's best GA is (0.1, 8) at 17.21 and best PGA (1.0, 2) at 16.81 vs direc
     python -m sweeper.run ablation_mur_steps                  # CIFAR-10, (1 + 2 x 9) x 3 = 57 trials
 """
 from search_spaces import Sweep
-from search_spaces.common import CIFAR, LABEL_SPREADING, QUICK
+from search_spaces.common import CIFAR, LABEL_SPREADING, QUICK, authors_rows
 
 
 def sweep(preset: str) -> Sweep:
@@ -15,6 +15,7 @@ def sweep(preset: str) -> Sweep:
     sizes, steps = ([0.1, 10.0], [2, 5]) if quick else ([0.1, 1.0, 10.0], [2, 5, 8])
     rows = ([LABEL_SPREADING] if quick else []) + [{"method": "mt", "mur": "direct", "mur_steps": 1}]
     rows += [{"method": "mt", "mur": m, "mur_step_size": a, "mur_steps": s} for m in ("ga", "pga") for a in sizes for s in steps]
+    rows = rows if quick else authors_rows(rows, "cifar10")  # paper: the authors' BN statistics pass
     return Sweep(
         name="ablation_mur_steps", paper_ref="Fig. 4(a), 4(b); appendix GA vs PGA",
         description="MT+MUR, GA vs PGA updates of x* over step size and number of steps, against direct",

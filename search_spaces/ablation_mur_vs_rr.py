@@ -8,13 +8,14 @@ minimisation 0 in every row (the authors' MeanTeacher_MUR run file).
     python -m sweeper.run ablation_mur_vs_rr                  # CIFAR-10, 2 x 5 x 3 = 30 trials
 """
 from search_spaces import Sweep
-from search_spaces.common import CIFAR, LABEL_SPREADING, QUICK
+from search_spaces.common import CIFAR, LABEL_SPREADING, QUICK, authors_rows
 
 
 def sweep(preset: str) -> Sweep:
     quick = preset == "quick"
     radii = [0.5, 1.0, 2.0] if quick else [4.0, 7.0, 10.0, 20.0, 40.0]
     rows = [{"method": "mt", "mur": m, "mur_radius": r} for m in ("direct", "random") for r in radii]
+    rows = rows if quick else authors_rows(rows, "cifar10")  # paper: the authors' BN statistics pass
     return Sweep(
         name="ablation_mur_vs_rr", paper_ref="Fig. 4(c)",
         description="MT+MUR vs MT+RR test error over the radius r",

@@ -23,7 +23,7 @@ the paper's CIFAR-10 value and the one the MNIST issue measured with.
     python -m sweeper.run ablation_radius --preset mnist   # 6 rows x 3 seeds; per trial ~3 GPU-min (hours on a CPU)
 """
 from search_spaces import Sweep
-from search_spaces.common import BASELINE_MT, CIFAR, LABEL_SPREADING, QUICK
+from search_spaces.common import BASELINE_MT, CIFAR, LABEL_SPREADING, QUICK, authors_rows
 from search_spaces.common import MNIST, MNIST_MINUTES
 
 QUICK_RADII = [0.5, 1.0, 2.0]
@@ -52,6 +52,7 @@ def sweep(preset: str) -> Sweep:
     radii = QUICK_RADII if quick else PAPER_RADII
     rows = ([LABEL_SPREADING] if quick else []) + [BASELINE_MT]
     rows += [{**BASELINE_MT, "mur": "direct", "mur_radius": r} for r in radii]
+    rows = rows if quick else authors_rows(rows, "cifar10")  # paper: the authors' BN statistics pass
     return Sweep(
         name="ablation_radius", paper_ref="Fig. 3(c)",
         description="MT+MUR (direct) test error vs the radius r, against MT",

@@ -36,7 +36,7 @@ METHOD_NAMES = {"supervised": "Supervised", "pi": "Π", "mt": "MT", "ict": "ICT"
 MUR_NAMES = {"direct": "MUR", "pga": "MUR (PGA)", "ga": "MUR (GA)", "random": "RR", "vat": "VAT"}
 DATASET_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "svhn": "SVHN", "digits": "digits", "mnist": "MNIST"}
 KEY_NAMES = {"mur_radius": "r", "mur_step_size": "α", "mur_steps": "s", "kl_coef": "KL coef",
-             "num_labels": "labels", "entmin_coef": "entmin"}
+             "num_labels": "labels", "entmin_coef": "entmin", "bn_clean_pass": "clean BN pass"}
 NAME_KEYS = ("method", "vd", "mur")  # form a row's name ("MT + VD + MUR"); every other key goes in parentheses
 ORDER = {"method": ("supervised", "labelspreading", "pi", "mt", "ict", "mut", "fixmatch", "vat"),
          "mur": ("none", "direct", "pga", "ga", "random", "vat"),
@@ -66,6 +66,8 @@ def _short(key: str, v) -> str:
     """"r 10", "entmin 0.1", "CIFAR-10": a key and its value as a row label's parentheses show them."""
     if key == "dataset":
         return DATASET_NAMES.get(v, str(v))
+    if isinstance(v, (bool, np.bool_)):
+        return f"{KEY_NAMES.get(key, key)} {'on' if v else 'off'}"
     return f"{KEY_NAMES.get(key, key)} {_value(v)}"
 
 

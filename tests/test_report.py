@@ -141,6 +141,21 @@ def test_row_labels_name_a_key_that_changes_in_lockstep(table_built):
     assert "| MT + VD (entmin 0.1) |" in md and "| ICT + VD + MUR (entmin 0) |" in md and " r " not in md
 
 
+def test_row_labels_name_the_bn_statistics_pass_of_a_paper_table():
+    """The paper preset's rows as sweep modules make them: non-VD MT carries the authors' clean BN pass,
+    MT + VD does not; the labels name both knobs in which the rows differ."""
+    from search_spaces import get_sweep
+    from sweeper.tables import row_labels
+
+    rows = [t for t in get_sweep("table_cifar", "paper").trials()
+            if t["dataset"] == "cifar10" and t["num_labels"] == 1000 and t["method"] == "mt" and t["seed"] == 0]
+    summary = pd.DataFrame(rows).drop(columns=["seed", "trial_index"], errors="ignore")
+    labels = dict(zip(zip(summary["vd"], summary["mur"]), row_labels(summary, ("method", "vd", "mur"))))
+    assert labels[(False, "none")] == "MT (entmin 0.1, clean BN pass on)"
+    assert labels[(True, "none")] == "MT + VD (entmin 0.1, clean BN pass off)"
+    assert labels[(False, "direct")] == "MT + MUR (entmin 0, clean BN pass on)"
+
+
 def test_which_best_tabulates_the_minimum(table_built):
     exp, curves, _ = table_built
     t = table_frame(summarize(load_trials(exp), "test_error", "best"), ("method", "vd", "mur"), ("dataset",))

@@ -221,3 +221,20 @@ def test_asha_grace_period_follows_the_run_length():
     assert grace_period({"grace_fraction": 0.5}, 60, 20) == 30      # --set steps=60 keeps it inside the run
     assert grace_period({"grace_fraction": 0.5}, 20, 20) == 20      # at least one evaluation
     assert grace_period({}, 1500, 250) == 250 and grace_period({"grace_period": 900}, 600, 100) == 600
+
+
+def test_paper_presets_carry_the_authors_bn_statistics_pass_and_quick_ones_never():
+    """The authors' MeanTeacher._forward (inherited by MT+MUR, MT+RR, ICT, ICT+MUR) runs a clean student
+    pass; their VD models and Pi do not (transcribed here from models/semi_supervised/*.py)."""
+    authors = {("mt", False): True, ("mt", True): False, ("ict", False): True, ("ict", True): False,
+               ("pi", False): False, ("pi", True): False}
+    for name in ("table_cifar", "table_svhn", "ablation_kl", "ablation_radius", "ablation_mur_steps",
+                 "ablation_mur_vs_rr"):
+        for t in get_sweep(name, "paper").trials():
+            cfg = TrainConfig.from_dict(t)
+            assert cfg.bn_clean_pass == authors[(cfg.method, cfg.vd)], (name, cfg.method, cfg.vd)
+    for name in sorted(EXPECTED):
+        for preset in ("quick", "mnist"):
+            if preset == "mnist" and name not in MNIST_SWEEPS:
+                continue
+            assert not any(TrainConfig.from_dict(t).bn_clean_pass for t in get_sweep(name, preset).trials()), name

@@ -99,3 +99,36 @@ def test_best_val_selection_agrees_with_the_aggregator_across_a_restore(tmp_path
     best = bestval_metrics(outs)
     assert outs[-1]["best_val_error"] == min(o["val_error"] for o in outs)
     assert outs[-1]["test_error_at_best_val"] == best["bestval_test_error"]
+
+
+def test_bn_clean_pass_updates_bn_statistics_once_more_on_the_unaugmented_batch_only(digits):
+    """bn_clean_pass (the authors' non-VD MT): one more student pass per step, on the batch before
+    augmentation, whose only effect is a second momentum update of every BN running statistic; the
+    parameters after the step are those of a run without it."""
+    cfg = _cfg(method="mt", translate=2, bn_momentum=0.1)
+    runs = {}
+    for on in (False, True):
+        torch.manual_seed(0)
+        tr = Trainer(cfg.replace(bn_clean_pass=on), digits)
+        bn = next(m for m in tr.student.modules() if isinstance(m, torch.nn.BatchNorm2d))
+        seen = {"inputs": [], "bn_means": []}
+        h1 = tr.student.register_forward_pre_hook(lambda m, a: seen["inputs"].append(a[0].detach().clone()))
+        h2 = bn.register_forward_pre_hook(lambda m, a: seen["bn_means"].append(a[0].detach().mean((0, 2, 3))))
+        before = bn.running_mean.clone()
+        tr.train_step()
+        h1.remove(), h2.remove()
+        expected = before
+        for mu in seen["bn_means"]:  # PyTorch's running update, once per train-mode pass
+            expected = (1 - 0.1) * expected + 0.1 * mu
+        assert torch.allclose(bn.running_mean, expected, atol=1e-6)
+        runs[on] = (tr, seen)
+    off, on = runs[False][1], runs[True][1]
+    assert len(off["inputs"]) == 1 and len(on["inputs"]) == 2
+    x_train = digits.x_train.flatten(1)                                    # (N, 64)
+    clean, augmented = on["inputs"][1].flatten(1), on["inputs"][0].flatten(1)
+    is_train_row = lambda x: (x[:, None] == x_train[None]).all(-1).any(1)  # (B,) an exact training image
+    assert is_train_row(clean).all() and not is_train_row(augmented).all()
+    params = lambda tr: torch.cat([p.detach().flatten() for p in tr.student.parameters()])
+    assert torch.equal(params(runs[False][0]), params(runs[True][0]))     # no gradient from the extra pass
+    bn_var = lambda tr: next(m for m in tr.student.modules() if isinstance(m, torch.nn.BatchNorm2d)).running_var
+    assert not torch.equal(bn_var(runs[False][0]), bn_var(runs[True][0]))  # the statistics did change

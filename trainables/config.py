@@ -84,6 +84,9 @@ class TrainConfig:
     translate_pad: str = "reflect"  # pixels shifted in: reflect (authors) | zero (Mean Teacher's pad-and-crop)
     flip: bool = False              # random horizontal flip (CIFAR yes, SVHN and digits no)
     bn_momentum: float = 0.001      # PyTorch convention (TF 0.999)
+    bn_clean_pass: bool = False     # + a no-grad train-mode student pass on the un-augmented batch each step that only
+                                    # updates BN running stats (the authors' non-VD MT/ICT: MeanTeacher._forward's
+                                    # y_dist_stu_no_pert); paper presets set it where they do (search_spaces/common.py)
     bn_eps: float = 1e-8
     # --- evaluation and runtime -------------------------------------------------
     eval_every: int = 100           # steps between test evaluations (and reports)

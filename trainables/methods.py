@@ -39,6 +39,7 @@ class Views:
     x2: Tensor   # (B, C, H, W) second view of the same images
     y_l: Tensor  # (L,) int64 labels
     xs: Tensor | None = None  # (U, C, H, W) FixMatch: strong view A(x_u) of the unlabeled rows
+    x0: Tensor | None = None  # (B, C, H, W) the batch before augmentation (bn_clean_pass only)
 
 
 def softmax_mse(logits: Tensor, target: Tensor) -> Tensor:
