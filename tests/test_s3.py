@@ -151,7 +151,7 @@ def test_storage_writes_lists_and_reads_back(s3):
 def test_hpo_study_goes_up_after_each_trial_and_comes_back_on_another_machine(s3, tmp_path, monkeypatch):
     """The Tune callback uploads a consistent snapshot of the SQLite study while Optuna keeps it open;
     prepare_restore on a machine without it (another cache) pulls it back with every trial."""
-    import cloudpickle
+    from ray import cloudpickle  # what Tune stores tuner.pkl with
     import optuna
 
     exp = storage.check(f"s3://{BUCKET}/study") / "hpo-20260101-000000"
