@@ -148,13 +148,39 @@ def _cell_configs(summary: pd.DataFrame) -> list[dict]:
     return [{**defaults, **{k: _py(summary.at[i, k]) for k in keys}} for i in summary.index]
 
 
+def applies(key: str, cfg: dict) -> bool:
+    """Whether a config key changes what a run with this full config does: LabelSpreading uses none of
+    the network's keys; the MUR keys need a MUR point (the radius is also VAT's epsilon), the step
+    keys an iterative one (or VAT's power iterations), the KL coefficient VD."""
+    if key in NAME_KEYS:
+        return True
+    if cfg.get("method") == "labelspreading":
+        return key in ("dataset", "num_labels", "val_size")
+    vat = cfg.get("method") == "vat" or cfg.get("mur") == "vat"
+    if key in ("mur_radius", "mur_coef"):
+        return cfg.get("mur", "none") != "none" or vat
+    if key == "mur_step_size":
+        return cfg.get("mur") in ("pga", "ga")
+    if key == "mur_steps":
+        return cfg.get("mur") in ("pga", "ga") or vat
+    if key == "kl_coef":
+        return bool(cfg.get("vd"))
+    return True
+
+
 def row_labels(summary: pd.DataFrame, rows=("method", "vd", "mur"), cols=()) -> pd.Series:
     """Each summary row's table row label (layout_keys; method / vd / mur name the row even where the
-    sweep holds them fixed: "MT + MUR", not "MUR"), aligned with the summary's index."""
+    sweep holds them fixed: "MT + MUR", not "MUR"), aligned with the summary's index. A key that does
+    not apply to a row (`applies`: LabelSpreading's α, a plain MT row's KL coefficient) is left out of
+    its label, unless that would give two different rows one label."""
     row_keys, col_keys = layout_keys(summary, rows, cols)
     named = [k for k in NAME_KEYS if k in train_config_defaults() and k not in row_keys + col_keys]
-    return pd.Series([row_label({k: cfg[k] for k in named + row_keys}) for cfg in _cell_configs(summary)],
-                     index=summary.index, dtype=object)
+    cfgs = _cell_configs(summary)
+    full = [row_label({k: cfg[k] for k in named + row_keys}) for cfg in cfgs]
+    short = [row_label({k: cfg[k] for k in named + row_keys if applies(k, cfg)}) for cfg in cfgs]
+    if len(set(short)) < len(set(full)):
+        short = full
+    return pd.Series(short, index=summary.index, dtype=object)
 
 
 # ---------------------------------------------------------------- the paper's values

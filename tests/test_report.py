@@ -156,6 +156,25 @@ def test_row_labels_name_the_bn_statistics_pass_of_a_paper_table():
     assert labels[(False, "direct")] == "MT + MUR (entmin 0, clean BN pass on)"
 
 
+def test_row_labels_leave_out_keys_that_do_not_apply_to_a_row():
+    """mut_radius-like rows: LabelSpreading has no α or s, direct MUR no α or s; MT without VD no KL
+    coefficient. Where leaving a key out would merge two rows, every label keeps it."""
+    from sweeper.tables import row_labels
+
+    summary = pd.DataFrame([
+        {"method": "labelspreading", "mur": "none", "vd": False, "mur_step_size": 1.0, "mur_steps": 1, "kl_coef": 0.05},
+        {"method": "mut", "mur": "direct", "vd": False, "mur_step_size": 0.3, "mur_steps": 1, "kl_coef": 0.05},
+        {"method": "mut", "mur": "pga", "vd": False, "mur_step_size": 0.3, "mur_steps": 5, "kl_coef": 0.05},
+        {"method": "mt", "mur": "none", "vd": False, "mur_step_size": 1.0, "mur_steps": 1, "kl_coef": 0.05},
+        {"method": "mt", "mur": "none", "vd": True, "mur_step_size": 1.0, "mur_steps": 1, "kl_coef": 0.2},
+    ])
+    assert list(row_labels(summary, ("method", "vd", "mur"))) == [
+        "LabelSpreading", "MUT + MUR", "MUT + MUR (PGA) (α 0.3, s 5)", "MT", "MT + VD (KL coef 0.2)"]
+    # two MT rows that differ only in a key MT ignores: the labels keep it rather than merge them
+    twins = pd.DataFrame([{"method": "mt", "vd": False, "kl_coef": k} for k in (0.05, 0.2)])
+    assert list(row_labels(twins, ("method", "vd"))) == ["MT (KL coef 0.05)", "MT (KL coef 0.2)"]
+
+
 def test_which_best_tabulates_the_minimum(table_built):
     exp, curves, _ = table_built
     t = table_frame(summarize(load_trials(exp), "test_error", "best"), ("method", "vd", "mur"), ("dataset",))
