@@ -125,13 +125,15 @@ def config_keys(summary: pd.DataFrame) -> list[str]:
 
 
 def layout_keys(summary: pd.DataFrame, rows, cols) -> tuple[list[str], list[str]]:
-    """Row and column keys. Columns: the sweep's `cols`. Rows: the sweep's `rows`, then every other
+    """Row and column keys. Columns: the sweep's `cols`. Rows: the sweep's `rows` (those beyond
+    method / vd / mur only where they take more than one value), then every other
     config key that takes more than one value across the summary, so that the labels name each knob
     in which the rows differ, one that changes in lockstep with another too (entmin 0 -> 0.1 exactly
     when VD turns on). A key constant within every column (it follows the columns, e.g. r = 10 on
     CIFAR-10 and 20 on CIFAR-100) does not tell rows apart and stays out."""
     keys = config_keys(summary)
-    row_keys = [k for k in rows if k in keys]
+    # a `rows` key beyond method/vd/mur that one value fills everywhere tells no rows apart: left out
+    row_keys = [k for k in rows if k in keys and (k in NAME_KEYS or summary[k].nunique(dropna=False) > 1)]
     col_keys = [k for k in cols if k in keys and k not in row_keys]
     for k in keys:
         if k in row_keys or k in col_keys or summary[k].nunique(dropna=False) < 2:

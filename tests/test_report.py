@@ -173,6 +173,10 @@ def test_row_labels_leave_out_keys_that_do_not_apply_to_a_row():
     # two MT rows that differ only in a key MT ignores: the labels keep it rather than merge them
     twins = pd.DataFrame([{"method": "mt", "vd": False, "kl_coef": k} for k in (0.05, 0.2)])
     assert list(row_labels(twins, ("method", "vd"))) == ["MT (KL coef 0.05)", "MT (KL coef 0.2)"]
+    # a key the sweep lists among its rows but holds at one value (table_svhn's entmin 0) names nothing
+    flat = pd.DataFrame([{"method": m, "vd": vd, "mur": "none", "entmin_coef": 0.0} for m in ("pi", "mt")
+                         for vd in (False, True)])
+    assert list(row_labels(flat, ("method", "vd", "mur", "entmin_coef"))) == ["Π", "Π + VD", "MT", "MT + VD"]
 
 
 def test_which_best_tabulates_the_minimum(table_built):
