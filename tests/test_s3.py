@@ -290,10 +290,10 @@ def test_sweep_on_s3_stops_resumes_and_reports_from_the_bucket_alone(s3, tmp_pat
         assert final[t] == stopped[t], f"{t} ran again after it finished"
     resumed = [t for t in set(stopped) - finished(stopped) if stopped[t]]
     assert resumed
-    for t in resumed:  # stopped mid-run: continued from its checkpoint, past step 0
-        assert final[t][:len(stopped[t])] == stopped[t]
-        restart = final[t][len(stopped[t])]
-        assert restart["iterations_since_restore"] == 1 and restart["step"] > 10, final[t]
+    for t in resumed:  # stopped mid-run: continued from a checkpoint, past step 0 (the restore may rewrite
+        # result.json from the checkpoint Ray's saved state names, as test_reliability's kill test explains)
+        restart = final[t][[i for i, r in enumerate(final[t]) if r["iterations_since_restore"] == 1][-1]]
+        assert restart["step"] > 10 and final[t][-1]["step"] == 20, final[t]
 
     # the report from the bucket alone: a fresh cache, the report's files deleted from the bucket first
     for name in ("table.md", "trials.parquet", "summary.csv"):
