@@ -17,7 +17,8 @@ def sweep(preset: str) -> Sweep:
     return Sweep(
         name="hpo_base", paper_ref="appendix Training Settings (the shared settings)",
         description="Optuna TPE + ASHA over lr, lambda1, EMA, input noise, weight decay of MT (validation split)",
-        base={**(QUICK if quick else CIFAR), **BASELINE_MT, "val_size": -1},  # selects on validation seeds=1, rows=("method",), cols=(),
+        base={**(QUICK if quick else CIFAR), **BASELINE_MT, "val_size": -1},  # selects on validation
+        seeds=1, rows=("method",), cols=(),
         minutes_per_trial=0.5 if quick else 50,
         search={"space": {"lr": ("loguniform", 0.01, 0.5), "cons_coef": ("loguniform", 1.0, 100.0),
                           "ema_decay": ("uniform", 0.9, 0.999), "input_noise": ("uniform", 0.0, 0.5),

@@ -39,6 +39,8 @@ def test_every_trial_config_validates(name, preset):
         assert {t["dataset"] for t in trials} == {"mnist"} and {t["num_labels"] for t in trials} == {100}
     module_doc = __import__(f"search_spaces.{name}", fromlist=["x"]).__doc__
     assert "python -m sweeper.run " + name in module_doc  # docstring states the command
+    if sweep.search is not None:  # a search's axis is its samples: one seed, one ranked table of them
+        assert (sweep.seeds, sweep.rows, sweep.cols) == (1, ("method",), ()), name
     # searches select on a validation split; the paper preset's tables train on every image as the authors
     held = {TrainConfig.from_dict(t).n_val for t in trials if t["method"] != "labelspreading"}
     if sweep.search is not None or preset != "paper":
