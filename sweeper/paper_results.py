@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from trainables.config import VAL_SIZE
+from trainables.config import held_out
 
 
 @dataclass(frozen=True)
@@ -266,8 +266,7 @@ def protocol_reason(cfg: dict) -> str | None:
     paper_batch = (want["batch_labeled"], want["batch_unlabeled"])
     if batch != paper_batch:
         reasons.append(f"batch {batch[0]}+{batch[1]}, not {paper_batch[0]}+{paper_batch[1]}")
-    held = int(cfg.get("val_size", -1))
-    held = VAL_SIZE.get(cfg.get("dataset"), 0) if held < 0 else held
+    held = held_out(cfg["dataset"], int(cfg.get("val_size", -1)))
     if held:  # the authors train on every training image (no validation split)
         reasons.append(f"{held} training images held out for validation (the paper's runs: val_size=0)")
     return "no Δ: " + "; ".join(reasons) if reasons else None

@@ -159,13 +159,16 @@ def applies(key: str, cfg: dict) -> bool:
         return True
     if cfg.get("method") == "labelspreading":
         return key in ("dataset", "num_labels", "val_size")
-    vat = cfg.get("method") == "vat" or cfg.get("mur") == "vat"
-    if key in ("mur_radius", "mur_coef"):
-        return cfg.get("mur", "none") != "none" or vat
+    point = cfg.get("mur", "none") != "none"  # a MUR / RR / VAT point and its lambda3 term
+    vat_alone = cfg.get("method") == "vat"    # VAT's loss: epsilon = mur_radius, power iterations = mur_steps,
+    if key == "mur_coef":                     # its coefficient cons_coef
+        return point
+    if key == "mur_radius":
+        return point or vat_alone
     if key == "mur_step_size":
         return cfg.get("mur") in ("pga", "ga")
     if key == "mur_steps":
-        return cfg.get("mur") in ("pga", "ga") or vat
+        return cfg.get("mur") in ("pga", "ga", "vat") or vat_alone
     if key == "kl_coef":
         return bool(cfg.get("vd"))
     return True

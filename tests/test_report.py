@@ -170,6 +170,11 @@ def test_row_labels_leave_out_keys_that_do_not_apply_to_a_row():
     ])
     assert list(row_labels(summary, ("method", "vd", "mur"))) == [
         "LabelSpreading", "MUT + MUR", "MUT + MUR (PGA) (α 0.3, s 5)", "MT", "MT + VD (KL coef 0.2)"]
+    # VAT alone (methods.cons_vat): epsilon is mur_radius, iterations mur_steps, its coefficient cons_coef
+    from sweeper.tables import applies
+    vat = {"method": "vat", "mur": "none", "vd": False}
+    assert [applies(k, vat) for k in ("mur_radius", "mur_steps", "mur_coef", "mur_step_size", "kl_coef")] == \
+        [True, True, False, False, False]
     # two MT rows that differ only in a key MT ignores: the labels keep it rather than merge them
     twins = pd.DataFrame([{"method": "mt", "vd": False, "kl_coef": k} for k in (0.05, 0.2)])
     assert list(row_labels(twins, ("method", "vd"))) == ["MT (KL coef 0.05)", "MT (KL coef 0.2)"]

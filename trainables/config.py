@@ -25,6 +25,11 @@ TRAIN_SIZE = {"digits": 1347, "mnist": 60000, "cifar10": 50000, "cifar100": 5000
 VAL_SIZE = {"digits": 300, "mnist": 10000, "cifar10": 5000, "cifar100": 5000, "svhn": 7325}
 
 
+def held_out(dataset: str, val_size: int) -> int:
+    """Validation images a run holds out of the training set: val_size, or VAL_SIZE[dataset] for -1."""
+    return VAL_SIZE[dataset] if val_size < 0 else val_size
+
+
 class ConfigError(ValueError):
     """A config value is unknown or out of range; the message names the fix."""
 
@@ -125,7 +130,7 @@ class TrainConfig:
     @property
     def n_val(self) -> int:
         """Validation images held out of the training set (val_size, or the data set's default)."""
-        return VAL_SIZE[self.dataset] if self.val_size < 0 else self.val_size
+        return held_out(self.dataset, self.val_size)
 
     @property
     def uses_teacher(self) -> bool:
