@@ -10,7 +10,8 @@ Measured (2026-11-26, 2-core CPU, 7.6 min, final test error %, 3 seeds): MUR / R
 3.04, r = 1: 2.89 / 2.81, r = 2: 2.22 / 2.67 (paired MUR - RR +0.15, +0.07, -0.44, every interval
 including 0); LabelSpreading 4.44. On digits at 1500 steps the most uncertain point does no better
 than a random one: the paper's claim does not show at this scale. Both are below plain MT (3.85 with
-the same settings and seeds, ablation_kl's MT row) in the mean.
+the same settings and seeds, ablation_kl's MT row) in the mean; paired over those seeds only RR at
+r = 1 excludes 0 (-1.04 [-1.88, -0.19]).
 """
 from search_spaces import Sweep
 from search_spaces.common import CIFAR, LABEL_SPREADING, QUICK, authors_rows
