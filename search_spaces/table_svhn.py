@@ -11,7 +11,8 @@ entmin 0, plus the supervised network and LabelSpreading.
 Measured (2026-11-26, 2-core CPU, 18.3 min, final test error %, 5 seeds; [paired 95% interval vs MT]):
 Pi 3.82 [-0.64, +0.99], Pi+MUR 2.58 [-1.66, -0.47], Pi+VD 3.11 [-2.06, +1.00], Pi+VD+MUR 1.02 [-4.48,
 -0.77]; MT 3.64, MT+MUR 2.76, MT+VD 2.67, MT+VD+MUR 1.02, supervised 5.73 and LabelSpreading 4.58 (as
-table_cifar's quick rows, the same trials). MUR helps Pi and MT alike; VD+MUR is best for both.
+table_cifar's quick rows, the same trials). Paired vs Pi itself: Pi+MUR -1.24 [-2.02, -0.47], Pi+VD
+-0.71 [-2.36, +0.94], Pi+VD+MUR -2.80 [-4.34, -1.26]. MUR helps Pi and MT alike; VD+MUR is best for both.
 """
 from search_spaces import Sweep
 from search_spaces.common import LABEL_SPREADING, QUICK, SUPERVISED, SVHN_MT, SVHN_PI, variants
