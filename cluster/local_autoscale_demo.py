@@ -320,10 +320,19 @@ def run_demo(workload: str, trials: int, seconds: float, idle_timeout_minutes: f
         if "job_finished" in times else None,
         "job_done_to_all_removed_s": round(times["workers_removed"] - times["job_finished"], 1)
         if "workers_removed" in times else None,
-        "workers_over_time": samples, "job_log_tail": logs[-2000:],
+        "workers_over_time": samples, "job_log_tail": logs[-2000:], "job_result": job_result(logs),
         "ok": state == "SUCCEEDED" and peak >= 1 and "workers_removed" in times
         and (not s3_server or any(e["trials"] for e in in_bucket.values())),
     }
+
+
+def job_result(logs: str) -> dict | None:
+    """The tiny workload's summary line ({"trials_done": ..., "x2": [...]}) from the whole job log: worker
+    tracebacks printed as the cluster scales down may follow it, so a log tail can miss it."""
+    for line in reversed(logs.splitlines()):
+        if '{"trials_done"' in line:
+            return json.loads(line[line.index('{"trials_done"'):])
+    return None
 
 
 def main(argv=None) -> int:
