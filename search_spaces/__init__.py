@@ -37,6 +37,7 @@ class Sweep:
     minutes_per_trial: float = 1.0          # cost estimate on the preset's target machine
     search: dict[str, Any] | None = None    # hpo only: {"space": {...}, "num_samples": n, ...}
     baseline: dict[str, Any] | None = None  # the row each cell is compared with, paired over seeds, e.g. {"method": "mt", "mur": "none"}
+    baseline_within: tuple[str, ...] = ()  # keys a cell keeps when its baseline is looked for: ("method",) compares Pi+VD with Pi, Pi with MT
 
     def trials(self, seeds: int | None = None) -> list[dict[str, Any]]:
         """Every trial's config dict: base, then a variant, then a grid point, then the seed."""

@@ -69,5 +69,5 @@ def sweep(preset: str) -> Sweep:
     return Sweep(name="table_cifar", paper_ref="Tables 1 and 3", base=dict(CIFAR),
                  description="MT/ICT x {-, VD, MUR, VD+MUR} on CIFAR-10/100",
                  variants=[{**r, **s} for s in settings for m in ("mt", "ict") for r in variants(m, s["dataset"])],
-                 seeds=3, baseline={"method": "mt", "vd": False, "mur": "none"},
+                 seeds=3, baseline={"method": "mt", "vd": False, "mur": "none"}, baseline_within=("method",),
                  rows=("method", "vd", "mur", "entmin_coef"), cols=("dataset", "num_labels"), minutes_per_trial=150)

@@ -111,15 +111,15 @@ def check_search(sweep: Sweep, trials: list[dict]) -> None:
 
 
 def check_baseline(sweep: Sweep, trials: list[dict]) -> None:
-    """Sweep.baseline must name TrainConfig keys (InputError); a baseline that no trial matches (e.g. after
+    """Sweep.baseline and baseline_within must name TrainConfig keys (InputError); a baseline that no trial matches (e.g. after
     --set) only costs the tables their differences, so it is a note on stderr."""
     if not sweep.baseline:
         return
     known = {f.name for f in fields(TrainConfig)}
-    unknown = sorted(k for k in sweep.baseline if k not in known)
+    unknown = sorted(k for k in (*sweep.baseline, *sweep.baseline_within) if k not in known)
     if unknown:
-        raise InputError(f"sweep {sweep.name}: baseline names {unknown}, not TrainConfig keys; fix the baseline "
-                         f"dict in search_spaces/{sweep.name}.py")
+        raise InputError(f"sweep {sweep.name}: baseline / baseline_within name {unknown}, not TrainConfig keys; "
+                         f"fix them in search_spaces/{sweep.name}.py")
     if not any(all(TrainConfig.from_dict(t).to_dict()[k] == v for k, v in sweep.baseline.items()) for t in trials):
         print(f"note: no trial matches the sweep's baseline {sweep.baseline}; the tables will show no paired "
               f"differences", file=sys.stderr)

@@ -28,8 +28,10 @@ from sweeper.stats import excludes_zero, paired_diff
 
 STAT_COLS = ("metric", "which", "mean", "std", "n", "n_failed", "n_diverged", "n_incomplete", "n_trials", "seeds")
 # Columns baseline_diffs adds to a summary: ours - baseline (percent points for errors), its t-interval,
-# the baseline row's label, the number of seeds paired, and whether the cell is itself a baseline cell.
-DIFF_COLS = ("diff_vs_baseline", "diff_ci_low", "diff_ci_high", "baseline", "n_paired", "is_baseline")
+# the label of the row it is compared with, the number of seeds paired, whether the cell is itself a
+# baseline cell, and whether it was compared with its own method's row (Sweep.baseline_within).
+DIFF_COLS = ("diff_vs_baseline", "diff_ci_low", "diff_ci_high", "baseline", "n_paired", "is_baseline",
+             "within_baseline")
 LEVEL = 0.95  # confidence level of the paired t-interval
 METHOD_NAMES = {"supervised": "Supervised", "pi": "Π", "mt": "MT", "ict": "ICT", "mut": "MUT", "fixmatch": "FM",
                 "vat": "VAT", "labelspreading": "LabelSpreading"}
@@ -154,7 +156,8 @@ def _cell_configs(summary: pd.DataFrame) -> list[dict]:
 def applies(key: str, cfg: dict) -> bool:
     """Whether a config key changes what a run with this full config does: LabelSpreading uses none of
     the network's keys; the MUR keys need a MUR point (the radius is also VAT's epsilon), the step
-    keys an iterative one (or VAT's power iterations), the KL coefficient VD."""
+    keys an iterative one (or VAT's power iterations), the KL coefficient VD, lambda1 a consistency term
+    (supervised and MUT have none)."""
     if key in NAME_KEYS:
         return True
     if cfg.get("method") == "labelspreading":
@@ -171,6 +174,8 @@ def applies(key: str, cfg: dict) -> bool:
         return cfg.get("mur") in ("pga", "ga", "vat") or vat_alone
     if key == "kl_coef":
         return bool(cfg.get("vd"))
+    if key == "cons_coef":                    # lambda1: no consistency term (methods.cons_none)
+        return cfg.get("method") not in ("supervised", "mut")
     return True
 
 
@@ -208,7 +213,8 @@ def paper_sens(cfg: dict):
 # ---------------------------------------------------------------- paired comparison with the baseline row
 
 def baseline_diffs(summary: pd.DataFrame, trials: pd.DataFrame, baseline: dict | None,
-                   rows=("method", "vd", "mur"), cols=(), level: float = LEVEL) -> tuple[pd.DataFrame, list[str]]:
+                   rows=("method", "vd", "mur"), cols=(), level: float = LEVEL,
+                   within: tuple[str, ...] = ()) -> tuple[pd.DataFrame, list[str]]:
     """The summary with DIFF_COLS added, and notes on what could not be compared; unchanged without a baseline.
 
     baseline: {config key: value} naming the baseline row (Sweep.baseline), e.g. {"method": "mt",
@@ -221,6 +227,12 @@ def baseline_diffs(summary: pd.DataFrame, trials: pd.DataFrame, baseline: dict |
     diff_vs_baseline = mean over pairs of (cell - baseline) in the summary's metric, diff_ci_low /
     high its `level` t-interval (NaN below 2 pairs), n_paired the pairs. Baseline cells themselves
     have is_baseline True and no difference.
+
+    within (Sweep.baseline_within), e.g. ("method",): a cell keeps its own value of these keys when
+    its baseline is looked for, so Pi + VD is compared with Pi (the baseline's other keys, the cell's
+    method) and only the variant changes; a cell that is itself its method's base row (Pi), or whose
+    method has none, is compared with the baseline row (MT). within_baseline marks the cells compared
+    with their own method's row.
     """
     if not baseline:
         return summary, []
@@ -229,6 +241,7 @@ def baseline_diffs(summary: pd.DataFrame, trials: pd.DataFrame, baseline: dict |
     out["baseline"] = None
     out["n_paired"] = 0
     out["is_baseline"] = False
+    out["within_baseline"] = False
     if not len(out):
         return out, []
     defaults = train_config_defaults()
@@ -244,11 +257,20 @@ def baseline_diffs(summary: pd.DataFrame, trials: pd.DataFrame, baseline: dict |
                      f"fix Sweep.baseline (in sweep.json for this folder) to the config of one table row."]
     labels = row_labels(summary, rows, cols)
     _, col_keys = layout_keys(summary, rows, cols)
-    narrow = [k for k in rows if k not in baseline]
     idx = list(summary.index)
+    cfg_of = dict(zip(idx, cfgs))
     base = [j for j, b in zip(idx, is_base) if b]
     col_of = {i: tuple(cfg[k] for k in col_keys) for i, cfg in zip(idx, cfgs)}
     one_cell = len({col_of[j] for j in base}) == 1
+
+    def pick(i: int, target: dict, pool: list) -> list:
+        """The cells of `pool` that are cell i's baseline: same column (or the pool's only column),
+        narrowed to those agreeing with cell i on the `rows` keys that `target` leaves open."""
+        cand = [j for j in pool if col_of[j] == col_of[i]] or (pool if len({col_of[j] for j in pool}) == 1 else [])
+        if len(cand) > 1:
+            cand = [j for j in cand if all(_same(cfg_of[j][k], cfg_of[i][k]) for k in rows if k not in target)]
+        return cand
+
     values = seed_values(trials, summary["metric"].iloc[0], summary["which"].iloc[0])
     gkeys = group_keys(trials)
     by_seed = {i: values.get(config_key(summary.loc[i], gkeys), {}) for i in idx}
@@ -257,9 +279,12 @@ def baseline_diffs(summary: pd.DataFrame, trials: pd.DataFrame, baseline: dict |
         if is_base[pos]:
             out.loc[i, ["baseline", "is_baseline"]] = [labels[i], True]
             continue
-        cand = [j for j in base if col_of[j] == col_of[i]] or (base if one_cell else [])
-        if len(cand) > 1:
-            cand = [j for j in cand if all(_same(cfgs[idx.index(j)][k], cfg[k]) for k in narrow)]
+        cand = []
+        own = {**baseline, **{k: cfg[k] for k in within if k in cfg}}  # Pi + VD -> Pi
+        if within and not all(_same(cfg[k], v) for k, v in own.items()):
+            cand = pick(i, own, [j for j in idx if all(_same(cfg_of[j][k], v) for k, v in own.items())])
+        if not cand:  # no own-method row (or the cell is it): the baseline row
+            cand = pick(i, baseline, base)
         if len(cand) > 1:
             ambiguous.append(f"{labels[i]} ({', '.join(labels[j] for j in cand)})")
         if len(cand) != 1:
@@ -267,8 +292,8 @@ def baseline_diffs(summary: pd.DataFrame, trials: pd.DataFrame, baseline: dict |
         j = cand[0]
         seeds = sorted(set(by_seed[i]) & set(by_seed[j]), key=str)
         d, lo, hi, n = paired_diff([by_seed[i][s] for s in seeds], [by_seed[j][s] for s in seeds], level)
-        out.loc[i, ["diff_vs_baseline", "diff_ci_low", "diff_ci_high", "baseline", "n_paired"]] = \
-            [d, lo, hi, labels[j], n]
+        out.loc[i, ["diff_vs_baseline", "diff_ci_low", "diff_ci_high", "baseline", "n_paired", "within_baseline"]] = \
+            [d, lo, hi, labels[j], n, j not in base]
     out["n_paired"] = out["n_paired"].astype(int)
     notes = []
     if one_cell and len(col_keys) and len({col_of[i] for i in idx}) > 1:
@@ -355,19 +380,22 @@ def cell_text(r) -> str:
 
 def diff_text(r) -> str:
     """" · −1.90 [−2.80, −1.00]*" (paired difference vs the baseline, its t-interval, * if it excludes 0),
-    " · −1.90 (1 pair)", " · no paired seeds"; "" for a baseline cell or a cell without a baseline."""
+    " · −1.90 (1 pair)", " · no paired seeds", each followed by " vs Pi" where the cell was compared with
+    its own method's row (baseline_within); "" for a baseline cell or a cell without a baseline."""
     label = r.get("baseline") if hasattr(r, "get") else None
     if not isinstance(label, str) or not label or bool(r.get("is_baseline", False)):
         return ""
+    vs = f" vs {label}" if bool(r.get("within_baseline", False)) else ""  # its own method's row
     k = int(r["n_paired"])
     if k == 0:
-        return " · no paired seeds"
+        return " · no paired seeds" + vs
     if k == 1:
-        return f" · {_signed(r['diff_vs_baseline'])} (1 pair)"
+        return f" · {_signed(r['diff_vs_baseline'])} (1 pair)" + vs
     lo, hi = r["diff_ci_low"], r["diff_ci_high"]
     star = "*" if excludes_zero(lo, hi) else ""
     text = f" · {_signed(r['diff_vs_baseline'])} [{_signed(lo)}, {_signed(hi)}]{star}"
-    return text + (f" ({k} pairs)" if k != int(r["n"]) else "")
+    return text + (f" ({k} pairs)" if k != int(r["n"]) else "") + vs
+
 
 
 def _grid(table: pd.DataFrame) -> tuple[list[str], list[list[str]], list[int]]:
@@ -409,6 +437,10 @@ def _notes(table: pd.DataFrame, extra=()) -> list[str]:
                      f"difference from the baseline cell (ours − baseline, over the seeds both finished), then "
                      f"[the {LEVEL:.0%} t-interval of that mean over the n paired seeds]; * = the interval "
                      f"excludes 0; (k pairs) where fewer than the cell's n seeds paired.")
+    if "within_baseline" in table.columns and table["within_baseline"].fillna(False).astype(bool).any():
+        notes.append("A difference ending in \"vs X\" is from X, the same method without the variant (so its "
+                     "interval isolates the variant's knobs); each method's own base row is compared with the "
+                     "baseline row.")
     has_paper = table["paper_mean"].notna().any()
     if has_paper and metric == "sensitivity_mean":
         notes.append("paper: Table 3 (CIFAR-10, 1000 labels), whose ± is the spread over test points, not "

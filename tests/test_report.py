@@ -24,7 +24,8 @@ from sweeper.aggregate import AggregateError, load_trials, summarize
 from sweeper.paper_results import paper_value
 from sweeper.plots import plot_virtual_points
 from sweeper.report import build_report, main
-from sweeper.tables import baseline_diffs, cell_text, ranking_frame, table_frame, to_latex, to_markdown
+from sweeper.tables import (_same, baseline_diffs, cell_text, ranking_frame, row_labels, table_frame, to_latex,
+                            to_markdown)
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -59,7 +60,7 @@ COLS = [("cifar10", 1000, 10.0), ("cifar100", 10000, 20.0)]
 PAPER_STEPS = 280_000  # the paper's protocol (with the default batches of 25 labeled + 75 unlabeled)
 
 
-def make_table_exp(tmp_path, baseline=None, steps=PAPER_STEPS):
+def make_table_exp(tmp_path, baseline=None, steps=PAPER_STEPS, within=()):
     """A Table-1-shaped sweep: 6 variants x 2 data sets x 3 seeds of `steps` steps; one extra diverged
     MT trial. The +VD rows of MT run entmin 0.1, the others 0 (a key in lockstep with vd); r follows
     the data set (10, 20). curves[(method, vd, mur, dataset)]: (seed, evaluation) test errors."""
@@ -84,7 +85,7 @@ def make_table_exp(tmp_path, baseline=None, steps=PAPER_STEPS):
     (exp / "sweep.json").write_text(json.dumps({"name": "table_cifar", "description": "MT/ICT table",
                                                 "paper_ref": "Table 1", "rows": ["method", "vd", "mur"],
                                                 "cols": ["dataset", "num_labels"], "metric": "test_error",
-                                                "baseline": baseline}))
+                                                "baseline": baseline, "baseline_within": list(within)}))
     return exp, curves
 
 
@@ -173,8 +174,13 @@ def test_row_labels_leave_out_keys_that_do_not_apply_to_a_row():
     # VAT alone (methods.cons_vat): epsilon is mur_radius, iterations mur_steps, its coefficient cons_coef
     from sweeper.tables import applies
     vat = {"method": "vat", "mur": "none", "vd": False}
-    assert [applies(k, vat) for k in ("mur_radius", "mur_steps", "mur_coef", "mur_step_size", "kl_coef")] == \
-        [True, True, False, False, False]
+    assert [applies(k, vat) for k in ("mur_radius", "mur_steps", "mur_coef", "mur_step_size", "kl_coef", "cons_coef")] == \
+        [True, True, False, False, False, True]
+    # lambda1 weighs the consistency term, which supervised and MUT do not have (methods.CONSISTENCY)
+    from trainables.methods import CONSISTENCY, cons_none
+    assert {m for m, f in CONSISTENCY.items() if f is cons_none} == {"supervised", "mut"}
+    assert [applies("cons_coef", {"method": m}) for m in ("supervised", "mut", "pi", "mt", "ict", "fixmatch")] == \
+        [False, False, True, True, True, True]
     # two MT rows that differ only in a key MT ignores: the labels keep it rather than merge them
     twins = pd.DataFrame([{"method": "mt", "vd": False, "kl_coef": k} for k in (0.05, 0.2)])
     assert list(row_labels(twins, ("method", "vd"))) == ["MT (KL coef 0.05)", "MT (KL coef 0.2)"]
@@ -253,6 +259,61 @@ def test_each_method_is_compared_with_its_own_base_row(table_built):
         if not row["is_baseline"]:
             base = curves[(method, False, "none", ds)][:, -1]
             assert row["diff_vs_baseline"] == pytest.approx(np.mean(c[:, -1] - base))
+
+
+def test_baseline_within_method_isolates_the_variant_and_keeps_method_vs_mt(tmp_path):
+    """Sweep.baseline_within = ("method",), through build_report from sweep.json: ICT + VD + MUR is
+    compared with ICT (its own method's base row, marked "vs ICT" in the table), while ICT itself and
+    every MT variant are compared with the baseline row MT; the differences are the seed-paired means
+    of the curves' final values, and the intervals scipy's paired t-intervals."""
+    exp, curves = make_table_exp(tmp_path, baseline=MT_BASE, within=("method",))
+    build_report(exp)
+    out = pd.read_csv(exp / "summary.csv")
+    out = out[out["n"] > 0]
+    for (method, vd, mur, ds), c in curves.items():
+        row = out[(out["method"] == method) & (out["vd"] == vd) & (out["mur"] == mur) & (out["dataset"] == ds)].iloc[0]
+        if (method, vd, mur) == ("mt", False, "none"):
+            assert row["is_baseline"] and not row["within_baseline"]
+            continue
+        own = method == "ict" and (vd, mur) != (False, "none")
+        base = curves[(method if own else "mt", False, "none", ds)][:, -1]
+        ci = scipy.stats.ttest_rel(c[:, -1], base).confidence_interval(0.95)
+        assert (bool(row["within_baseline"]), row["baseline"]) == (own, "ICT (entmin 0)" if own else "MT (entmin 0)")
+        assert row["diff_vs_baseline"] == pytest.approx(np.mean(c[:, -1] - base))
+        assert (row["diff_ci_low"], row["diff_ci_high"]) == pytest.approx((ci.low, ci.high))
+    md = (exp / "table.md").read_text()
+    ict_line = next(line for line in md.splitlines() if line.startswith("| ICT + VD + MUR"))
+    assert ict_line.count(" vs ICT (entmin 0)") == 2  # both columns
+    assert not any(" vs " in line for line in md.splitlines() if line.startswith("| ICT (entmin 0)"))
+    assert "the same method without the variant" in md
+
+
+@pytest.mark.parametrize("name", ["table_svhn", "table_cifar"])
+def test_every_quick_table_interval_changes_one_kind_of_knob(tmp_path, name):
+    """The quick tables' trials, laid out as Ray would store them and run through the real aggregator:
+    every deep row is compared with a row that differs from it only in the variant's knobs (VD, MUR,
+    entropy minimisation) or, for a method's base row, only in the method."""
+    from search_spaces import get_sweep
+
+    sweep = get_sweep(name, "quick")
+    exp = tmp_path / f"{name}-1"
+    for i, cfg in enumerate(sweep.trials()):
+        write_trial(exp, i, cfg, reports([10.0 + (i * 7919) % 13]))
+    trials = load_trials(exp)
+    out, notes = baseline_diffs(summarize(trials), trials, sweep.baseline, sweep.rows, sweep.cols,
+                                within=sweep.baseline_within)
+    assert notes == [] and out["is_baseline"].sum() == 1
+    keys = [k for k in sweep.trials()[0] if k != "seed" and k in out.columns]
+    labels = row_labels(out, sweep.rows, sweep.cols)
+    by_label = {labels[i]: out.loc[i] for i in out.index}
+    for i in out.index:
+        r = out.loc[i]
+        if r["is_baseline"] or r["method"] == "labelspreading":
+            continue
+        b = by_label[r["baseline"]]
+        changed = {k for k in keys if not _same(r[k], b[k])}
+        assert changed <= {"vd", "mur", "entmin_coef"} if r["within_baseline"] or r["method"] == "mt" \
+            else changed == {"method"}, (labels[i], r["baseline"], changed)
 
 
 def test_a_baseline_with_one_cell_is_the_baseline_of_every_column(tmp_path):
