@@ -1,0 +1,40 @@
+"""benchmarks/trainer_throughput.py runs and writes what a GPU session needs (timings themselves are
+not asserted: they belong to the benchmark's JSON, not to a test)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("trainer_throughput", ROOT / "benchmarks" / "trainer_throughput.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_throughput_json_has_every_requested_row_and_the_compile_share(tmp_path):
+    bench = load_bench()
+    out = tmp_path / "tt.json"
+    bench.main(["--variants", "MT,MT+VD", "--compile", "none", "--steps", "2", "--warmup", "1", "--repeats", "1",
+                "--out", str(out)])
+    d = json.loads(out.read_text())
+    assert d["complete"] is True and d["paper_steps"] == 280_000 and d["family"] == "mt"
+    assert [(r["variant"], r["compile"]) for r in d["rows"]] == [("MT", "none"), ("MT+VD", "none")]
+    for r in d["rows"]:
+        assert r["speedup_vs_eager"] == 1.0 and r["compile_s"] == 0.0 and r["compile_pct_paper_run"] == 0.0
+        assert r["images_per_s"] == pytest.approx(100 * r["steps_per_s"])
+    assert d["rows"][1]["slowdown_vs_base"] == pytest.approx(d["rows"][0]["steps_per_s"] / d["rows"][1]["steps_per_s"])
+    assert not out.with_suffix(".json.tmp").exists()
+
+
+def test_an_unknown_variant_is_refused_before_any_work(capsys):
+    with pytest.raises(SystemExit) as e:
+        load_bench().main(["--variants", "MT,MT+XYZ"])
+    assert e.value.code == 2
+    assert "unknown --variants ['MT+XYZ'] for --family mt; choose from MT, MT+VD" in capsys.readouterr().err
