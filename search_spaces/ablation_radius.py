@@ -6,8 +6,8 @@ paired difference every MT+MUR cell shows. Entropy minimisation is 0 in every ro
 MeanTeacher_MUR/run_cifar10.py), so the rows differ only in MUR and r.
     python -m sweeper.run ablation_radius                  # CIFAR-10, (5 + 1) x 3 trials of 280k steps, ~1.7 H100-hours each (MT+MUR: 48 steps/s)
 
-Quick preset (digits, 100 labels): MT, MT+MUR at four radii around the standardised 64-dim digits'
-scale, and LabelSpreading as the classical baseline, 3 seeds.
+Quick preset (digits, 100 labels, 1000 steps): MT, MT+MUR at three radii (0.5, 1, 2) around the
+standardised 64-dim digits' scale, and LabelSpreading as the classical baseline, 3 seeds.
     python -m sweeper.run ablation_radius --preset quick   # digits, 5 rows x 3 seeds, 3.5 min measured on 2 CPU cores
 Measured (2026-11-26, 2-core CPU, 1000 steps, final test error %, 3 seeds): MT 4.15, MT+MUR at r = 0.5 /
 1 / 2: 3.41 / 3.11 / 3.48 (paired vs MT at r = 1: -1.04 [-1.67, -0.40], the others' intervals include
@@ -16,7 +16,7 @@ with 3 seeds LabelSpreading's spread leaves every paired interval against it wid
 holds: a middle radius is best.
 
 MNIST preset (real MNIST, 100 labels, ConvNet-13 at width 0.5, common.MNIST): MT and MT+MUR at
-r in {2, 4, 8, 10, 16}, 3 seeds. The grid is four times the quick grid (0.5, 1, 2, 4 -> 2, 4, 8, 16):
+r in {2, 4, 8, 10, 16}, 3 seeds. The grid is four times the quick radii with r = 4 (0.5, 1, 2, 4 -> 2, 4, 8, 16):
 r is an L2 distance per image, and a standardised 32x32 one-channel image has norm ~ sqrt(1024) = 32
 against sqrt(64) = 8 for a standardised 8x8 digit, so 4x keeps r / |x|; r = 10 is added because it is
 the paper's CIFAR-10 value and the one the MNIST issue measured with.

@@ -18,8 +18,9 @@ Measured (2026-11-26, 2-core CPU, final test error %, 5 seeds; [paired 95% inter
 [-1.33, -0.45], MT+VD 2.67 [-2.66, +0.71], MT+VD+MUR 1.02 [-4.22, -1.02], MT+VD+MUR (entmin 0.1) 1.29.
 So on digits: supervised > MT > MT+VD+MUR, both steps significant; MUR alone helps; VD alone lowers
 the mean as much but its interval still includes 0 at 5 seeds; entropy minimisation does nothing
-here, so the authors' entmin 0.1 is not what makes MT+VD+MUR good. Every deep row but MT beats
-LabelSpreading with an interval excluding 0; MT's interval vs LabelSpreading includes 0.
+here, so the authors' entmin 0.1 is not what makes MT+VD+MUR good. Every semi-supervised deep row
+but MT beats LabelSpreading with an interval excluding 0; MT's interval vs LabelSpreading includes 0;
+the supervised network is worse than LabelSpreading (+1.16 [+0.17, +2.14]).
 
 MNIST preset (real MNIST, 100 labels, ConvNet-13 at width 0.5, 5000 steps, common.MNIST): supervised
 and MT x {base, +VD, +MUR, +VD+MUR} (entmin 0), 3 seeds, ICT left out as in the quick table. Other papers' MNIST-100 errors are

@@ -4,6 +4,7 @@
 """
 from __future__ import annotations
 
+import argparse
 import sys
 
 from search_spaces import get_sweep, names
@@ -21,7 +22,8 @@ def rows() -> list[dict]:
     return out
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    argparse.ArgumentParser(prog="python -m sweeper.list", description=__doc__.splitlines()[0]).parse_args(argv)
     print(f"{'sweep':<20} {'quick':>14} {'paper':>20}  what it reproduces")
     for r in rows():
         print(f"{r['name']:<20} {r['quick_trials']:>4} trials {r['quick_minutes'] / 2:>3.0f}m "

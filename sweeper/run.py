@@ -67,7 +67,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--tensorboard", action="store_true",
                    help="also write TensorBoard event files per trial (imports torch in this driver, ~3-5 s)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a TrainConfig key in every trial, e.g. --set steps=200 (repeatable)")
+                   help="override a TrainConfig key in every trial, e.g. --set mur_radius=2 (repeatable; a shorter run also needs its schedules: --set steps=600 --set lr_rampdown=150)")
     return p.parse_args(argv)
 
 
@@ -75,7 +75,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def _parse_override(s: str) -> tuple[str, object]:
     if "=" not in s:
-        raise InputError(f"--set {s!r} is not KEY=VALUE; write e.g. --set steps=200")
+        raise InputError(f"--set {s!r} is not KEY=VALUE; write e.g. --set mur_radius=2")
     k, v = s.split("=", 1)
     try:
         return k, json.loads(v)

@@ -132,3 +132,19 @@ def test_bn_clean_pass_updates_bn_statistics_once_more_on_the_unaugmented_batch_
     assert torch.equal(params(runs[False][0]), params(runs[True][0]))     # no gradient from the extra pass
     bn_var = lambda tr: next(m for m in tr.student.modules() if isinstance(m, torch.nn.BatchNorm2d)).running_var
     assert not torch.equal(bn_var(runs[False][0]), bn_var(runs[True][0]))  # the statistics did change
+
+
+def test_trainer_cli_refuses_bad_input_in_one_line_before_any_work(tmp_path, capsys):
+    """A schedule longer than the run and a missing data folder: exit 2, one line naming the fix."""
+    from trainables.trainer import main
+
+    for argv, want in [(["--steps", "100"], "error: lr_rampdown=150 is longer than steps=100 (set it with "
+                                            "--lr-rampdown or change --steps)"),
+                       (["--dataset", "cifar10", "--data-dir", str(tmp_path / "none")],
+                        f"error: data folder {tmp_path / 'none'} does not exist; create it and put the cifar10 "
+                        f"files in it, or pass --download to fetch them there")]:
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2
+        assert capsys.readouterr().err.strip() == want
+    assert not (tmp_path / "none").exists()

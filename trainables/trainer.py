@@ -16,6 +16,7 @@ import io
 import json
 import math
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,8 +26,9 @@ from torch import nn
 
 from trainables import schedules
 from trainables.augment_strong import strong_augment
-from trainables.config import TrainConfig
+from trainables.config import ConfigError, TrainConfig
 from trainables.data import Batcher, Dataset, augment, labeled_split, load_dataset, validation_indices
+from trainables.datafiles import DataError, check_available
 from trainables.methods import Views, loss_terms
 from trainables.metrics import error_rate, histogram, sensitivity
 from trainables.models import build_model
@@ -464,6 +466,12 @@ def train(cfg: TrainConfig, data: Dataset | None = None, log=print) -> dict:
     return out
 
 
+def fail(msg: str):
+    """One line on stderr and exit status 2 (argparse's convention, without its long usage text)."""
+    print(f"error: {msg}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for f in TrainConfig.__dataclass_fields__.values():
@@ -473,7 +481,15 @@ def main(argv=None):
         else:
             p.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, type={"int": int, "float": float}.get(t, str))
     args = {k: v for k, v in vars(p.parse_args(argv)).items() if v is not None}
-    cfg = TrainConfig.from_dict(args)
+    try:
+        cfg = TrainConfig.from_dict(args)
+    except ConfigError as e:  # e.g. a schedule longer than --steps: one line naming the keys, exit 2
+        fail(f"{e} (set it with --{str(e).split('=')[0].replace('_', '-')} or change --steps)"
+             if " is longer than steps=" in str(e) else str(e))
+    try:
+        check_available(cfg.dataset, cfg.data_dir, cfg.download)  # missing files: one line, before any work
+    except DataError as e:
+        fail(str(e).replace("--set download=true (download=True)", "--download"))
     print(json.dumps(train(cfg), indent=1, default=str))
 
 
