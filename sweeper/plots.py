@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from sweeper.aggregate import AggregateError, atomic_write, group_keys, summarize, train_config_defaults
-from sweeper.tables import KEY_NAMES, _metric_name, _py, _value, col_label, config_keys, row_label
+from sweeper.tables import KEY_NAMES, LEVEL, _metric_name, _py, _value, col_label, config_keys, row_label
 
 
 def _fig(ncols: int = 1, nrows: int = 1, w: float = 5.0, h: float = 3.6, share: bool = False):
@@ -284,6 +284,39 @@ def plot_sensitivity_hist(df: pd.DataFrame, path: Path) -> Path | None:
         ax.set_visible(False)
     fig.supxlabel("sensitivity ||J||_F (final evaluation; seeds pooled)", fontsize=8)
     fig.supylabel("fraction of test points", fontsize=8)
+    return _save(fig, path)
+
+
+def paired_diff_rows(table: pd.DataFrame) -> list[tuple[str, float, float, float]]:
+    """(label, difference, interval low, high) of every table cell with a paired interval (>= 2 seeds
+    paired), in the table's order; label "row · column vs baseline row"."""
+    if "diff_vs_baseline" not in table.columns:
+        return []
+    ok = table[table["n_paired"].fillna(0).astype(int) >= 2]
+    multi_col = table["col"].nunique() > 1
+    return [(f"{r['row']}" + (f" · {r['col']}" if multi_col else "") + f"  vs {r['baseline']}",
+             float(r["diff_vs_baseline"]), float(r["diff_ci_low"]), float(r["diff_ci_high"]))
+            for _, r in ok.iterrows()]
+
+
+def plot_paired_diffs(table: pd.DataFrame, path: Path, metric="test_error") -> Path | None:
+    """Each cell's paired difference from its baseline cell with its t-interval, one line a cell (a
+    forest plot of the table's "· Δ [low, high]" parts); an interval clear of 0 is drawn dark. None
+    without paired differences."""
+    rows = paired_diff_rows(table)
+    if not rows:
+        return None
+    fig, ax = _fig(w=4.0 + 0.055 * max(len(label) for label, *_ in rows), h=0.9 + 0.28 * len(rows))
+    ax = ax[0, 0]
+    y = np.arange(len(rows))[::-1]
+    for yi, (_, d, lo, hi) in zip(y, rows):
+        clear = lo > 0 or hi < 0
+        ax.errorbar([d], [yi], xerr=[[d - lo], [hi - d]], fmt="o", ms=4, capsize=3,
+                    color="black" if clear else "gray")
+    ax.axvline(0.0, color="red", lw=0.8)
+    ax.set_yticks(y, [label for label, *_ in rows], fontsize=7)
+    ax.set_xlabel(f"paired difference in {_metric_name(metric)}\n(ours − baseline, {LEVEL:.0%} t-interval over seeds)",
+                  fontsize=8)
     return _save(fig, path)
 
 

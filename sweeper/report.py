@@ -29,7 +29,7 @@ from sweeper.aggregate import (SELECT_METRIC, WHICH, WHICH_ALIASES, AggregateErr
                                write_trials)
 # Besides what build_report uses, the public names of the tables and plots are re-exported (noqa: F401),
 # importable from here as before the split into sweeper/tables.py and sweeper/plots.py.
-from sweeper.plots import (plot_g0, plot_ga_vs_pga, plot_kl, plot_mur_vs_rr, plot_radius,  # noqa: F401
+from sweeper.plots import (plot_g0, plot_ga_vs_pga, plot_kl, plot_mur_vs_rr, plot_paired_diffs, plot_radius,  # noqa: F401
                            plot_sensitivity_hist, plot_virtual_points, virtual_point_mosaic,
                            virtual_points_from_checkpoint)
 from sweeper.tables import (WHICH_TITLE, _metric_name, baseline_diffs, cell_text, classical_note, col_label,  # noqa: F401
@@ -73,6 +73,9 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
     title = meta.get("name", exp.name) + (f": {meta['description']}" if meta.get("description") else "") \
         + (f" ({meta['paper_ref']})" if meta.get("paper_ref") else "")
     table = table_frame(summary, rows, cols, paper_error if metric == "test_error" else None)
+    diffs_png = plot_paired_diffs(table, exp / "paired_diffs.png", metric)
+    if diffs_png is not None:
+        paths["paired_diffs.png"] = diffs_png
     paths.update(write_tables(table, exp, "table", title + WHICH_TITLE[which],
                               notes + ([no_val] if no_val and which == "best_val" else [])))
     search = meta.get("search") or {}

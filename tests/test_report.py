@@ -718,3 +718,24 @@ def test_classical_note_sorts_rows_into_better_no_difference_and_worse_than_labe
     assert f"[{ci.low:+.2f}, {ci.high:+.2f}]" in better
     assert classical_note(summarize(trials[trials["method"] != "labelspreading"]),
                           trials[trials["method"] != "labelspreading"], ("method",), ()) == []
+
+
+def test_paired_diffs_plot_draws_every_paired_cell_and_nothing_without_a_baseline(tmp_path):
+    """paired_diffs.png: one line per cell with >= 2 paired seeds, its difference and interval those
+    of summary.csv (the diverged extra MT seed pairs nothing); no plot without a baseline."""
+    from sweeper.plots import paired_diff_rows
+
+    exp, _ = make_table_exp(tmp_path / "a", baseline=MT_BASE, within=("method",))
+    paths = build_report(exp)
+    assert paths["paired_diffs.png"].read_bytes()[:8] == PNG
+    summary = pd.read_csv(exp / "summary.csv")
+    rows = (("method", "vd", "mur"), ("dataset", "num_labels"))
+    drawn = paired_diff_rows(table_frame(baseline_diffs(summarize(load_trials(exp)), load_trials(exp), MT_BASE,
+                                                        *rows, within=("method",))[0], *rows))
+    want = summary[summary["n_paired"] >= 2]
+    assert len(drawn) == len(want) == len(VARIANTS) * len(COLS) - len(COLS)  # every cell but MT's
+    assert sorted(round(d, 9) for _, d, _, _ in drawn) == sorted(round(d, 9) for d in want["diff_vs_baseline"])
+    assert all(lo <= d <= hi for _, d, lo, hi in drawn)
+    assert sum(" vs ICT (entmin 0)" in label for label, *_ in drawn) == len(COLS)  # ICT + VD + MUR, per column
+    exp2, _ = make_table_exp(tmp_path / "b")
+    assert "paired_diffs.png" not in build_report(exp2) and not (exp2 / "paired_diffs.png").exists()
