@@ -26,4 +26,5 @@ def sweep(preset: str) -> Sweep:
                 # grace period: half the run, past every ramp-up (at 250 steps the coefficient ramp has
                 # barely started, and a first search here pruned every large lambda1 there)
                 "grace_fraction": 0.5,
-                "num_samples": 20 if quick else 30, "reduction_factor": 3, "metric": "val_error"})
+                "num_samples": 20 if quick else 30, "reduction_factor": 3, "metric": "val_error",
+                "start_at_base": True})  # sample 1: the hand-set values (the preset's), for comparison

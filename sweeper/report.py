@@ -83,7 +83,8 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
         select = search.get("metric", SELECT_METRIC)
         paths.update(write_ranking(trials, [k for k in search["space"] if k in trials.columns], exp,
                                    f"{meta.get('name', exp.name)}: trials ranked by {_metric_name(select)}",
-                                   select, metric, [no_val] if no_val and select == SELECT_METRIC else []))
+                                   select, metric, [no_val] if no_val and select == SELECT_METRIC else [],
+                                   start_points=meta.get("start_points")))
     if "final_sensitivity_mean" in trials.columns and np.isfinite(
             pd.to_numeric(trials["final_sensitivity_mean"], errors="coerce")).any():
         sens, sens_notes = baseline_diffs(summarize(trials, "sensitivity_mean", "final"), trials, baseline,

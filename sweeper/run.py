@@ -101,9 +101,15 @@ def trial_configs(sweep: Sweep, args: argparse.Namespace) -> list[dict]:
 
 
 def check_search(sweep: Sweep, trials: list[dict]) -> None:
-    """A search (hpo) selects on the validation split, so its trials must hold one out (InputError)."""
+    """A search (hpo) selects on the validation split, so its trials must hold one out, and a search that
+    starts at its base values needs them inside the searched ranges (InputError)."""
     if not sweep.search:
         return
+    for k, (kind, *a) in sweep.search["space"].items() if sweep.search.get("start_at_base") else ():
+        v = trials[0][k]
+        if kind in ("loguniform", "uniform") and not a[0] <= v <= a[1]:
+            raise InputError(f"search {sweep.name} starts at the base value {k}={v}, outside its range "
+                             f"[{a[0]:g}, {a[1]:g}]; change --set {k}=... or the range in search_spaces/{sweep.name}.py")
     cfg = TrainConfig.from_dict(trials[0])
     if cfg.n_val == 0:
         raise InputError(f"hpo selects on the validation split; these trials hold out none (val_size={cfg.val_size}): "
@@ -205,6 +211,8 @@ def print_dry_run(sweep: Sweep, trials: list[dict], args) -> None:
         print(f"plus a search of {sweep.search['num_samples']} Optuna TPE samples over "
               f"{sorted(sweep.search['space'])} with ASHA early stopping, selecting on "
               f"{sweep.search.get('metric', 'val_error')}")
+        for point in start_points(sweep, trials) or []:
+            print("  the first sample is the base values: " + "  ".join(f"{k}={v}" for k, v in point.items()))
     n = sweep.search["num_samples"] if sweep.search else len(trials)
     print(f"estimated cost: {n} trials x {sweep.minutes_per_trial:g} min = "
           f"{n * sweep.minutes_per_trial / 60:.1f} trial-hours "
@@ -247,7 +255,7 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
         param_space = {**trials[0], **space}
         storage = optuna.storages.RDBStorage(f"sqlite:///{store.local_file(exp_dir, 'optuna.db')}")
         algo = OptunaSearch(metric=select, mode="min", study_name=sweep.name,
-                            storage=storage, seed=0)
+                            storage=storage, seed=0, points_to_evaluate=start_points(sweep, trials))
         # ASHA takes metric / mode (val_error, min) from the TuneConfig: Tune rejects them set in both
         sched = ASHAScheduler(time_attr="step", max_t=trials[0]["steps"],
                               grace_period=grace_period(s, trials[0]["steps"], trials[0]["eval_every"]),
@@ -265,6 +273,14 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
                                       trial_dirname_creator=_trial_dirname,
                                       reuse_actors=True)  # no new process (torch import) per trial
     return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config, run_config=run_config)
+
+
+def start_points(sweep: Sweep, trials: list[dict]) -> list[dict] | None:
+    """search["start_at_base"]: the first sample is the base config's own values of the searched keys
+    (the hand-set values, after any --set), so the ranking shows how far the search gets beyond them."""
+    if not (sweep.search or {}).get("start_at_base"):
+        return None
+    return [{k: trials[0][k] for k in sweep.search["space"]}]
 
 
 def grace_period(search: dict, steps: int, eval_every: int) -> int:
@@ -382,7 +398,8 @@ def main(argv=None) -> int:
         tuner = tune.Tuner.restore(trainable=tune.with_resources(train_tune, resources), resume_unfinished=True,
                                    resume_errored=True, **store.prepare_restore(exp_dir))
     else:
-        meta = {**asdict(sweep), "preset": args.preset, "n_trials": len(trials), "argv": sys.argv}
+        meta = {**asdict(sweep), "preset": args.preset, "n_trials": len(trials), "argv": sys.argv,
+                "start_points": start_points(sweep, trials)}
         store.create_experiment(exp_dir, json.dumps(meta, indent=1, default=str))
         tuner = build_tuner(sweep, trials, args, exp_dir, resources)
     # loggers: result_loggers(); Ctrl+C and SIGTERM: graceful_stop()

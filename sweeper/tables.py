@@ -618,10 +618,35 @@ def ranking_markdown(ranked: pd.DataFrame, title: str = "", top: int = 10, notes
     return "\n".join(lines) + "\n"
 
 
+def start_notes(trials: pd.DataFrame, ranked: pd.DataFrame, points, select: str = SELECT_METRIC) -> list[str]:
+    """Where each start point of a search (sweep.json start_points: the base values, sampled first)
+    landed: its rank among the finished trials and its `select`, or what became of it."""
+    notes = []
+    for point in points or []:
+        def hit(df):
+            return df[[all(_same(_py(r[k]), v) or (isinstance(v, float) and math.isclose(float(r[k]), v,
+                                                                                         rel_tol=1e-9))
+                           for k, v in point.items()) for _, r in df.iterrows()]] if len(df) else df
+        what = ", ".join(f"{KEY_NAMES.get(k, k)} {v:g}" if isinstance(v, (int, float)) else f"{k} {v}"
+                         for k, v in point.items())
+        mine, ever = hit(ranked), hit(trials)
+        if len(mine):
+            r = mine.iloc[0]
+            where = (f"rank {int(r['rank'])} of {len(ranked)}" if pd.notna(r["rank"]) else "unranked") + \
+                (f", stopped early by ASHA at step {int(r['steps'])}" if r["status"] == "stopped" else "")
+            notes.append(f"The search's first sample is the base values ({what}): {where}, "
+                         f"{_metric_name(select)} = {float(r[f'final_{select}']):.3g}.")
+        else:
+            status = ", ".join(sorted(set(ever["status"]))) if len(ever) else "not run yet"
+            notes.append(f"The search's first sample is the base values ({what}): not ranked ({status}).")
+    return notes
+
+
 def write_ranking(trials: pd.DataFrame, keys: list[str], folder: Path, title: str, select: str = SELECT_METRIC,
-                  report: str = "test_error", notes=()) -> dict[str, Path]:
-    """table_ranked.md and table_ranked.csv (ranking_frame) in folder, each written atomically."""
+                  report: str = "test_error", notes=(), start_points=None) -> dict[str, Path]:
+    """table_ranked.md and table_ranked.csv (ranking_frame) in folder, each written atomically; with
+    start_points, a note on where the base values landed (start_notes)."""
     ranked = ranking_frame(trials, keys, select, report)
-    md = ranking_markdown(ranked, title, notes=notes)
+    md = ranking_markdown(ranked, title, notes=[*start_notes(trials, ranked, start_points, select), *notes])
     return {"table_ranked.md": atomic_write(folder / "table_ranked.md", lambda t: Path(t).write_text(md)),
             "table_ranked.csv": atomic_write(folder / "table_ranked.csv", lambda t: ranked.to_csv(t, index=False))}

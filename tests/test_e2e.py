@@ -162,3 +162,8 @@ def test_hpo_runs_optuna_with_asha_and_ranks_the_trials(tmp_path):
     fin = ranked[ranked["status"] == "finished"]["final_val_error"]  # selected on validation, never on test
     assert fin.is_monotonic_increasing and "trials ranked by validation error" in p.stdout
     assert ranked["final_test_error"].notna().all()
+    # the first sample is the base values (the quick preset's hand-set ones), and the note says where it landed
+    from search_spaces.common import QUICK
+    base = {k: QUICK[k] for k in ("cons_coef", "kl_coef", "mur_coef", "mur_radius", "lr")}
+    assert study.trials[0].params == base
+    assert "The search's first sample is the base values (λ1 2.4, " in (exp / "table_ranked.md").read_text()

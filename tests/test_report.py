@@ -613,7 +613,7 @@ def test_virtual_points_stored_by_the_trial_are_plotted_without_torch(tmp_path):
     assert int(p.stdout.split()[-1]) > 1000
 
 
-def make_search_exp(exp, with_val=True):
+def make_search_exp(exp, with_val=True, start_points=None):
     """An hpo-shaped folder: 7 trials (2 finished, 3 stopped by ASHA, 1 failed, 1 diverged). The
     validation error ranks the two finished ones opposite to their test error."""
     space = {"lr": ["loguniform", 0.01, 0.3], "mur_radius": ["loguniform", 0.25, 4.0]}
@@ -637,8 +637,38 @@ def make_search_exp(exp, with_val=True):
                                    "status": "ERROR" if kind == "failed" else "TERMINATED"}), "{}"])
     (exp / "experiment_state-2026-01-01_00-00-00.json").write_text(json.dumps({"trial_data": states}))
     (exp / "sweep.json").write_text(json.dumps({"name": "hpo", "rows": ["method"], "cols": [],
-                                                "metric": "test_error", "search": {"space": space}}))
+                                                "metric": "test_error", "search": {"space": space},
+                                                "start_points": start_points}))
     return exp
+
+
+@pytest.mark.parametrize("point,want", [
+    ({"lr": 0.03, "mur_radius": 2.0}, "(lr 0.03, r 2): rank 2 of 5, validation error (%) = 12."),
+    ({"lr": 0.05, "mur_radius": 0.3}, "(lr 0.05, r 0.3): rank 3 of 5, stopped early by ASHA at step 300, "
+                                      "validation error (%) = 40."),
+    ({"lr": 0.01, "mur_radius": 0.4}, "(lr 0.01, r 0.4): not ranked (failed)."),
+])
+def test_a_search_says_where_its_base_values_landed(tmp_path, point, want):
+    """sweep.json start_points (run.start_points: the base values, sampled first): the ranked table's
+    note gives that trial's rank and validation error, or why it has none."""
+    exp = make_search_exp(tmp_path / "hpo-1", start_points=[point])
+    md = build_report(exp)["table_ranked.md"].read_text()
+    what = want.split(":")[0]
+    assert f"- The search's first sample is the base values {what}:{want.split(':', 1)[1]}" in md, md
+
+
+def test_the_search_sweeps_start_at_their_base_values_and_refuse_one_outside_the_range(capsys):
+    from search_spaces import get_sweep
+    from sweeper.run import main as run_main
+    from sweeper.run import parse_args, start_points, trial_configs
+
+    for name in ("hpo", "hpo_base"):
+        sweep = get_sweep(name, "quick")
+        trials = trial_configs(sweep, parse_args([name, "--preset", "quick"]))
+        assert start_points(sweep, trials) == [{k: sweep.base[k] for k in sweep.search["space"]}]
+    assert run_main(["hpo", "--preset", "quick", "--set", "lr=0.5", "--dry-run"]) == 2
+    assert capsys.readouterr().err.strip() == ("error: search hpo starts at the base value lr=0.5, outside its range "
+                                               "[0.01, 0.3]; change --set lr=... or the range in search_spaces/hpo.py")
 
 
 def test_a_search_ranks_its_trials_by_validation_error(tmp_path):
