@@ -30,7 +30,8 @@ class Sweep:
     base: dict[str, Any]                    # TrainConfig overrides shared by every trial
     grid: dict[str, list] = field(default_factory=dict)      # key -> values, Cartesian product
     variants: list[dict[str, Any]] = field(default_factory=lambda: [{}])  # rows like MT, MT+VD, ...
-    seeds: int = 3                          # seeds 0..seeds-1 are a grid axis
+    seeds: int = 3                          # seeds first_seed..first_seed+seeds-1 are a grid axis
+    first_seed: int = 0                     # a confirmation run starts past the seed its search used
     rows: tuple[str, ...] = ("method", "vd", "mur")          # config keys forming table rows
     cols: tuple[str, ...] = ()              # config keys forming table columns
     metric: str = "test_error"              # the number a trial returns (percent, lower is better)
@@ -46,7 +47,7 @@ class Sweep:
         out = []
         for variant in self.variants:
             for values in itertools.product(*(self.grid[k] for k in keys)):
-                for seed in range(n_seeds):
+                for seed in range(self.first_seed, self.first_seed + n_seeds):
                     cfg = {**self.base, **variant, **dict(zip(keys, values)), "seed": seed}
                     out.append(cfg)
         return out

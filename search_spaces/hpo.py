@@ -5,6 +5,7 @@ near a good region; the search says how much is left on the table: its first sam
 hand-set values, and table_ranked.md says where they rank. The Optuna study is kept in SQLite
 (`optuna.db` in the experiment folder); ASHA stops poor trials early.
     python -m sweeper.run hpo --preset quick   # digits, 12 samples of 1500 steps, ~12 min on 2 CPU cores
+    python -m sweeper.run hpo --preset quick --confirm results/hpo-<stamp>   # winner vs hand-set, 5 fresh seeds
     python -m sweeper.run hpo                  # CIFAR-10 1000 labels, 40 samples (ASHA cuts most short)
 """
 from search_spaces import Sweep

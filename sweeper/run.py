@@ -61,6 +61,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--resume", nargs="?", const="latest", default=None, metavar="EXP_DIR",
                    help="continue the latest (or the given) experiment folder of this sweep")
     p.add_argument("--dry-run", action="store_true", help="print the trial grid and cost, run nothing")
+    p.add_argument("--confirm", default=None, metavar="SEARCH_DIR",
+                   help="searches (hpo, hpo_base): rerun that search's best trial by validation error and its "
+                        "base values on fresh seeds (--seeds, default 5), paired (sweeper/confirm.py)")
     p.add_argument("--dashboard", action="store_true",
                    help="give a local Ray its dashboard on 127.0.0.1:8265 (costs ~2 s at start and ~5%% of a "
                         "2-core machine while trials run; a head's dashboard, see --address, outlives the sweep)")
@@ -345,10 +348,17 @@ def main(argv=None) -> int:
         get_sweep(args.sweep, args.preset or "paper")  # an unknown sweep or preset: the list of valid ones
         exp_dir = None
         if args.resume and not args.dry_run:  # the stored run decides the preset; its configs were checked
-            exp_dir, meta = find_experiment(check_storage(args.storage), args.sweep, args.resume)
+            exp_dir, meta = find_experiment(check_storage(args.storage),
+                                            args.sweep + ("_confirm" if args.confirm else ""), args.resume)
             args.preset = stored_preset(exp_dir, meta, args.preset)
         args.preset = args.preset or "paper"
         sweep = get_sweep(args.sweep, args.preset)
+        if args.confirm:  # the search's best trial and its base values, paired over fresh seeds
+            from sweeper.confirm import ConfirmError, confirm_sweep
+            try:
+                sweep = confirm_sweep(sweep, args.confirm, args.seeds)
+            except ConfirmError as e:
+                raise InputError(str(e)) from None
         trials = trial_configs(sweep, args)
         check_search(sweep, trials)
         check_baseline(sweep, trials)

@@ -769,3 +769,39 @@ def test_paired_diffs_plot_draws_every_paired_cell_and_nothing_without_a_baselin
     assert sum(" vs ICT (entmin 0)" in label for label, *_ in drawn) == len(COLS)  # ICT + VD + MUR, per column
     exp2, _ = make_table_exp(tmp_path / "b")
     assert "paired_diffs.png" not in build_report(exp2) and not (exp2 / "paired_diffs.png").exists()
+
+
+def test_confirm_reruns_the_best_trial_and_the_base_values_on_fresh_seeds(tmp_path, capsys):
+    """--confirm: the search's rank-1 trial by validation error (lr 0.10, r 1; not the best test error's
+    lr 0.03) and its recorded start point, as two rows paired over seeds 1..5 (the search used seed
+    0), the start point the baseline; the rest of the config from the best trial."""
+    from search_spaces import get_sweep
+    from sweeper.confirm import confirm_sweep
+    from sweeper.run import main as run_main
+    from trainables.config import TrainConfig
+
+    start = {"lr": 0.05, "mur_radius": 0.3}
+    exp = make_search_exp(tmp_path / "hpo-1", start_points=[start])
+    s = confirm_sweep(get_sweep("hpo", "quick"), str(exp))
+    assert (s.name, s.variants, s.baseline, s.seeds, s.first_seed) == \
+        ("hpo_confirm", [start, {"lr": 0.10, "mur_radius": 1.0}], start, 5, 1)
+    defaults = {k: v for k, v in TrainConfig().to_dict().items() if k not in ("seed", "lr", "mur_radius")}
+    assert s.base == {**defaults, "method": "mt"} and s.rows == ("method", "lr", "mur_radius")
+    assert [t["seed"] for t in s.trials()] == [1, 2, 3, 4, 5] * 2
+    assert run_main(["hpo", "--preset", "quick", "--confirm", str(exp), "--seeds", "3", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "6 trials = 2 configs x 3 seeds" in out and "lr=0.1  mur_radius=1.0  seed=3" in out
+
+
+@pytest.mark.parametrize("case", ["not a search", "no start point", "another search"])
+def test_confirm_refuses_what_it_cannot_confirm_in_one_line(tmp_path, capsys, case):
+    from sweeper.run import main as run_main
+
+    exp = make_search_exp(tmp_path / "hpo-1", start_points=None if case == "no start point" else [{"lr": 0.05}])
+    sweep = {"not a search": "table_cifar", "another search": "hpo_base"}.get(case, "hpo")
+    assert run_main([sweep, "--preset", "quick", "--confirm", str(exp), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    want = {"not a search": "error: --confirm takes a search's experiment folder; table_cifar is not a search",
+            "no start point": f"error: --confirm {exp}: this search did not record its start point",
+            "another search": f"error: --confirm {exp} holds a hpo experiment, not hpo_base"}[case]
+    assert len(err) == 1 and err[0].startswith(want), err
