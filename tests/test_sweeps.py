@@ -240,3 +240,21 @@ def test_paper_presets_carry_the_authors_bn_statistics_pass_and_quick_ones_never
             if preset == "mnist" and name not in MNIST_SWEEPS:
                 continue
             assert not any(TrainConfig.from_dict(t).bn_clean_pass for t in get_sweep(name, preset).trials()), name
+
+
+def test_every_search_starts_at_base_values_inside_its_ranges():
+    """hpo and hpo_base start at their preset's hand-set values (start_at_base): on every preset those
+    lie inside the searched ranges, or sweeper.run would refuse the search."""
+    import importlib
+
+    from sweeper.run import start_points
+
+    for name in names():
+        for preset in getattr(importlib.import_module(f"search_spaces.{name}"), "PRESETS", ("paper", "quick")):
+            s = get_sweep(name, preset)
+            if not s.search:
+                continue
+            assert s.search.get("start_at_base"), name
+            (point,) = start_points(s, s.trials())
+            for k, (kind, lo, hi) in s.search["space"].items():
+                assert kind in ("loguniform", "uniform") and lo <= point[k] <= hi, (name, preset, k, point[k])
