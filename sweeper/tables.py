@@ -183,7 +183,8 @@ def row_labels(summary: pd.DataFrame, rows=("method", "vd", "mur"), cols=()) -> 
     """Each summary row's table row label (layout_keys; method / vd / mur name the row even where the
     sweep holds them fixed: "MT + MUR", not "MUR"), aligned with the summary's index. A key that does
     not apply to a row (`applies`: LabelSpreading's α, a plain MT row's KL coefficient) is left out of
-    its label, unless that would give two different rows one label."""
+    its label, and floats show 3 significant digits, each unless that would give two different rows
+    one label."""
     row_keys, col_keys = layout_keys(summary, rows, cols)
     named = [k for k in NAME_KEYS if k in train_config_defaults() and k not in row_keys + col_keys]
     cfgs = _cell_configs(summary)
@@ -191,7 +192,17 @@ def row_labels(summary: pd.DataFrame, rows=("method", "vd", "mur"), cols=()) -> 
     short = [row_label({k: cfg[k] for k in named + row_keys if applies(k, cfg)}) for cfg in cfgs]
     if len(set(short)) < len(set(full)):
         short = full
-    return pd.Series(short, index=summary.index, dtype=object)
+    # a searched value (lambda1 7.53708) to 3 significant digits, unless that merges two rows' labels
+    rounded = [row_label({k: _sig3(cfg[k]) for k in named + row_keys if applies(k, cfg) or short is full})
+               for cfg in cfgs]
+    return pd.Series(rounded if len(set(rounded)) == len(set(short)) else short, index=summary.index, dtype=object)
+
+
+def _sig3(v):
+    """A float to 3 significant digits (7.53708 -> 7.54); anything else as it is."""
+    if isinstance(v, (float, np.floating)) and math.isfinite(v):
+        return float(f"{float(v):.3g}")
+    return v
 
 
 # ---------------------------------------------------------------- the paper's values

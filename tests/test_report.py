@@ -181,6 +181,11 @@ def test_row_labels_leave_out_keys_that_do_not_apply_to_a_row():
     assert {m for m, f in CONSISTENCY.items() if f is cons_none} == {"supervised", "mut"}
     assert [applies("cons_coef", {"method": m}) for m in ("supervised", "mut", "pi", "mt", "ict", "fixmatch")] == \
         [False, False, True, True, True, True]
+    # searched values show 3 significant digits, unless that would merge two rows
+    found = pd.DataFrame([{"method": "mt", "lr": lr} for lr in (0.0695424, 0.16)])
+    assert list(row_labels(found, ("method", "lr"))) == ["MT (lr 0.0695)", "MT (lr 0.16)"]
+    close = pd.DataFrame([{"method": "mt", "lr": lr} for lr in (0.06954, 0.06951)])
+    assert list(row_labels(close, ("method", "lr"))) == ["MT (lr 0.06954)", "MT (lr 0.06951)"]
     # two MT rows that differ only in a key MT ignores: the labels keep it rather than merge them
     twins = pd.DataFrame([{"method": "mt", "vd": False, "kl_coef": k} for k in (0.05, 0.2)])
     assert list(row_labels(twins, ("method", "vd"))) == ["MT (KL coef 0.05)", "MT (KL coef 0.2)"]
