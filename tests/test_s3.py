@@ -314,3 +314,21 @@ def test_sweep_on_s3_stops_resumes_and_reports_from_the_bucket_alone(s3, tmp_pat
     print(json.dumps({"test": "s3 stop + resume + report", "trials": len(final),
                       "finished_at_stop": len(finished(stopped)), "stop_s": round(t_stop, 1),
                       "resumed_s": round(t_resume, 1), "total_s": round(time.time() - t0, 1)}))
+
+
+def test_confirm_reads_a_search_from_the_bucket(s3, tmp_path):
+    """--confirm with a search that ran on S3: the ranking is rebuilt from the bucket's files and the
+    winner (rank 1 by validation error) and the recorded start point become the two rows."""
+    from test_report import make_search_exp
+
+    from search_spaces import get_sweep
+    from sweeper.confirm import confirm_sweep
+
+    exp = make_search_exp(tmp_path / "hpo-1", start_points=[{"lr": 0.05, "mur_radius": 0.3}])
+    for f in exp.rglob("*"):
+        if f.is_file():
+            s3.upload_file(str(f), BUCKET, f"searches/hpo-1/{f.relative_to(exp)}")
+    s = confirm_sweep(get_sweep("hpo", "quick"), f"s3://{BUCKET}/searches/hpo-1")
+    assert (s.variants, s.baseline, s.first_seed) == ([{"lr": 0.05, "mur_radius": 0.3},
+                                                      {"lr": 0.10, "mur_radius": 1.0}], {"lr": 0.05, "mur_radius": 0.3}, 1)
+    assert "searches/hpo-1/table_ranked.csv" in objects(s3, prefix="searches/")  # the rebuilt report went up
