@@ -39,6 +39,7 @@ class Sweep:
     search: dict[str, Any] | None = None    # hpo only: {"space": {...}, "num_samples": n, ...}
     baseline: dict[str, Any] | None = None  # the row each cell is compared with, paired over seeds, e.g. {"method": "mt", "mur": "none"}
     baseline_within: tuple[str, ...] = ()  # keys a cell keeps when its baseline is looked for: ("method",) compares Pi+VD with Pi, Pi with MT
+    baseline_for: dict[str, dict[str, Any]] = field(default_factory=dict)  # method -> the row its base row is compared with instead of the baseline (VAT+EntMin vs MUT+MUR)
 
     def trials(self, seeds: int | None = None) -> list[dict[str, Any]]:
         """Every trial's config dict: base, then a variant, then a grid point, then the seed."""

@@ -66,8 +66,10 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
         raise AggregateError(f"{exp}: no trial has reported yet ({len(trials)} trial folders, all without "
                              f"results); wrote trials.parquet only, run the report again later")
     baseline, within = meta.get("baseline"), tuple(meta.get("baseline_within") or ())
+    named = meta.get("baseline_for") or {}
     no_val = val_note(trials)
-    summary, notes = baseline_diffs(summarize(trials, metric, which), trials, baseline, rows, cols, within=within)
+    summary, notes = baseline_diffs(summarize(trials, metric, which), trials, baseline, rows, cols, within=within,
+                                    baseline_for=named)
     notes = notes + classical_note(summary, trials, rows, cols)
     paths.update(write_summary(summary, exp))
     title = meta.get("name", exp.name) + (f": {meta['description']}" if meta.get("description") else "") \
@@ -88,7 +90,7 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
     if "final_sensitivity_mean" in trials.columns and np.isfinite(
             pd.to_numeric(trials["final_sensitivity_mean"], errors="coerce")).any():
         sens, sens_notes = baseline_diffs(summarize(trials, "sensitivity_mean", "final"), trials, baseline,
-                                          rows, cols, within=within)
+                                          rows, cols, within=within, baseline_for=named)
         paths.update(write_tables(table_frame(sens, rows, cols, paper_sens), exp, "table_sensitivity",
                                   f"{title}: sensitivity (Table 3)", sens_notes))
     plots = {"radius.png": lambda p: plot_radius(trials, p, metric, which),

@@ -125,9 +125,10 @@ def check_baseline(sweep: Sweep, trials: list[dict]) -> None:
     if not sweep.baseline:
         return
     known = {f.name for f in fields(TrainConfig)}
-    unknown = sorted(k for k in (*sweep.baseline, *sweep.baseline_within) if k not in known)
+    unknown = sorted(k for k in (*sweep.baseline, *sweep.baseline_within,
+                                 *(k for row in sweep.baseline_for.values() for k in row)) if k not in known)
     if unknown:
-        raise InputError(f"sweep {sweep.name}: baseline / baseline_within name {unknown}, not TrainConfig keys; "
+        raise InputError(f"sweep {sweep.name}: baseline / baseline_within / baseline_for name {unknown}, not TrainConfig keys; "
                          f"fix them in search_spaces/{sweep.name}.py")
     if not any(all(TrainConfig.from_dict(t).to_dict()[k] == v for k, v in sweep.baseline.items()) for t in trials):
         print(f"note: no trial matches the sweep's baseline {sweep.baseline}; the tables will show no paired "

@@ -225,7 +225,7 @@ def paper_sens(cfg: dict):
 
 def baseline_diffs(summary: pd.DataFrame, trials: pd.DataFrame, baseline: dict | None,
                    rows=("method", "vd", "mur"), cols=(), level: float = LEVEL,
-                   within: tuple[str, ...] = ()) -> tuple[pd.DataFrame, list[str]]:
+                   within: tuple[str, ...] = (), baseline_for: dict | None = None) -> tuple[pd.DataFrame, list[str]]:
     """The summary with DIFF_COLS added, and notes on what could not be compared; unchanged without a baseline.
 
     baseline: {config key: value} naming the baseline row (Sweep.baseline), e.g. {"method": "mt",
@@ -242,8 +242,9 @@ def baseline_diffs(summary: pd.DataFrame, trials: pd.DataFrame, baseline: dict |
     within (Sweep.baseline_within), e.g. ("method",): a cell keeps its own value of these keys when
     its baseline is looked for, so Pi + VD is compared with Pi (the baseline's other keys, the cell's
     method) and only the variant changes; a cell that is itself its method's base row (Pi), or whose
-    method has none, is compared with the baseline row (MT). within_baseline marks the cells compared
-    with their own method's row.
+    method has none, is compared with the baseline row (MT), or, where baseline_for (Sweep.baseline_for)
+    names a row for its method, with that row (VAT + EntMin with MUT + MUR, the paper's comparison).
+    within_baseline marks the cells compared with a row other than the baseline row.
     """
     if not baseline:
         return summary, []
@@ -294,6 +295,9 @@ def baseline_diffs(summary: pd.DataFrame, trials: pd.DataFrame, baseline: dict |
         own = {**baseline, **{k: cfg[k] for k in within if k in cfg}}  # Pi + VD -> Pi
         if within and not all(_same(cfg[k], v) for k, v in own.items()):
             cand = pick(i, own, [j for j in idx if all(_same(cfg_of[j][k], v) for k, v in own.items())])
+        named = (baseline_for or {}).get(cfg.get("method"))
+        if not cand and named:  # the row the sweep names for this method's base row
+            cand = pick(i, named, [j for j in idx if j != i and all(_same(cfg_of[j][k], v) for k, v in named.items())])
         if not cand:  # no own-method row (or the cell is it): the baseline row
             cand = pick(i, baseline, base)
         if len(cand) > 1:
@@ -450,8 +454,8 @@ def _notes(table: pd.DataFrame, extra=()) -> list[str]:
                      f"excludes 0; (k pairs) where fewer than the cell's n seeds paired.")
     if "within_baseline" in table.columns and table["within_baseline"].fillna(False).astype(bool).any():
         notes.append("A difference ending in \"vs X\" is from X, the same method without the variant (so its "
-                     "interval isolates the variant's knobs); each method's own base row is compared with the "
-                     "baseline row.")
+                     "interval isolates the variant's knobs), or the row the sweep names for that method; each "
+                     "other method's own base row is compared with the baseline row.")
     has_paper = table["paper_mean"].notna().any()
     if has_paper and metric == "sensitivity_mean":
         notes.append("paper: Table 3 (CIFAR-10, 1000 labels), whose ± is the spread over test points, not "

@@ -306,7 +306,7 @@ def test_every_table_interval_changes_the_variant_or_the_method_never_both(tmp_p
     sweep = get_sweep(name, preset)
     exp = tmp_path / f"{name}-1"
     for i, cfg in enumerate(sweep.trials()):
-        write_trial(exp, i, cfg, reports([10.0 + (i * 7919) % 13]))
+        write_trial(exp, i, cfg, reports([10.0 + (i * 7919) % 13], steps=cfg["steps"]))
     trials = load_trials(exp)
     out, notes = baseline_diffs(summarize(trials), trials, sweep.baseline, sweep.rows, sweep.cols,
                                 within=sweep.baseline_within)
@@ -320,7 +320,7 @@ def test_every_table_interval_changes_the_variant_or_the_method_never_both(tmp_p
             continue
         same_col = [j for j in out.index if labels[j] == r["baseline"]
                     and all(_same(out.loc[j, c], r[c]) for c in sweep.cols)]
-        assert len(same_col) == 1, (labels[i], r["baseline"])
+        assert len(same_col) == 1 and r["n_paired"] == sweep.seeds, (labels[i], r["baseline"], r["n_paired"])
         changed = {k for k in keys if not _same(r[k], out.loc[same_col[0], k])}
         if r["within_baseline"] or r["method"] == "mt":
             assert changed and changed <= variant, (labels[i], r["baseline"], changed)
@@ -328,6 +328,30 @@ def test_every_table_interval_changes_the_variant_or_the_method_never_both(tmp_p
             assert changed == {"method"}, (labels[i], r["baseline"], changed)
         else:
             assert "method" in changed and not changed & {"vd", "mur"}, (labels[i], r["baseline"], changed)
+
+
+def test_mur_vs_vat_compares_points_within_a_method_and_vat_with_mut(tmp_path):
+    """mur_vs_vat quick through the real aggregator: MUT + MUR with MUT + VAT (the point alone
+    changes), MUT + VAT with MT + VAT (the method alone), VAT + EntMin with MUT + MUR (baseline_for:
+    the paper's comparison), MT's points with MT + VAT at the same r."""
+    from search_spaces import get_sweep
+
+    sweep = get_sweep("mur_vs_vat", "quick")
+    exp = tmp_path / "mur_vs_vat-1"
+    for i, cfg in enumerate(sweep.trials()):
+        write_trial(exp, i, cfg, reports([10.0 + (i * 7919) % 13], steps=cfg["steps"]))
+    trials = load_trials(exp)
+    out, notes = baseline_diffs(summarize(trials), trials, sweep.baseline, sweep.rows, sweep.cols,
+                                within=sweep.baseline_within, baseline_for=sweep.baseline_for)
+    assert notes == []
+    got = {(r["method"], r["mur"], r["mur_radius"]): (r["baseline"].split(" (")[0], bool(r["within_baseline"]))
+           for _, r in out.iterrows() if not r["is_baseline"] and r["method"] != "labelspreading"}
+    assert got == {("mut", "direct", 0.5): ("MUT + VAT", True),
+                   ("mut", "vat", 0.5): ("MT + VAT", False), ("vat", "none", 0.5): ("MUT + MUR", True),
+                   ("mt", "direct", 0.5): ("MT + VAT", False), ("mt", "direct", 2.0): ("MT + VAT", False),
+                   ("mt", "random", 0.5): ("MT + VAT", False), ("mt", "random", 2.0): ("MT + VAT", False)}
+    radius = {(r["method"], r["mur"], r["mur_radius"]): r for _, r in out.iterrows()}
+    assert radius[("mt", "direct", 2.0)]["n_paired"] == 3  # paired with MT + VAT at r = 2, its own column
 
 
 def test_a_baseline_with_one_cell_is_the_baseline_of_every_column(tmp_path):
