@@ -70,7 +70,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--tensorboard", action="store_true",
                    help="also write TensorBoard event files per trial (imports torch in this driver, ~3-5 s)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a TrainConfig key in every trial, e.g. --set mur_radius=2 (repeatable; a shorter run also needs its schedules: --set steps=600 --set lr_rampdown=150)")
+                   help="override a TrainConfig key in every trial, e.g. --set mur_radius=2 (repeatable; a "
+                        "shorter run also needs its schedules: --set steps=600 --set lr_rampdown=150)")
     return p.parse_args(argv)
 
 
@@ -120,16 +121,16 @@ def check_search(sweep: Sweep, trials: list[dict]) -> None:
 
 
 def check_baseline(sweep: Sweep, trials: list[dict]) -> None:
-    """Sweep.baseline and baseline_within must name TrainConfig keys (InputError); a baseline that no trial matches (e.g. after
-    --set) only costs the tables their differences, so it is a note on stderr."""
+    """Sweep.baseline, baseline_within and baseline_for must name TrainConfig keys (InputError); a baseline
+    that no trial matches (e.g. after --set) only costs the tables their differences: a note on stderr."""
     if not sweep.baseline:
         return
     known = {f.name for f in fields(TrainConfig)}
     unknown = sorted(k for k in (*sweep.baseline, *sweep.baseline_within,
                                  *(k for row in sweep.baseline_for.values() for k in row)) if k not in known)
     if unknown:
-        raise InputError(f"sweep {sweep.name}: baseline / baseline_within / baseline_for name {unknown}, not TrainConfig keys; "
-                         f"fix them in search_spaces/{sweep.name}.py")
+        raise InputError(f"sweep {sweep.name}: baseline / baseline_within / baseline_for name {unknown}, not "
+                         f"TrainConfig keys; fix them in search_spaces/{sweep.name}.py")
     if not any(all(TrainConfig.from_dict(t).to_dict()[k] == v for k, v in sweep.baseline.items()) for t in trials):
         print(f"note: no trial matches the sweep's baseline {sweep.baseline}; the tables will show no paired "
               f"differences", file=sys.stderr)

@@ -412,7 +412,6 @@ def diff_text(r) -> str:
     return text + (f" ({k} pairs)" if k != int(r["n"]) else "") + vs
 
 
-
 def _grid(table: pd.DataFrame) -> tuple[list[str], list[list[str]], list[int]]:
     """Header, body cells and each column's width: ours, then paper and Δ where the paper has a value."""
     rows = list(dict.fromkeys(table["row"]))
