@@ -232,12 +232,16 @@ def trial_reports(s3, prefix: str) -> dict[str, list[dict]]:
     return out
 
 
-def mid_sweep(keys) -> bool:
+def mid_sweep(keys, n_evals: int = 4) -> bool:
+    """A trial has all its n_evals checkpoints in the bucket (finished) and another at least two but not
+    all (mid-run: it can lose its newest to the stop and still resume past its first evaluation)."""
     ckpts = {}
     for k in keys:
         if k.endswith("/trainer.pt"):
             ckpts.setdefault(k.split("/")[-3], set()).add(k.split("/")[-2])
-    return any("checkpoint_000001" in c for c in ckpts.values()) and any(c == {"checkpoint_000000"} for c in ckpts.values())
+    last = f"checkpoint_{n_evals - 1:06d}"
+    return any(last in c for c in ckpts.values()) and \
+        any("checkpoint_000001" in c and last not in c for c in ckpts.values())
 
 
 @pytest.mark.slow
@@ -249,15 +253,15 @@ def test_sweep_on_s3_stops_resumes_and_reports_from_the_bucket_alone(s3, tmp_pat
     env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": str(temp),
            "PYTHONPATH": str(ROOT), "VBI_MUR_CACHE": str(tmp_path / "driver-cache")}
     argv = [sys.executable, "-m", "sweeper.run", "ablation_radius", "--preset", "quick", *TINY,
-            "--storage", f"s3://{BUCKET}/results"]
+            "--set", "steps=40", "--storage", f"s3://{BUCKET}/results"]  # 4 evaluations a trial
     t0 = time.time()
     proc = None
     try:
         log1 = tmp_path / "driver1.log"
         proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log1.open("w"), stderr=subprocess.STDOUT)
         deadline = time.time() + 240
-        # stop once a trial has finished (its step-20 checkpoint, the second, is in the bucket: workers
-        # upload checkpoints directly) and another is mid-run (its step-10 checkpoint only)
+        # stop once a trial has finished (its step-40 checkpoint, the fourth, is in the bucket: workers
+        # upload checkpoints directly) and another is mid-run (two or three checkpoints)
         while not mid_sweep(objects(s3, prefix="results/")):
             assert proc.poll() is None, log1.read_text()[-3000:]
             assert time.time() < deadline, "the sweep did not reach a finished and a half-run trial in time"
@@ -283,17 +287,23 @@ def test_sweep_on_s3_stops_resumes_and_reports_from_the_bucket_alone(s3, tmp_pat
         shutil.rmtree(temp, ignore_errors=True)
     t_resume = time.time() - t0
     final = trial_reports(s3, f"results/{exps[0]}/")
-    finished = lambda state: {t for t, r in state.items() if r and r[-1]["step"] == 20}
+    finished = lambda state: {t for t, r in state.items() if r and r[-1]["step"] == 40}
     assert finished(final) == set(final) and len(final) >= 5
     assert 1 <= len(finished(stopped)) < len(final)
     for t in finished(stopped):  # finished before the stop: not run again
         assert final[t] == stopped[t], f"{t} ran again after it finished"
     resumed = [t for t in set(stopped) - finished(stopped) if stopped[t]]
     assert resumed
-    for t in resumed:  # stopped mid-run: continued from a checkpoint, past step 0 (the restore may rewrite
-        # result.json from the checkpoint Ray's saved state names, as test_reliability's kill test explains)
+    checked = 0
+    for t in resumed:  # stopped mid-run: every evaluation to the end, and a trial stopped after two or more
+        # continued from a checkpoint (at worst the one before its newest, which a stop can catch before
+        # Ray records it; the restore may rewrite result.json, as test_reliability's kill test explains)
         restart = final[t][[i for i, r in enumerate(final[t]) if r["iterations_since_restore"] == 1][-1]]
-        assert restart["step"] > 10 and final[t][-1]["step"] == 20, final[t]
+        assert [r["step"] for r in final[t] if r["step"] >= restart["step"]][-1] == 40, final[t]
+        if len(stopped[t]) >= 2:
+            assert restart["step"] > 10, f"{t} restarted from scratch: {final[t]}"
+            checked += 1
+    print(json.dumps({"test": "s3 stop/resume", "resumed": len(resumed), "checked_from_checkpoint": checked}))
 
     # the report from the bucket alone: a fresh cache, the report's files deleted from the bucket first
     for name in ("table.md", "trials.parquet", "summary.csv"):
