@@ -138,11 +138,11 @@ def test_trainer_cli_refuses_bad_input_in_one_line_before_any_work(tmp_path, cap
     """A schedule longer than the run and a missing data folder: exit 2, one line naming the fix."""
     from trainables.trainer import main
 
-    for argv, want in [(["--steps", "100"], "error: lr_rampdown=150 is longer than steps=100 (set it with "
-                                            "--lr-rampdown or change --steps)"),
+    for argv, want in [(["--steps", "100"], "error: lr_rampdown=150 is longer than steps=100; lower lr_rampdown "
+                                            "or raise steps"),
                        (["--dataset", "cifar10", "--data-dir", str(tmp_path / "none")],
                         f"error: data folder {tmp_path / 'none'} does not exist; create it and put the cifar10 "
-                        f"files in it, or pass --download to fetch them there")]:
+                        f"files in it, or pass --set download=true (trainer: --download) to fetch them there")]:
         with pytest.raises(SystemExit) as e:
             main(argv)
         assert e.value.code == 2

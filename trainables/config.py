@@ -179,7 +179,8 @@ class TrainConfig:
                      "input_noise", "lr_rampup", "lr_rampdown", "rampup", "translate",
                      "sensitivity_samples", "ema_switch_step", "seed", "fm_ops"):
             need(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
-        need(self.lr_rampdown <= self.steps, f"lr_rampdown={self.lr_rampdown} is longer than steps={self.steps}")
+        need(self.lr_rampdown <= self.steps, f"lr_rampdown={self.lr_rampdown} is longer than steps={self.steps}; "
+                                                  f"lower lr_rampdown or raise steps")
         for name in ("momentum", "ema_decay", "bn_momentum", "fm_threshold", "fm_cutout"):
             need(0 <= getattr(self, name) <= 1, f"{name} must lie in [0, 1], got {getattr(self, name)}")
         need(0 <= self.dropout < 1, f"dropout must lie in [0, 1), got {self.dropout}")

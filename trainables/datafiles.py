@@ -40,6 +40,10 @@ class DataError(ValueError):
     """Data set missing, corrupt or unusable; the one-line message names the fix."""
 
 
+# How to ask for a download, in the words of both command lines (sweeper.run and trainables.trainer).
+DOWNLOAD = "pass --set download=true (trainer: --download)"
+
+
 def _check_name(name: str) -> None:
     if name not in NAMES:
         raise DataError(f"unknown data set {name!r}; choose one of {list(NAMES)}")
@@ -106,7 +110,7 @@ def _root(name: str, data_dir, download: bool) -> Path:
     root = Path(data_dir).expanduser()
     if not download and not root.is_dir():
         raise DataError(f"data folder {root} does not exist; create it and put the {name} files in it, "
-                        f"or pass --set download=true (download=True) to fetch them there")
+                        f"or {DOWNLOAD} to fetch them there")
     return root
 
 
@@ -136,12 +140,12 @@ def _readers() -> dict:
 
 
 def _cifar_fix(cls, root: Path) -> str:
-    return f"pass --set download=true (download=True) to fetch them, or download {cls.url} and extract it into {root}"
+    return f"{DOWNLOAD} to fetch them, or download {cls.url} and extract it into {root}"
 
 
 def _svhn_fix(root: Path) -> str:
     svhn = _readers()["svhn"]
-    return ("pass --set download=true (download=True) to fetch them, or download "
+    return (f"{DOWNLOAD} to fetch them, or download "
             + " and ".join(svhn.split_list[s][0] for s in ("train", "test")) + f" into {root}")
 
 
@@ -204,7 +208,7 @@ def _read_svhn(root: Path):
 # ----------------------------------------------------------------------------- MNIST
 
 def _mnist_fix(root: Path) -> str:
-    return (f"pass --set download=true (download=True) to fetch torchvision's MNIST into {root / MNIST_FOLDER}, "
+    return (f"{DOWNLOAD} to fetch torchvision's MNIST into {root / MNIST_FOLDER}, "
             f"or put {MNIST_PICKLE} (the classic ((train, valid, test)) pickle) in {root}")
 
 

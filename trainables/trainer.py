@@ -481,15 +481,11 @@ def main(argv=None):
         else:
             p.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, type={"int": int, "float": float}.get(t, str))
     args = {k: v for k, v in vars(p.parse_args(argv)).items() if v is not None}
-    try:
+    try:  # bad values or missing data files: one line naming the fix, exit 2, before any work
         cfg = TrainConfig.from_dict(args)
-    except ConfigError as e:  # e.g. a schedule longer than --steps: one line naming the keys, exit 2
-        fail(f"{e} (set it with --{str(e).split('=')[0].replace('_', '-')} or change --steps)"
-             if " is longer than steps=" in str(e) else str(e))
-    try:
-        check_available(cfg.dataset, cfg.data_dir, cfg.download)  # missing files: one line, before any work
-    except DataError as e:
-        fail(str(e).replace("--set download=true (download=True)", "--download"))
+        check_available(cfg.dataset, cfg.data_dir, cfg.download)
+    except (ConfigError, DataError) as e:
+        fail(str(e))
     print(json.dumps(train(cfg), indent=1, default=str))
 
 
