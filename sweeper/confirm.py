@@ -10,11 +10,9 @@ whether the gain is real: the table's "· Δ [low, high]" of the best row agains
 """
 from __future__ import annotations
 
-import pandas as pd
-
 from search_spaces import Sweep
-from sweeper.aggregate import AggregateError, read_sweep
-from sweeper.tables import _py
+from sweeper.aggregate import SELECT_METRIC, AggregateError, load_trials, read_sweep
+from sweeper.tables import _py, ranking_frame
 from trainables.config import TrainConfig
 
 CONFIRM_SEEDS = 5  # default seeds per configuration
@@ -26,47 +24,43 @@ class ConfirmError(ValueError):
 
 def confirm_sweep(search: Sweep, exp: str, seeds: int | None = None) -> Sweep:
     """The two-row Sweep `<search>_confirm`: every key of the search's best finished trial (lowest
-    final validation error, table_ranked.csv's rank 1) except the searched ones, which are either the
-    base values (sweep.json start_points, the baseline row) or the best trial's; seeds start past the
-    search's own."""
-    from sweeper.storage import report_at  # a URI: the report is built in the local cache
+    final validation error: tables.ranking_frame's rank 1) except the searched ones, which are either
+    the base values (sweep.json start_points, the baseline row) or the best trial's; seeds start past
+    the search's own. Reads the search's files (a bucket's through the local cache), writes nothing."""
+    from sweeper.storage import report_inputs
 
     if not search.search:
         raise ConfirmError(f"--confirm takes a search's experiment folder; {search.name} is not a search "
                            f"(hpo and hpo_base are)")
     try:
-        paths = report_at(exp)
+        _, folder = report_inputs(exp)
+        meta = read_sweep(folder) or {}
+        if meta.get("name") != search.name:
+            raise ConfirmError(f"--confirm {exp} holds a {meta.get('name', 'unnamed')} experiment, not "
+                               f"{search.name}; pass a {search.name}-<stamp> folder")
+        trials = load_trials(folder)
     except AggregateError as e:
         raise ConfirmError(f"--confirm {exp}: {e}") from None
-    folder = paths["trials.parquet"].parent
-    meta = read_sweep(folder) or {}
-    if meta.get("name") != search.name:
-        raise ConfirmError(f"--confirm {exp} holds a {meta.get('name', 'unnamed')} experiment, not {search.name}; "
-                           f"pass a {search.name}-<stamp> folder")
-    space = list((meta.get("search") or {}).get("space") or {})
+    space = list(meta["search"]["space"])
     starts = meta.get("start_points") or []
     if not starts:
         raise ConfirmError(f"--confirm {exp}: this search did not record its start point (it ran before searches "
                            f"started at their base values); run the search again")
-    if "table_ranked.csv" not in paths:
-        raise ConfirmError(f"--confirm {exp}: no ranking was written; run python -m sweeper.report {exp}")
-    ranked = pd.read_csv(paths["table_ranked.csv"])
+    ranked = ranking_frame(trials, space, meta["search"].get("metric", SELECT_METRIC))
     done = ranked[(ranked["status"] == "finished") & ranked["rank"].notna()]
     if not len(done):
         raise ConfirmError(f"--confirm {exp}: no trial finished with a validation error; resume the search "
                            f"(--resume) or run it again")
-    trials = pd.read_parquet(paths["trials.parquet"])
     row = trials[trials["trial_id"] == done.iloc[0]["trial_id"]].iloc[0]
     common = {k: _py(row[k]) if k in trials.columns else v  # a key the search did not set: the default it ran
               for k, v in TrainConfig().to_dict().items() if k != "seed" and k not in space}
     base = {k: starts[0][k] for k in space}
     best = {k: _py(row[k]) for k in space}
-    used = pd.to_numeric(trials["seed"], errors="coerce").max() if "seed" in trials.columns else 0
     return Sweep(
         name=f"{search.name}_confirm", paper_ref=search.paper_ref,
-        description=f"{search.name}'s best trial by validation error ({folder.name}) vs its base values, "
-                    f"paired over fresh seeds",
+        description=f"{search.name}'s best trial by validation error ({str(exp).rstrip('/').rsplit('/', 1)[-1]}) "
+                    f"vs its base values, paired over fresh seeds",
         base=common, variants=[base] if best == base else [base, best],
-        seeds=CONFIRM_SEEDS if seeds is None else seeds, first_seed=int(used) + 1 if pd.notna(used) else 1,
+        seeds=CONFIRM_SEEDS if seeds is None else seeds, first_seed=int(trials["seed"].max()) + 1,
         rows=("method", *space), cols=(), baseline=base,
         minutes_per_trial=search.minutes_per_trial)

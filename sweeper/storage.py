@@ -351,25 +351,38 @@ def push(files, cache: Path, exp: Location) -> None:
         write_bytes(exp / p.relative_to(cache).as_posix(), p.read_bytes())
 
 
-def report_at(exp: str | Folder, fmt: str = "md", which: str = "final") -> dict[str, Path]:
-    """sweeper.report.build_report for a local folder or a URI. For a URI: the report's inputs are
-    copied into the local cache folder, the report is built there, and every file it wrote (and
-    hpo's optuna.db) is uploaded to exp. Returns {name: local path}; AggregateError as build_report."""
+def report_inputs(exp: str | Folder) -> tuple[Folder, Path]:
+    """(exp resolved, a local folder holding its report's inputs): a local folder (or file:// URI) is
+    itself; a bucket's files are pulled into the local cache first. AggregateError if it holds nothing
+    or cannot be read."""
     from sweeper.aggregate import AggregateError
-    from sweeper.report import build_report
 
     if isinstance(exp, (str, Path)) and not is_uri(exp):
-        return build_report(exp, fmt, which)
+        return Path(exp), Path(exp)
     try:
         exp = resolve(exp) if isinstance(exp, str) else exp
         if isinstance(exp, Path):  # a file:// URI
-            return build_report(exp, fmt, which)
+            return exp, exp
         cache = local_folder(exp)
         if not pull(exp, cache):
             raise AggregateError(f"{exp} does not exist (no files there); pass the experiment folder printed "
                                  f"by sweeper.run, such as {exp.parent}/<sweep>-<stamp>")
     except (StorageError, OSError) as e:
         raise AggregateError(str(e) if isinstance(e, StorageError) else explain(e, str(exp))) from None
+    return exp, cache
+
+
+def report_at(exp: str | Folder, fmt: str = "md", which: str = "final") -> dict[str, Path]:
+    """sweeper.report.build_report for a local folder or a URI. For a URI: the report's inputs are
+    copied into the local cache folder (report_inputs), the report is built there, and every file it
+    wrote (and hpo's optuna.db) is uploaded to exp. Returns {name: local path}; AggregateError as
+    build_report."""
+    from sweeper.aggregate import AggregateError
+    from sweeper.report import build_report
+
+    exp, cache = report_inputs(exp)
+    if isinstance(exp, Path):
+        return build_report(exp, fmt, which)
     try:
         paths = build_report(cache, fmt, which)
     except AggregateError as e:  # name the URI, not the cache folder

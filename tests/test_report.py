@@ -817,6 +817,7 @@ def test_confirm_reruns_the_best_trial_and_the_base_values_on_fresh_seeds(tmp_pa
     defaults = {k: v for k, v in TrainConfig().to_dict().items() if k not in ("seed", "lr", "mur_radius")}
     assert s.base == {**defaults, "method": "mt"} and s.rows == ("method", "lr", "mur_radius")
     assert [t["seed"] for t in s.trials()] == [1, 2, 3, 4, 5] * 2
+    assert not any((exp / n).exists() for n in ("table_ranked.csv", "trials.parquet"))  # the search is only read
     assert run_main(["hpo", "--preset", "quick", "--confirm", str(exp), "--seeds", "3", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "6 trials = 2 configs x 3 seeds" in out and "lr=0.1  mur_radius=1.0  seed=3" in out
