@@ -188,14 +188,18 @@ def row_labels(summary: pd.DataFrame, rows=("method", "vd", "mur"), cols=()) -> 
     row_keys, col_keys = layout_keys(summary, rows, cols)
     named = [k for k in NAME_KEYS if k in train_config_defaults() and k not in row_keys + col_keys]
     cfgs = _cell_configs(summary)
-    full = [row_label({k: cfg[k] for k in named + row_keys}) for cfg in cfgs]
-    short = [row_label({k: cfg[k] for k in named + row_keys if applies(k, cfg)}) for cfg in cfgs]
-    if len(set(short)) < len(set(full)):
-        short = full
-    # a searched value (lambda1 7.53708) to 3 significant digits, unless that merges two rows' labels
-    rounded = [row_label({k: _sig3(cfg[k]) for k in named + row_keys if applies(k, cfg) or short is full})
-               for cfg in cfgs]
-    return pd.Series(rounded if len(set(rounded)) == len(set(short)) else short, index=summary.index, dtype=object)
+
+    def labels(keep, value=lambda v: v) -> list[str]:
+        return [row_label({k: value(cfg[k]) for k in named + row_keys if keep(k, cfg)}) for cfg in cfgs]
+
+    full = labels(lambda k, cfg: True)
+    # shortest first: drop what does nothing for a row and show floats to 3 significant digits, then
+    # each alone; the first that keeps every row's label distinct
+    for keep, value in ((applies, _sig3), (applies, lambda v: v), (lambda k, cfg: True, _sig3)):
+        short = labels(keep, value)
+        if len(set(short)) == len(set(full)):
+            return pd.Series(short, index=summary.index, dtype=object)
+    return pd.Series(full, index=summary.index, dtype=object)
 
 
 def _sig3(v):
@@ -271,6 +275,7 @@ def baseline_diffs(summary: pd.DataFrame, trials: pd.DataFrame, baseline: dict |
     _, col_keys = layout_keys(summary, rows, cols)
     idx = list(summary.index)
     cfg_of = dict(zip(idx, cfgs))
+    matching = lambda target: [j for j in idx if all(_same(cfg_of[j][k], v) for k, v in target.items())]
     base = [j for j, b in zip(idx, is_base) if b]
     col_of = {i: tuple(cfg[k] for k in col_keys) for i, cfg in zip(idx, cfgs)}
     one_cell = len({col_of[j] for j in base}) == 1
@@ -294,10 +299,10 @@ def baseline_diffs(summary: pd.DataFrame, trials: pd.DataFrame, baseline: dict |
         cand = []
         own = {**baseline, **{k: cfg[k] for k in within if k in cfg}}  # Pi + VD -> Pi
         if within and not all(_same(cfg[k], v) for k, v in own.items()):
-            cand = pick(i, own, [j for j in idx if all(_same(cfg_of[j][k], v) for k, v in own.items())])
+            cand = pick(i, own, matching(own))
         named = (baseline_for or {}).get(cfg.get("method"))
         if not cand and named:  # the row the sweep names for this method's base row
-            cand = pick(i, named, [j for j in idx if j != i and all(_same(cfg_of[j][k], v) for k, v in named.items())])
+            cand = pick(i, named, [j for j in matching(named) if j != i])
         if not cand:  # no own-method row (or the cell is it): the baseline row
             cand = pick(i, baseline, base)
         if len(cand) > 1:
@@ -635,15 +640,13 @@ def ranking_markdown(ranked: pd.DataFrame, title: str = "", top: int = 10, notes
 def start_notes(trials: pd.DataFrame, ranked: pd.DataFrame, points, select: str = SELECT_METRIC) -> list[str]:
     """Where each start point of a search (sweep.json start_points: the base values, sampled first)
     landed: its rank among the finished trials and its `select`, or what became of it."""
+    def hit(df: pd.DataFrame, point: dict) -> pd.DataFrame:  # the trials that ran exactly these values
+        return df[[all(_same(r[k], v) for k, v in point.items()) for _, r in df.iterrows()]] if len(df) else df
+
     notes = []
     for point in points or []:
-        def hit(df):
-            return df[[all(_same(_py(r[k]), v) or (isinstance(v, float) and math.isclose(float(r[k]), v,
-                                                                                         rel_tol=1e-9))
-                           for k, v in point.items()) for _, r in df.iterrows()]] if len(df) else df
-        what = ", ".join(f"{KEY_NAMES.get(k, k)} {v:g}" if isinstance(v, (int, float)) else f"{k} {v}"
-                         for k, v in point.items())
-        mine, ever = hit(ranked), hit(trials)
+        what = ", ".join(_short(k, v) for k, v in point.items())
+        mine, ever = hit(ranked, point), hit(trials, point)
         if len(mine):
             r = mine.iloc[0]
             where = (f"rank {int(r['rank'])} of {len(ranked)}" if pd.notna(r["rank"]) else "unranked") + \
