@@ -35,6 +35,8 @@ import time
 
 import torch
 
+from search_spaces.common import CIFAR
+from search_spaces.fixmatch import FIXMATCH_CIFAR, FIXMATCH_QUICK
 from trainables.config import COMPILE_MODES, TrainConfig
 from trainables.data import Dataset, load_dataset
 from trainables.trainer import Trainer
@@ -48,7 +50,7 @@ VARIANTS = {
 }
 
 
-PAPER_STEPS = {"mt": 280_000, "fixmatch": 2**20}  # a paper-protocol run's steps (FixMatch: its own paper's)
+PAPER_STEPS = {"mt": CIFAR["steps"], "fixmatch": FIXMATCH_CIFAR["steps"]}  # a paper-protocol run (the presets')
 
 
 FIXMATCH_VARIANTS = {  # the fixmatch sweep's paper preset (64 + 448 images per step)
@@ -126,8 +128,6 @@ def main(argv=None):
         steps, warmup = a.steps or 60, a.warmup or 5
     variants = VARIANTS
     if a.family == "fixmatch":
-        from search_spaces.fixmatch import FIXMATCH_CIFAR, FIXMATCH_QUICK
-
         fm = FIXMATCH_CIFAR if cuda else FIXMATCH_QUICK
         keep = ("dataset", "arch", "num_labels", "translate", "device", "bf16", "channels_last")
         base = {**fm, **{k: base[k] for k in keep if k in base}, "steps": 10**6, "lr_rampdown": 0}
