@@ -6,8 +6,9 @@ predictions on A(x_u) are too unreliable for the most uncertain point to be a us
     python -m sweeper.run fixmatch --preset quick   # digits 50 labels, 1500 steps, 3 rows + LabelSpreading, 3 seeds, ~5 min on 2 CPU cores
 Measured (2026-11-26, 2-core CPU, 4.8 min, final test error %, 3 seeds; [paired 95% interval vs FM]):
 FM 3.26, FM+VD 3.48 [-1.77, +2.21], FM+MUR 3.85 [-0.04, +1.23], LabelSpreading 8.30 [+1.71, +8.36].
-As in the appendix, VD adds nothing to FixMatch and MUR on the strong view makes it worse in the mean
-(its interval just includes 0 at 3 seeds); FixMatch beats LabelSpreading clearly.
+Consistent with the appendix: VD makes no difference 3 seeds can see (a wide interval, not a shown
+equality) and MUR on the strong view is worse in the mean (its interval just includes 0);
+FixMatch beats LabelSpreading clearly.
     python -m sweeper.run fixmatch                  # CIFAR-10 250 labels, 3 x 3 trials of 2^20 steps
 
 Taken from FixMatch (Sohn et al. 2020): tau = 0.95, lambda_u = 1 (cons_coef, no ramp-up),
