@@ -38,3 +38,18 @@ def test_an_unknown_variant_is_refused_before_any_work(capsys):
         load_bench().main(["--variants", "MT,MT+XYZ"])
     assert e.value.code == 2
     assert "unknown --variants ['MT+XYZ'] for --family mt; choose from MT, MT+VD" in capsys.readouterr().err
+
+
+def test_ratios_and_compile_share_by_hand():
+    """Speed-up against the same variant eager, time per step against the first variant in the same
+    mode, and compile time as a share of a paper-length run, on numbers worked out by hand."""
+    bench = load_bench()
+    rows = [{"variant": "MT", "compile": "none", "steps_per_s": 100.0},
+            {"variant": "MT", "compile": "model", "steps_per_s": 125.0},
+            {"variant": "MT+VD", "compile": "none", "steps_per_s": 40.0},
+            {"variant": "MT+VD", "compile": "model", "steps_per_s": 100.0}]
+    bench.ratios(rows)
+    assert [r["speedup_vs_eager"] for r in rows] == [1.0, 1.25, 1.0, 2.5]
+    assert [r["slowdown_vs_base"] for r in rows] == [1.0, 1.0, 2.5, 1.25]
+    # 280k steps at 50 steps/s = 5600 s; 56 s of compiling is 56 / 5656 of the run, just under 1 %
+    assert bench.compile_share(56.0, 50.0, 280_000) == pytest.approx(0.990099, rel=1e-6)
