@@ -3,7 +3,8 @@ sample (the preset's hand-set values), two rows paired over seeds, tabulated on 
 
 A search ranks single-seed trials on the validation split, so its winner's margin is optimistic (the
 best of n noisy numbers). Rerunning both configurations on seeds the search did not use, paired, says
-whether the gain is real: the table's "· Δ [low, high]" of the best row against the base row.
+whether the gain is real: the table's "· Δ [low, high]" of the best row against the base row, in
+validation error (what a choice may rest on); the test error follows beside it in a note.
 
     python -m sweeper.run hpo --preset quick --confirm results/hpo-<stamp>             # 2 configs x 5 seeds
     python -m sweeper.run hpo --preset quick --confirm results/hpo-<stamp> --dry-run   # what would run
@@ -62,5 +63,5 @@ def confirm_sweep(search: Sweep, exp: str, seeds: int | None = None) -> Sweep:
                     f"vs its base values, paired over fresh seeds",
         base=common, variants=[base] if best == base else [base, best],
         seeds=CONFIRM_SEEDS if seeds is None else seeds, first_seed=int(trials["seed"].max()) + 1,
-        rows=("method", *space), cols=(), baseline=base,
+        rows=("method", *space), cols=(), baseline=base, metric=SELECT_METRIC,  # decided on validation
         minutes_per_trial=search.minutes_per_trial)

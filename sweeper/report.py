@@ -34,7 +34,8 @@ from sweeper.plots import (plot_g0, plot_ga_vs_pga, plot_kl, plot_mur_vs_rr, plo
                            virtual_points_from_checkpoint)
 from sweeper.tables import (WHICH_TITLE, _metric_name, baseline_diffs, cell_text, classical_note, col_label,  # noqa: F401
                             layout_keys, paper_error, paper_sens, ranking_frame, ranking_markdown, row_label,
-                            table_frame, to_latex, to_markdown, val_note, write_ranking, write_tables)
+                            table_frame, test_beside_note, to_latex, to_markdown, val_note, write_ranking,
+                            write_tables)
 
 FORMATS = {"md": "table.md", "latex": "table.tex", "csv": "table.csv"}
 
@@ -71,6 +72,8 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
     summary, notes = baseline_diffs(summarize(trials, metric, which), trials, baseline, rows, cols, within=within,
                                     baseline_for=named)
     notes = notes + classical_note(summary, trials, rows, cols)
+    if metric == SELECT_METRIC:  # a table to choose from (--confirm): the test error beside, not used
+        notes += test_beside_note(trials, baseline, rows, cols, which, within, named)
     paths.update(write_summary(summary, exp))
     title = meta.get("name", exp.name) + (f": {meta['description']}" if meta.get("description") else "") \
         + (f" ({meta['paper_ref']})" if meta.get("paper_ref") else "")

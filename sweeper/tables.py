@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sweeper.aggregate import (SELECT_METRIC, AggregateError, atomic_write, config_key, group_keys, seed_values,
+from sweeper.aggregate import (SELECT_METRIC, AggregateError, atomic_write, config_key, group_keys, seed_values, summarize,
                                train_config_defaults)
 from sweeper.paper_results import SENSITIVITY_DATA, paper_sensitivity, paper_value, protocol_reason
 from sweeper.stats import excludes_zero, paired_diff
@@ -500,6 +500,19 @@ def classical_note(summary: pd.DataFrame, trials: pd.DataFrame, rows=("method", 
         return []
     return [f"Against LabelSpreading (the classical baseline; paired difference over seeds, {level:.0%} "
             f"t-interval, lower is better) — " + " — ".join(parts) + "."]
+
+
+def test_beside_note(trials: pd.DataFrame, baseline: dict | None, rows=("method", "vd", "mur"), cols=(),
+                     which: str = "final", within=(), baseline_for=None) -> list[str]:
+    """For a table of validation error (a choice, e.g. --confirm): the same cells' test error with the same
+    paired differences, in one note, marked as not used for the choice. [] without test errors."""
+    if "final_test_error" not in trials.columns:
+        return []
+    test, _ = baseline_diffs(summarize(trials, "test_error", which), trials, baseline, rows, cols,
+                             within=within, baseline_for=baseline_for)
+    labels = row_labels(test, rows, cols)
+    cells = [f"{labels[i]} {r['mean']:.2f}" + diff_text(r) for i, r in test.iterrows() if r["n"] > 0]
+    return ["Test error (%), beside and not used for the choice: " + "; ".join(cells) + "."] if cells else []
 
 
 def _other_papers_notes(table: pd.DataFrame) -> list[str]:

@@ -816,6 +816,7 @@ def test_confirm_reruns_the_best_trial_and_the_base_values_on_fresh_seeds(tmp_pa
         ("hpo_confirm", [start, {"lr": 0.10, "mur_radius": 1.0}], start, 5, 1)
     defaults = {k: v for k, v in TrainConfig().to_dict().items() if k not in ("seed", "lr", "mur_radius")}
     assert s.base == {**defaults, "method": "mt"} and s.rows == ("method", "lr", "mur_radius")
+    assert s.metric == "val_error"  # the confirmation decides on validation; the test error is shown beside
     assert [t["seed"] for t in s.trials()] == [1, 2, 3, 4, 5] * 2
     assert not any((exp / n).exists() for n in ("table_ranked.csv", "trials.parquet"))  # the search is only read
     assert run_main(["hpo", "--preset", "quick", "--confirm", str(exp), "--seeds", "3", "--dry-run"]) == 0
@@ -835,3 +836,28 @@ def test_confirm_refuses_what_it_cannot_confirm_in_one_line(tmp_path, capsys, ca
             "no start point": f"error: --confirm {exp}: this search did not record its start point",
             "another search": f"error: --confirm {exp} holds a hpo experiment, not hpo_base"}[case]
     assert len(err) == 1 and err[0].startswith(want), err
+
+
+def test_a_validation_table_shows_the_test_error_beside_with_its_paired_interval(tmp_path):
+    """A table of validation error (what --confirm decides on): the test error of each row follows in a
+    note, with its paired difference from the baseline row (scipy's paired t-interval), marked as not
+    used for the choice."""
+    exp = tmp_path / "hpo_confirm-1"
+    rng = np.random.default_rng(5)
+    test = {lr: rng.uniform(1, 5, 4) for lr in (0.16, 0.07)}
+    i = 0
+    for lr in (0.16, 0.07):
+        for seed in range(1, 5):
+            write_trial(exp, i, {"method": "mt", "lr": lr, "seed": seed},
+                        reports([test[lr][seed - 1]], val=[rng.uniform(1, 5)]))
+            i += 1
+    (exp / "sweep.json").write_text(json.dumps({"name": "hpo_confirm", "rows": ["method", "lr"], "cols": [],
+                                                "metric": "val_error", "baseline": {"lr": 0.16}}))
+    md = build_report(exp)["table.md"].read_text()
+    assert "| Model | validation error (%) |" in md
+    ci = scipy.stats.ttest_rel(test[0.07], test[0.16]).confidence_interval(0.95)
+    d = np.mean(test[0.07] - test[0.16])
+    star = "*" if ci.low > 0 or ci.high < 0 else ""
+    note = next(line for line in md.splitlines() if line.startswith("- Test error (%), beside and not used for the choice: "))
+    assert f"MT (lr 0.16) {np.mean(test[0.16]):.2f}" in note
+    assert f"MT (lr 0.07) {np.mean(test[0.07]):.2f} · {_minus(d)} [{_minus(ci.low)}, {_minus(ci.high)}]{star}" in note
