@@ -20,10 +20,12 @@ rewritten after every measured row ("complete": false until the last) so that a 
 timeout keeps what it measured. compile_pct_paper_run: compile_s as a share of a paper-length run
 (PAPER_STEPS steps at the measured speed plus compile_s); issue 14 asks for under 1 %.
 
-The GPU measurement of the compiled modes is for a session with an H100/H200; the targets there
-(ConvNet-13, batch 25+75, fp32): MT+VD+MUR and MT+VD >= 2.0x eager steps/s, MT >= 1.2x, with the
-best of model/step. The CPU numbers from this script check that every mode runs; they say little
-about the GPU (CPU steps are compute-bound, the GPU's are launch-bound at batch 100).
+The GPU measurement of the compiled modes (issue 14's targets, ConvNet-13, batch 25+75, fp32: MT+VD+MUR
+and MT+VD >= 2.0x eager steps/s, MT >= 1.2x, with the best of model/step) was made on an H200 by
+gpu_session.sh: benchmarks/results/trainer_throughput_h200_compile_*.json, summarised in the README
+(MT+VD met, MT and MT+VD+MUR not; profile_step.py says why). The CPU numbers from this script check
+that every mode runs; they say little about the GPU (CPU steps are compute-bound, the GPU's MT step
+is bound by the host's kernel launches at batch 100).
 """
 from __future__ import annotations
 

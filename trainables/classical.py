@@ -149,7 +149,7 @@ def run_label_spreading(cfg, idx_l, idx_u, idx_val, data, kernel: str = "rbf", l
            "ls_median_sq_dist": r["median_sq_dist"],
            "ls_val_errors": json.dumps({f"{k:.6g}": v for k, v in r["val_errors"].items()}),
            "diverged": 0, "diverged_step": -1, "diverged_term": "", "wall_time": wall, "steps_per_s": nan,
-           "compile_s": 0.0,
+           "compile_s": 0.0, "compile_mode": "none",
            "done": True}
     if log:
         choice = (f"gamma {r['gamma']:.4g} (x{r['gamma_multiplier']:g} / median)" if kernel == "rbf"

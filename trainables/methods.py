@@ -185,13 +185,18 @@ def mur_term(cfg: TrainConfig, student: nn.Module, v: Views, logits: Tensor, gen
 
 # --- all terms -----------------------------------------------------------------------------------
 
+def needs_input_grad(cfg: TrainConfig) -> bool:
+    """MUR on x0 takes g0 = dH/dx0 from the student's main pass, so v.x must require grad."""
+    return cfg.mur != "none" and cfg.method != "fixmatch"  # FM+MUR acts on the strong view
+
+
 def loss_terms(cfg: TrainConfig, student: nn.Module, teacher: nn.Module | None, v: Views,
                gen: torch.Generator) -> tuple[dict[str, Tensor], Tensor | None]:
     """Unweighted loss terms {xent, cons?, kl?, mur?, entmin?} and ||g0|| per sample (or None)."""
     L = v.y_l.shape[0]
-    mur_on_x0 = cfg.mur != "none" and cfg.method != "fixmatch"  # FM+MUR acts on the strong view
-    if mur_on_x0:
-        v.x.requires_grad_(True)  # g0 = dH/dx0 from this very pass
+    mur_on_x0 = needs_input_grad(cfg)
+    if mur_on_x0 and not v.x.requires_grad:  # g0 = dH/dx0 from this very pass (a compiled step sets it
+        v.x.requires_grad_(True)             # before its graph: dynamo breaks the graph at requires_grad_)
     logits = student(v.x)  # (B, K)
     terms = {"xent": F.cross_entropy(logits[:L].float(), v.y_l)}
     g0_norm = None

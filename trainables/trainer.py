@@ -29,7 +29,7 @@ from trainables.augment_strong import strong_augment
 from trainables.config import ConfigError, TrainConfig
 from trainables.data import Batcher, Dataset, augment, labeled_split, load_dataset, validation_indices
 from trainables.datafiles import DataError, check_available
-from trainables.methods import Views, loss_terms
+from trainables.methods import Views, loss_terms, needs_input_grad
 from trainables.metrics import error_rate, histogram, sensitivity
 from trainables.models import build_model
 from trainables.mur import frozen_bn_stats
@@ -52,6 +52,18 @@ def resolve_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("device='cuda' but no CUDA GPU is visible; use device='auto' or 'cpu'")
     return torch.device(name)
+
+
+def resolve_compile(mode: str, device: torch.device, vd: bool) -> str:
+    """TrainConfig.compile as run: "auto" is the fastest mode benchmarks/trainer_throughput.py measured
+    side by side with eager (H200, torch 2.11, ConvNet-13 at batch 25+75, fp32;
+    benchmarks/results/trainer_throughput_h200_compile_*.json): on CUDA "step" for VD variants (MT+VD
+    2.40x eager, MT+VD+MUR 1.34x, compile 0.9 % of a paper run), "none" without VD (MT 0.96x at best,
+    MT+MUR direct 1.00x, PGA 0.79x: the step is bound by the host's kernel launches, which compiling
+    does not remove); on the CPU "none" (eager, bit-for-bit as before)."""
+    if mode != "auto":
+        return mode
+    return "step" if device.type == "cuda" and vd else "none"
 
 
 def param_groups(model: nn.Module, weight_decay: float, scope: str = "all") -> list[dict]:
@@ -116,9 +128,11 @@ def compile_for_training(mode: str, student: nn.Module, teacher: nn.Module | Non
     compiled = torch.compile(loss_terms, dynamic=False)
     trace_grad = {"trace_autograd_ops": True} if hasattr(torch._dynamo.config, "trace_autograd_ops") else {}
 
-    def compiled_loss_terms(*args):
+    def compiled_loss_terms(cfg, student_fn, teacher_fn, v, gen):
+        if needs_input_grad(cfg):
+            v.x.requires_grad_(True)  # outside the graph: inside, dynamo would break it here
         with torch._dynamo.config.patch(**trace_grad):
-            return compiled(*args)
+            return compiled(cfg, student_fn, teacher_fn, v, gen)
 
     return student, teacher, compiled_loss_terms
 
@@ -154,9 +168,10 @@ class Trainer:
         self.opt = torch.optim.SGD(param_groups(self.student, cfg.weight_decay, cfg.weight_decay_scope), lr=cfg.lr,
                                    momentum=cfg.momentum, nesterov=cfg.momentum > 0)
         # what train_step calls: the plain modules and loss_terms, or their compiled versions
-        self._student_fn, self._teacher_fn, self._loss_terms = compile_for_training(cfg.compile, self.student,
+        self.compile_mode = resolve_compile(cfg.compile, self.device, cfg.vd)  # none | model | step
+        self._student_fn, self._teacher_fn, self._loss_terms = compile_for_training(self.compile_mode, self.student,
                                                                                     self.teacher)
-        self.compile_s = 0.0 if cfg.compile == "none" else math.nan  # first step's extra seconds (trace, codegen)
+        self.compile_s = 0.0 if self.compile_mode == "none" else math.nan  # first step's extra seconds (trace, codegen)
         self._first_steps_s: list[float] = []  # wall time of the first two compiled steps
         self._pending: list[tuple[int, torch.Tensor]] = []  # (step, (T+1,) loss values) not yet NaN-checked
         self._pending_keys: tuple[str, ...] = ()  # the T terms, then "total"
@@ -208,7 +223,7 @@ class Trainer:
 
     def train_step(self) -> dict[str, torch.Tensor]:
         cfg = self.cfg
-        timed = cfg.compile != "none" and len(self._first_steps_s) < 2  # compile_s = t(step 0) - t(step 1)
+        timed = self.compile_mode != "none" and len(self._first_steps_s) < 2  # compile_s = t(step 0) - t(step 1)
         t0 = time.perf_counter() if timed else 0.0
         self.student.train()
         if self.teacher is not None:
@@ -359,7 +374,7 @@ class Trainer:
             out["sensitivity_mean"], out["sensitivity_std"] = float(s.mean()), float(s.std())
             out["sensitivity_hist"] = json.dumps(histogram(s, bins=20))
         out.update(diverged=0, diverged_step=-1, diverged_term="", wall_time=self.wall_time,
-                   done=self.done, compile_s=self.compile_s)
+                   done=self.done, compile_s=self.compile_s, compile_mode=self.compile_mode)
         self._reset_interval()
         return out
 
