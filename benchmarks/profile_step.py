@@ -13,7 +13,6 @@ number of operators mean anything (used to test the script). Writes JSON with --
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import torch
