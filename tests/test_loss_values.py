@@ -231,6 +231,22 @@ def test_ema_teacher_after_k_steps_is_the_closed_form(teacher_bn):
     assert not torch.allclose(next(tr.teacher.parameters()), next(tr.student.parameters()))
 
 
+def test_ema_update_equals_a_loop_of_lerp_bit_for_bit():
+    """The multi-tensor EMA (_foreach_lerp_, _foreach_copy_) = one lerp_ / copy_ per tensor, exactly."""
+    tr = _trainer()
+    for _ in range(2):
+        tr.train_step()  # teacher and student apart
+    for b in tr.student.buffers():
+        b.add_(1)  # BN statistics the teacher does not hold yet
+    teacher = [p.detach().clone() for p in tr.teacher.parameters()]
+    buffers = [b.detach().clone() for b in tr.student.buffers()]
+    tr._ema_update(0.9)
+    for pt, t, ps in zip(tr.teacher.parameters(), teacher, tr.student.parameters()):
+        assert torch.equal(pt, t.lerp_(ps, 1.0 - 0.9))
+    for bt, b in zip(tr.teacher.buffers(), buffers):
+        assert torch.equal(bt, b)
+
+
 def _bn_buffers(model):
     return [(n, b) for n, b in model.named_buffers() if n.endswith(("running_mean", "running_var",
                                                                       "num_batches_tracked"))]

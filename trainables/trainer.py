@@ -326,15 +326,11 @@ class Trainer:
     def _ema_update(self, decay: float):
         """teacher <- decay * teacher + (1 - decay) * student, every parameter (incl. log_sigma2); with
         the student's BN statistics, the teacher's buffers <- the student's (_teacher_reads_student_bn)."""
-        for pt, ps in zip(self.teacher.parameters(), self.student.parameters()):
-            pt.lerp_(ps, 1.0 - decay)
+        # one multi-tensor kernel each on CUDA instead of one launch per tensor (~55 for ConvNet-13);
+        # the same lerp per element, bit-for-bit as a loop of lerp_ (tests/test_trainer.py)
+        torch._foreach_lerp_(list(self.teacher.parameters()), list(self.student.parameters()), 1.0 - decay)
         if self._teacher_reads_student_bn:
-            self._copy_student_buffers()
-
-    @torch.no_grad()
-    def _copy_student_buffers(self):
-        for bt, bs in zip(self.teacher.buffers(), self.student.buffers()):
-            bt.copy_(bs)
+            torch._foreach_copy_(list(self.teacher.buffers()), list(self.student.buffers()))
 
     # ------------------------------------------------------------------ evaluation
     @property
