@@ -162,25 +162,40 @@ def _grads(tr):
 GRAPHS = {"model": 3, "step": 1 if hasattr(torch._dynamo.config, "trace_autograd_ops") else 3}
 
 
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def _rng_state(cuda: bool):
+    return (torch.get_rng_state(), torch.cuda.get_rng_state() if cuda else None)
+
+
+def _set_rng_state(state):
+    torch.set_rng_state(state[0])
+    if state[1] is not None:
+        torch.cuda.set_rng_state(state[1])
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
 @pytest.mark.parametrize("mode", ["model", "step"])
-def test_compiled_step_matches_eager(digits, mode):
-    """MT+VD+MUR on digits, 3 steps in lockstep: the same loss terms, gradients and BN statistics."""
+def test_compiled_step_matches_eager(digits, mode, device):
+    """MT+VD+MUR on digits, 3 steps in lockstep: the same loss terms, gradients and BN statistics
+    (on CUDA too where there is one: inductor's Triton code there, its C++ code on the CPU)."""
     from torch._dynamo.utils import counters
     from torch._inductor import config as inductor_config
 
-    cfg = _cfg()
+    cfg, cuda = _cfg(device=device), device == "cuda"
     with inductor_config.patch(fallback_random=True, layout_optimization=False):
         eager = Trainer(cfg, digits)
         comp = Trainer(cfg.replace(compile=mode), digits)
         counters.clear()
-        rng = {"eager": torch.get_rng_state(), "comp": torch.get_rng_state()}  # one global RNG, two runs
+        rng = {"eager": _rng_state(cuda), "comp": _rng_state(cuda)}  # one global RNG, two runs
         for step in range(3):
             out = {}
             for name, tr in (("eager", eager), ("comp", comp)):
-                torch.set_rng_state(rng[name])
+                _set_rng_state(rng[name])
                 out[name] = tr.train_step()
-                rng[name] = torch.get_rng_state()
+                rng[name] = _rng_state(cuda)
             te, tc = out["eager"], out["comp"]
             assert list(te) == list(tc) == ["xent", "cons", "kl", "entmin", "mur"]
             for k in te:

@@ -231,9 +231,12 @@ def test_ema_teacher_after_k_steps_is_the_closed_form(teacher_bn):
     assert not torch.allclose(next(tr.teacher.parameters()), next(tr.student.parameters()))
 
 
-def test_ema_update_equals_a_loop_of_lerp_bit_for_bit():
-    """The multi-tensor EMA (_foreach_lerp_, _foreach_copy_) = one lerp_ / copy_ per tensor, exactly."""
-    tr = _trainer()
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA device"))])
+def test_ema_update_equals_a_loop_of_lerp_bit_for_bit(device):
+    """The multi-tensor EMA (_foreach_lerp_, _foreach_copy_) = one lerp_ / copy_ per tensor, exactly
+    (on CUDA, where it is one fused kernel, too)."""
+    tr = _trainer(device=device)
     for _ in range(2):
         tr.train_step()  # teacher and student apart
     for b in tr.student.buffers():
