@@ -11,8 +11,10 @@
 #   1. the compiled-vs-eager equivalence and EMA tests on CUDA (tests skipped on the CPU)     <=  90 s
 #   2. MT, none/step: today's code against the baseline tree side by side (the step without the
 #      teacher's BN save-and-restore and with the multi-tensor EMA: ~115 fewer launches)      <= 2 x 60 s
-#   3. MT+VD+MUR in bf16 + channels_last, none/step (the route to 2.0x: fewer flops per conv) <= 150 s
-#   4. what the first run's time cut: MT+MUR PGA 5 steps and FixMatch, none/step             <= 120 s
+#   3. graph_step_bound.py: the step captured as one CUDA graph and replayed, against eager  <= 100 s
+#      (MT, the launch-bound one; an upper bound: the per-step host decisions are frozen in it)
+#   4. MT+VD+MUR in bf16 + channels_last, none/step (the route to 2.0x: fewer flops per conv) <= 150 s
+#   5. what the first run's time cut: MT+MUR PGA 5 steps and FixMatch, none/step             <= 120 s
 # The baseline tree is the code the first run measured, carried as an ignored folder:
 #     echo /.baseline/ >> .git/info/exclude; mkdir -p .baseline; git archive a0599e8 | tar -x -C .baseline
 # Then copy $OUT/*.json into benchmarks/results/ (named after the card) and update the README table.
@@ -51,6 +53,12 @@ if [[ -d .baseline ]]; then  # the same part in the first run's code, then today
     bench 30 mt_recheck --variants MT --compile none
 else
     echo "== mt_baseline: skipped, no .baseline tree (see the header)" | tee -a "$LOG"
+fi
+if [[ "$DEVICE" == cuda ]]; then  # how fast a step launched by no host at all could be (an upper bound)
+    left=$((TOTAL - SECONDS)); limit=$(( left < 100 ? left : 100 ))
+    echo "== graph (<= ${limit} s, at ${SECONDS} s)" | tee -a "$LOG"
+    PYTHONPATH=. timeout "$limit" "$PY" benchmarks/graph_step_bound.py --variants MT --compile none,step \
+        --out "$OUT/graph.json" 2>&1 | tee -a "$LOG" | grep -E "steps/s|FAILED"
 fi
 bench 150 mt_vd_mur_bf16 --variants "MT+VD+MUR" --bf16 --channels-last --compile none,step
 bench 60 pga --variants "MT+MUR PGA 5 steps" --compile none,step
