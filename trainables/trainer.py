@@ -56,7 +56,7 @@ def resolve_compile(mode: str, device: torch.device, vd: bool) -> str:
     """TrainConfig.compile as run: "auto" is the fastest mode benchmarks/trainer_throughput.py measured
     side by side with eager (H200, torch 2.11, ConvNet-13 at batch 25+75, fp32;
     benchmarks/results/trainer_throughput_h200_compile_*.json): on CUDA "step" for VD variants (MT+VD
-    2.40x eager, MT+VD+MUR 1.34x, compile 0.9 % of a paper run), "none" without VD (MT 0.96x at best,
+    2.40x eager, MT+VD+MUR 1.34x, compile under 0.9 % of a paper run), "none" without VD (MT 0.96x at best,
     MT+MUR direct 1.00x, PGA 0.79x: the step is bound by the host's kernel launches, which compiling
     does not remove); on the CPU "none" (eager, bit-for-bit as before)."""
     if mode != "auto":
