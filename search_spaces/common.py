@@ -51,9 +51,9 @@ SVHN_PI = {**SVHN_MT, "method": "pi", "lr": 0.01, "weight_decay": 1e-4, "lr_ramp
 # the paper's values (lr 0.1, lambda1 10, EMA 0.99, noise 0.15, wd 1e-4) gave 6.67% validation error.
 # The first four of the ranking agree: lr 0.12-0.31, cons_coef 2.4-8.4, ema_decay 0.90-0.95.
 # A single-seed winner can be luck (hpo's quick winner did not hold up: search_spaces/hpo.py), so this
-# choice was confirmed on fresh seeds 1-5 (plain MT through trainables.trainer.train, 2026-11-26,
-# 2-core CPU): these values against the paper's, paired, validation error 4.40 vs 6.00 %, -1.60
-# [-2.67, -0.53]; test error 3.82 vs 6.22 %, -2.40 [-3.06, -1.74].
+# choice was confirmed on fresh seeds 1-5 by `python -m sweeper.run quick_settings --preset quick`
+# (2026-11-26, 2-core CPU, 2.4 min): these values against the paper's, paired, validation error 4.40
+# vs 6.00 %, -1.60 [-2.67, -0.53]; test error 3.82 vs 6.22 %, -2.40 [-3.06, -1.74].
 # kl_coef, mur_coef and the MUR radius keep the paper's values (the ablation sweeps vary them).
 QUICK = dict(
     dataset="digits", num_labels=100, arch="convnet_small", width=1.0,

@@ -12,8 +12,9 @@ from trainables.config import TrainConfig
 from notorch import BLOCK_TORCH
 
 EXPECTED = {"ablation_radius", "ablation_kl", "ablation_mur_steps", "ablation_mur_vs_rr", "mut_radius",
-            "table_cifar", "table_svhn", "hpo", "hpo_base", "fixmatch", "mur_vs_vat"}
+            "table_cifar", "table_svhn", "hpo", "hpo_base", "fixmatch", "mur_vs_vat", "quick_settings"}
 MNIST_SWEEPS = {"table_cifar", "ablation_radius"}  # the sweeps with a --preset mnist
+QUICK_ONLY = {"quick_settings"}  # a question about the quick preset itself
 
 
 def test_every_expected_sweep_is_registered_by_file_name():
@@ -23,6 +24,10 @@ def test_every_expected_sweep_is_registered_by_file_name():
 @pytest.mark.parametrize("preset", PRESETS)
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_every_trial_config_validates(name, preset):
+    if preset != "quick" and name in QUICK_ONLY:
+        with pytest.raises(SweepError, match=f"^sweep {name} has no {preset} preset; use quick$"):
+            get_sweep(name, preset)
+        return
     if preset == "mnist" and name not in MNIST_SWEEPS:
         with pytest.raises(SweepError, match=f"^sweep {name} has no mnist preset; use paper or quick$"):
             get_sweep(name, preset)
@@ -201,6 +206,23 @@ def test_quick_table_rows_change_one_knob_at_a_time_from_the_baseline():
     for k in knobs:  # each knob has a row where it alone differs from the baseline
         assert any(v[k] == knobs[k] and all(v[j] == base[j] for j in base if j not in (k, "method")) for v in mt_rows), k
     assert {v["method"] for v in s.variants} >= {"supervised", "labelspreading", "mt"} and s.seeds >= 5
+
+
+def test_quick_settings_compares_the_paper_values_with_the_quick_ones_on_fresh_seeds():
+    """Two rows of plain MT that differ in exactly the five settings hpo_base tuned: the paper's (the
+    baseline) and the quick preset's; seeds past the search's seed 0; chosen on validation error."""
+    from search_spaces.common import CIFAR, QUICK
+
+    s = get_sweep("quick_settings", "quick")
+    tuned = ("lr", "cons_coef", "ema_decay", "input_noise", "weight_decay")
+    assert set(get_sweep("hpo_base", "quick").search["space"]) == set(tuned)
+    rows = {tuple(t[k] for k in tuned): t for t in s.trials()}
+    assert set(rows) == {tuple(CIFAR[k] for k in tuned), tuple(QUICK[k] for k in tuned)}
+    a, b = rows.values()
+    assert {k for k in a if a[k] != b[k]} == set(tuned)  # (both seed 5) nothing else differs between the rows
+    assert all(a[k] != b[k] for k in tuned)
+    assert s.baseline == {k: CIFAR[k] for k in tuned} and s.metric == "val_error"
+    assert sorted({t["seed"] for t in s.trials()}) == [1, 2, 3, 4, 5] and {t["method"] for t in s.trials()} == {"mt"}
 
 
 def test_rows_that_set_different_keys_keep_every_key_in_every_trial():
