@@ -3,9 +3,10 @@ torch.cuda.graph and replayed, against the same Trainer's eager step, side by si
 
     PYTHONPATH=. python benchmarks/graph_step_bound.py --variants MT,MT+VD+MUR --compile none,step --out g.json
 
-Why: on the H200 plain MT's step is bound by the host launching ~400 kernels (8.2 ms a step for
-6.1 ms of kernels eager, 4.3 ms compiled: benchmarks/results/profile_step_h200_mt.json), so neither
-mode of TrainConfig.compile made it faster. A replayed graph launches nothing from the host.
+Why: on the H200 plain MT's step is bound by the host launching ~400 kernels: 8.2 ms a step
+(122.5 steps/s, benchmarks/results/trainer_throughput_h200_compile_mt.json) for 6.1 ms of kernels eager
+and 4.3 ms compiled (benchmarks/results/profile_step_h200_mt.json), so neither mode of
+TrainConfig.compile made it faster. A replayed graph launches nothing from the host.
 What it measures is an UPPER BOUND, not a training run: the capture freezes everything the host
 decides per step (the batch indices, drawn once; the learning rate, the ramp-up coefficients and the
 EMA decay at the capture step), and the NaN check is off. The random draws (augmentation, noise,

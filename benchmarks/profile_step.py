@@ -25,8 +25,10 @@ from trainables.trainer import Trainer
 
 
 def kernel_events(prof) -> list:
-    """The profiler's device-side events (kernels, memcpy, memset)."""
-    return [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    """The profiler's device-side events (kernels, memcpy, memset), without the GPU-side ranges of user
+    annotations (Optimizer.step#SGD.step, ...), which overlap the kernels they enclose."""
+    return [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+            and not getattr(e, "is_user_annotation", False)]
 
 
 def device_us(e) -> float:

@@ -62,13 +62,23 @@ def names() -> list[str]:
                   if not m.name.startswith("_") and m.name != "common")
 
 
-def get_sweep(name: str, preset: str = "paper") -> Sweep:
+def _module(name: str):
     valid = names()
     if name not in valid:
         raise SweepError(f"unknown sweep {name!r}; valid sweeps: {', '.join(valid)}")
+    return importlib.import_module(f"search_spaces.{name}")
+
+
+def default_preset(name: str) -> str:
+    """The preset a command without --preset runs: paper where the sweep has one, else its first."""
+    offered = getattr(_module(name), "PRESETS", SWEEP_PRESETS)
+    return "paper" if "paper" in offered else offered[0]
+
+
+def get_sweep(name: str, preset: str = "paper") -> Sweep:
+    module = _module(name)
     if preset not in PRESETS:
         raise SweepError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
-    module = importlib.import_module(f"search_spaces.{name}")
     offered = getattr(module, "PRESETS", SWEEP_PRESETS)
     if preset not in offered:
         raise SweepError(f"sweep {name} has no {preset} preset; use {' or '.join(offered)}")

@@ -12,7 +12,7 @@ at 3 seeds); LabelSpreading 4.44. On digits VD helps in the mean at every coeffi
 flat: the paper's U shape does not show at this scale.
 """
 from search_spaces import Sweep
-from search_spaces.common import BASELINE_MT, CIFAR, LABEL_SPREADING, QUICK, authors_entmin, authors_rows
+from search_spaces.common import BASELINE_MT, CIFAR, LABEL_SPREADING, QUICK, QUICK_SEEDS, authors_entmin, authors_rows
 
 
 def sweep(preset: str) -> Sweep:
@@ -26,5 +26,5 @@ def sweep(preset: str) -> Sweep:
         name="ablation_kl", paper_ref="Fig. 3(a), 3(b)",
         description="MT+VD test error and sparsity vs the KL coefficient, against MT",
         base=dict(QUICK if quick else CIFAR), variants=rows, baseline={"method": "mt", "vd": False},
-        seeds=3, rows=("method", "vd"), cols=("kl_coef",),
+        seeds=QUICK_SEEDS if quick else 3, rows=("method", "vd"), cols=("kl_coef",),
         minutes_per_trial=0.8 if quick else 140)

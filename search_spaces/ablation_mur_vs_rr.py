@@ -14,7 +14,7 @@ the same settings and seeds, ablation_kl's MT row) in the mean; paired over thos
 r = 1 excludes 0 (-1.04 [-1.88, -0.19]).
 """
 from search_spaces import Sweep
-from search_spaces.common import CIFAR, LABEL_SPREADING, QUICK, authors_rows
+from search_spaces.common import CIFAR, LABEL_SPREADING, QUICK, QUICK_SEEDS, authors_rows
 
 
 def sweep(preset: str) -> Sweep:
@@ -26,5 +26,5 @@ def sweep(preset: str) -> Sweep:
         name="ablation_mur_vs_rr", paper_ref="Fig. 4(c)",
         description="MT+MUR vs MT+RR test error over the radius r",
         base=dict(QUICK if quick else CIFAR), variants=([LABEL_SPREADING] if quick else []) + rows,
-        baseline={"method": "mt", "mur": "random"}, seeds=3, rows=("method", "mur"), cols=("mur_radius",),
+        baseline={"method": "mt", "mur": "random"}, seeds=QUICK_SEEDS if quick else 3, rows=("method", "mur"), cols=("mur_radius",),
         minutes_per_trial=1.0 if quick else 90)

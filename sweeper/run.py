@@ -30,7 +30,7 @@ os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_
 # A local Ray started here sends no usage statistics off the machine (a user's own head decides for itself).
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
-from search_spaces import PRESETS, Sweep, SweepError, get_sweep
+from search_spaces import PRESETS, Sweep, SweepError, default_preset, get_sweep
 from trainables.config import ConfigError, TrainConfig
 from trainables.datafiles import DataError, check_readable
 from sweeper import storage as store
@@ -347,13 +347,13 @@ def connect_ray(address: str | None, dashboard: bool = False):
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
-        get_sweep(args.sweep, args.preset or "paper")  # an unknown sweep or preset: the list of valid ones
+        get_sweep(args.sweep, args.preset or default_preset(args.sweep))  # unknown sweep or preset: the valid ones
         exp_dir = None
         if args.resume and not args.dry_run:  # the stored run decides the preset; its configs were checked
             exp_dir, meta = find_experiment(check_storage(args.storage),
                                             args.sweep + ("_confirm" if args.confirm else ""), args.resume)
             args.preset = stored_preset(exp_dir, meta, args.preset)
-        args.preset = args.preset or "paper"
+        args.preset = args.preset or default_preset(args.sweep)
         sweep = get_sweep(args.sweep, args.preset)
         if args.confirm:  # the search's best trial and its base values, paired over fresh seeds
             from sweeper.confirm import ConfirmError, confirm_sweep

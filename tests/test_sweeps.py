@@ -72,6 +72,19 @@ def test_grid_counts_and_seeds_are_an_axis():
     assert len({t["mur_radius"] for t in q.trials() if t["mur"] == "direct"}) >= 3 and q.seeds >= 3
 
 
+def test_quick_tables_run_quick_seeds_but_the_costliest():
+    """QUICK_SEEDS (5) seeds in every quick table, so that a paired t-interval can exclude 0 (3 seeds: t = 4.30);
+    the three costliest keep 3 to stay near 20 minutes on 2 cores and the quick start (ablation_radius) to stay
+    within 5; searches run one seed per sample."""
+    from search_spaces.common import QUICK_SEEDS
+
+    costly = {"mut_radius", "ablation_mur_steps", "mur_vs_vat", "ablation_radius"}
+    for name in sorted(EXPECTED):
+        s = get_sweep(name, "quick")
+        want = 1 if s.search else 3 if name in costly else QUICK_SEEDS
+        assert s.seeds == want, (name, s.seeds)
+
+
 def test_mnist_preset_sizes_and_rows():
     from search_spaces.ablation_radius import QUICK_RADII
     from trainables.models import build_model
@@ -223,6 +236,18 @@ def test_quick_settings_compares_the_paper_values_with_the_quick_ones_on_fresh_s
     assert all(a[k] != b[k] for k in tuned)
     assert s.baseline == {k: CIFAR[k] for k in tuned} and s.metric == "val_error"
     assert sorted({t["seed"] for t in s.trials()}) == [1, 2, 3, 4, 5] and {t["method"] for t in s.trials()} == {"mt"}
+
+
+def test_a_quick_only_sweep_runs_its_quick_preset_without_preset(capsys, tmp_path):
+    """No --preset means paper where a sweep has it, else its only preset (also on --resume, whose early
+    name check ran the paper preset before the stored one was read)."""
+    from search_spaces import default_preset
+
+    assert default_preset("quick_settings") == "quick" and default_preset("table_cifar") == "paper"
+    with pytest.raises(SweepError, match="^unknown sweep 'nope'"):
+        default_preset("nope")
+    assert run_main(["quick_settings", "--dry-run", "--storage", str(tmp_path)]) == 0
+    assert "sweep quick_settings (preset quick)" in capsys.readouterr().out
 
 
 def test_rows_that_set_different_keys_keep_every_key_in_every_trial():

@@ -52,16 +52,21 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def resolve_compile(mode: str, device: torch.device, vd: bool) -> str:
-    """TrainConfig.compile as run: "auto" is the fastest mode benchmarks/trainer_throughput.py measured
-    side by side with eager (H200, torch 2.11, ConvNet-13 at batch 25+75, fp32;
-    benchmarks/results/trainer_throughput_h200_compile_*.json): on CUDA "step" for VD variants (MT+VD
-    2.40x eager, MT+VD+MUR 1.34x, compile under 0.9 % of a paper run), "none" without VD (MT 0.96x at best,
-    MT+MUR direct 1.00x, PGA 0.79x: the step is bound by the host's kernel launches, which compiling
-    does not remove); on the CPU "none" (eager, bit-for-bit as before)."""
+AUTO_MIN_STEPS = 250_000  # compile (26-61 s cold on the H200) stays under 1 % of a run at least this long
+
+
+def resolve_compile(mode: str, device: torch.device, cfg: TrainConfig) -> str:
+    """TrainConfig.compile as run. "auto" is "step" only where benchmarks/trainer_throughput.py measured
+    it faster than eager side by side (H200, torch 2.11, ConvNet-13 at batch 25+75, fp32;
+    benchmarks/results/trainer_throughput_h200_compile_*.json) and its compile time is under 1 % of the
+    run: on CUDA, MT with VD and no MUR or direct MUR (MT+VD 2.40x eager, MT+VD+MUR 1.34x), at least
+    AUTO_MIN_STEPS steps. Everything else runs eagerly: without VD compiling did not pay (MT 0.96x at
+    best, MT+MUR direct 1.00x, PGA 0.79x: the step is bound by the host's kernel launches), the other
+    methods with VD are unmeasured, and on the CPU eager is bit-for-bit as before."""
     if mode != "auto":
         return mode
-    return "step" if device.type == "cuda" and vd else "none"
+    measured = cfg.method == "mt" and cfg.vd and cfg.mur in ("none", "direct")
+    return "step" if device.type == "cuda" and measured and cfg.steps >= AUTO_MIN_STEPS else "none"
 
 
 def param_groups(model: nn.Module, weight_decay: float, scope: str = "all") -> list[dict]:
@@ -166,7 +171,7 @@ class Trainer:
         self.opt = torch.optim.SGD(param_groups(self.student, cfg.weight_decay, cfg.weight_decay_scope), lr=cfg.lr,
                                    momentum=cfg.momentum, nesterov=cfg.momentum > 0)
         # what train_step calls: the plain modules and loss_terms, or their compiled versions
-        self.compile_mode = resolve_compile(cfg.compile, self.device, cfg.vd)  # none | model | step
+        self.compile_mode = resolve_compile(cfg.compile, self.device, cfg)  # none | model | step
         self._student_fn, self._teacher_fn, self._loss_terms = compile_for_training(self.compile_mode, self.student,
                                                                                     self.teacher)
         self.compile_s = 0.0 if self.compile_mode == "none" else math.nan  # first step's extra seconds (trace, codegen)
@@ -231,7 +236,9 @@ class Trainer:
             g["lr"] = lr
         v = self._views()
         # teacher_bn="student": the teacher's train-mode passes (batch statistics) move its running stats,
-        # which _ema_update then overwrites with the student's (no save-and-restore: ~60 launches a step)
+        # which _ema_update then overwrites with the student's (no save-and-restore: ~60 launches a step).
+        # A step that raises (Diverged, an error) leaves them moved: such a Trainer is abandoned, never
+        # evaluated or saved (train() and tune.py stop on it).
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cuda and cfg.bf16):
             terms, g0_norm = self._loss_terms(cfg, self._student_fn, self._teacher_fn, v, self.gen)
             if v.x0 is not None:  # bn_clean_pass: BN running stats also see the un-augmented batch (noise
