@@ -3,12 +3,12 @@
 Hypothesis (the paper's appendix): with strong augmentation, weight perturbation adds nothing
 (FM+VD = FM, 5.07% error) and MUR on the strongly augmented point hurts (FM+MUR 13.45%): the
 predictions on A(x_u) are too unreliable for the most uncertain point to be a useful target.
-    python -m sweeper.run fixmatch --preset quick   # digits 50 labels, 1500 steps, 3 rows + LabelSpreading, 3 seeds, ~5 min on 2 CPU cores
-Measured (2026-11-26, 2-core CPU, 4.8 min, final test error %, 3 seeds; [paired 95% interval vs FM]):
-FM 3.26, FM+VD 3.48 [-1.77, +2.21], FM+MUR 3.85 [-0.04, +1.23], LabelSpreading 8.30 [+1.71, +8.36].
-Consistent with the appendix: VD makes no difference 3 seeds can see (a wide interval, not a shown
-equality) and MUR on the strong view is worse in the mean (its interval just includes 0);
-FixMatch beats LabelSpreading clearly.
+    python -m sweeper.run fixmatch --preset quick   # digits 50 labels, 1500 steps, 3 rows + LabelSpreading, 5 seeds, ~10 min on 2 CPU cores
+Measured (2026-11-26, 2-core CPU, 10.0 min, final test error %, 5 seeds; [paired 95% interval vs FM]):
+FM 2.98, FM+VD 3.16 [-0.54, +0.89], FM+MUR 3.64 [-0.63, +1.96], LabelSpreading 8.27 [+3.21, +7.37].
+Consistent with the appendix, not a proof of it: VD makes no difference 5 seeds can see (within
++-0.9 points) and MUR on the strong view is worse in the mean only; FixMatch beats LabelSpreading
+clearly. (At 3 seeds: FM+VD [-1.77, +2.21], FM+MUR [-0.04, +1.23].)
     python -m sweeper.run fixmatch                  # CIFAR-10 250 labels, 3 x 3 trials of 2^20 steps
 
 Taken from FixMatch (Sohn et al. 2020): tau = 0.95, lambda_u = 1 (cons_coef, no ramp-up),
