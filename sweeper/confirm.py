@@ -1,10 +1,12 @@
 """Confirm a search's choice over fresh seeds: its best trial by validation error against its first
-sample (the preset's hand-set values), two rows paired over seeds, tabulated on the test set.
+sample (the preset's hand-set values), two rows paired over seeds, tabulated on validation error.
 
 A search ranks single-seed trials on the validation split, so its winner's margin is optimistic (the
 best of n noisy numbers). Rerunning both configurations on seeds the search did not use, paired, says
 whether the gain is real: the table's "· Δ [low, high]" of the best row against the base row, in
-validation error (what a choice may rest on); the test error follows beside it in a note.
+validation error (what a choice may rest on); the test error follows beside it in a note. The
+validation images are the search's own (the split is fixed per data set), so a winner keeps some of
+its selection advantage there; the test error, never chosen on, is the independent check.
 
     python -m sweeper.run hpo --preset quick --confirm results/hpo-<stamp>             # 2 configs x 5 seeds
     python -m sweeper.run hpo --preset quick --confirm results/hpo-<stamp> --dry-run   # what would run
