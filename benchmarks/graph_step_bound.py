@@ -22,7 +22,7 @@ import traceback
 
 import torch
 
-from benchmarks.trainer_throughput import VARIANTS, synthetic_cifar, write_json
+from benchmarks.trainer_throughput import VARIANTS, bench_setup, names, run_steps, write_json
 from trainables.config import TrainConfig
 from trainables.data import augment
 from trainables.methods import Views
@@ -65,8 +65,7 @@ def measure(cfg: TrainConfig, data, warmup: int, steps: int, repeats: int) -> di
     side = torch.cuda.Stream()  # warm-up (compilation, lazy optimizer state) off the capture stream
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        for _ in range(warmup):
-            tr.train_step()
+        run_steps(tr, warmup)
     torch.cuda.current_stream().wait_stream(side)
     eager = timed(tr.train_step, steps, repeats)  # the same frozen batch, launched by the host
     graph = torch.cuda.CUDAGraph()
@@ -89,14 +88,13 @@ def main(argv=None):
     a = p.parse_args(argv)
     if not torch.cuda.is_available():
         p.error("needs a CUDA device (a CPU has no graphs to capture)")
-    base = dict(dataset="cifar10", arch="convnet13", num_labels=1000, translate=4, flip=True, steps=10**6,
-                lr_rampdown=0, device="cuda", nan_check_every=10**9)  # no host sync inside the capture
-    data = synthetic_cifar("cuda")
+    base, data = bench_setup("cuda")
+    base["nan_check_every"] = 10**9  # no host sync inside the capture
     meta = {"gpu": torch.cuda.get_device_name(), "torch_version": str(torch.__version__), "steps": a.steps,
             "warmup": a.warmup, "repeats": a.repeats}
     rows = []
-    for name in [v.strip() for v in a.variants.split(",") if v.strip()]:
-        for mode in [m.strip() for m in a.compile.split(",") if m.strip()]:
+    for name in names(a.variants):
+        for mode in names(a.compile):
             row = {"variant": name, "compile": mode}
             try:
                 row.update(measure(TrainConfig(**{**base, **VARIANTS[name], "compile": mode}), data,

@@ -18,9 +18,8 @@ import time
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from benchmarks.trainer_throughput import VARIANTS, synthetic_cifar, write_json
+from benchmarks.trainer_throughput import VARIANTS, bench_setup, names, run_steps, write_json
 from trainables.config import TrainConfig
-from trainables.data import load_dataset
 from trainables.trainer import Trainer
 
 
@@ -37,19 +36,11 @@ def device_us(e) -> float:
 
 def profile_config(cfg: TrainConfig, data, warmup: int, steps: int) -> dict:
     tr = Trainer(cfg, data)
-    for _ in range(warmup):
-        tr.train_step()
-    tr.check_finite()
-    if tr.cuda:
-        torch.cuda.synchronize()
+    run_steps(tr, warmup)
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if tr.cuda else [])
     with profile(activities=acts) as prof:
         t0 = time.perf_counter()
-        for _ in range(steps):
-            tr.train_step()
-        tr.check_finite()
-        if tr.cuda:
-            torch.cuda.synchronize()
+        run_steps(tr, steps)
         wall = time.perf_counter() - t0
     kernels = kernel_events(prof)
     by_name: dict[str, float] = {}
@@ -73,19 +64,12 @@ def main(argv=None):
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     cuda = a.device == "cuda"
-    if cuda:
-        base = dict(dataset="cifar10", arch="convnet13", num_labels=1000, translate=4, flip=True, steps=10**6,
-                    lr_rampdown=0, device="cuda")
-        data = synthetic_cifar("cuda")
-    else:
-        base = dict(dataset="digits", arch="convnet_small", num_labels=100, translate=1, steps=10**6,
-                    lr_rampdown=0, device="cpu")
-        data = load_dataset("digits")
+    base, data = bench_setup(a.device)
     rows = []
     meta = {"device": a.device, "gpu": torch.cuda.get_device_name() if cuda else None,
             "torch_version": str(torch.__version__), "steps": a.steps, "warmup": a.warmup}
-    for name in [v.strip() for v in a.variants.split(",") if v.strip()]:
-        for mode in [m.strip() for m in a.compile.split(",") if m.strip()]:
+    for name in names(a.variants):
+        for mode in names(a.compile):
             r = profile_config(TrainConfig(**{**base, **VARIANTS[name], "compile": mode}), data, a.warmup, a.steps)
             rows.append({"variant": name, "compile": mode, **r})
             print(f"{name:<12} {mode:<6} wall {r['wall_ms_per_step']:6.2f} ms/step  kernels "

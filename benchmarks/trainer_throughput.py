@@ -68,25 +68,42 @@ def synthetic_cifar(device) -> Dataset:
                    torch.randn(10_000, 3, 32, 32, generator=g), torch.randint(0, 10, (10_000,), generator=g), 10).to(device)
 
 
+def bench_setup(device: str) -> tuple[dict, Dataset]:
+    """The TrainConfig keys every benchmark here shares, and its data: on CUDA ConvNet-13 on random
+    tensors of CIFAR-10's shape resident on the GPU (the content does not change the work per step), on
+    the CPU ConvNetSmall on digits; the paper's batch 25+75 (TrainConfig's default) and no LR ramp-down."""
+    if device == "cuda":
+        return (dict(dataset="cifar10", arch="convnet13", num_labels=1000, translate=4, flip=True, steps=10**6,
+                     lr_rampdown=0, device="cuda"), synthetic_cifar("cuda"))
+    return (dict(dataset="digits", arch="convnet_small", num_labels=100, translate=1, steps=10**6, lr_rampdown=0,
+                 device="cpu"), load_dataset("digits"))
+
+
+def run_steps(tr: Trainer, n: int) -> None:
+    """n training steps, then the deferred NaN check and (CUDA) a sync: the steps are done when it returns."""
+    for _ in range(n):
+        tr.train_step()
+    tr.check_finite()
+    if tr.cuda:
+        torch.cuda.synchronize()
+
+
+def names(csv: str) -> list[str]:
+    """A comma-separated option as its items (--variants, --compile)."""
+    return [v.strip() for v in csv.split(",") if v.strip()]
+
+
 def bench(cfg: TrainConfig, data: Dataset, warmup: int, steps: int, repeats: int = 1) -> dict:
     """Median steps/s of `repeats` rounds of `steps` steps after `warmup` (compilation included) steps,
     and the warm-up's cost."""
     t0 = time.perf_counter()
     tr = Trainer(cfg, data)
-    for _ in range(warmup):
-        tr.train_step()
-    tr.check_finite()
-    if tr.cuda:
-        torch.cuda.synchronize()
+    run_steps(tr, warmup)
     t1 = time.perf_counter()
     rounds = []
     for _ in range(repeats):
         t2 = time.perf_counter()
-        for _ in range(steps):
-            tr.train_step()
-        tr.check_finite()
-        if tr.cuda:
-            torch.cuda.synchronize()
+        run_steps(tr, steps)
         rounds.append(steps / (time.perf_counter() - t2))
     sps = sorted(rounds)[len(rounds) // 2]
     return {"steps_per_s": sps, "steps_per_s_rounds": rounds, "compile_s": tr.compile_s, "warmup_s": t1 - t0,
@@ -118,15 +135,13 @@ def main(argv=None):
     if a.threads:
         torch.set_num_threads(a.threads)
     cuda = a.device == "cuda"
+    base, data = bench_setup(a.device)
     if cuda:
-        base = dict(dataset="cifar10", arch="convnet13", num_labels=1000, translate=4, flip=True, steps=10**6,
-                    lr_rampdown=0, device="cuda", bf16=a.bf16, channels_last=a.channels_last)
-        data, machine = synthetic_cifar("cuda"), f"{torch.cuda.get_device_name()} (CPU {cpu_name()})"
+        base.update(bf16=a.bf16, channels_last=a.channels_last)
+        machine = f"{torch.cuda.get_device_name()} (CPU {cpu_name()})"
         steps, warmup = a.steps or 100, a.warmup or 20
     else:
-        base = dict(dataset="digits", arch="convnet_small", num_labels=100, translate=1, steps=10**6,
-                    lr_rampdown=0, device="cpu")
-        data, machine = load_dataset("digits"), f"{cpu_name()} x{torch.get_num_threads()} threads"
+        machine = f"{cpu_name()} x{torch.get_num_threads()} threads"
         steps, warmup = a.steps or 60, a.warmup or 5
     variants = VARIANTS
     if a.family == "fixmatch":
@@ -135,13 +150,13 @@ def main(argv=None):
         base = {**fm, **{k: base[k] for k in keep if k in base}, "steps": 10**6, "lr_rampdown": 0}
         variants = FIXMATCH_VARIANTS
     if a.variants:
-        wanted = [v.strip() for v in a.variants.split(",") if v.strip()]
+        wanted = names(a.variants)
         unknown = [v for v in wanted if v not in variants]
         if unknown:
             p.error(f"unknown --variants {unknown} for --family {a.family}; choose from {', '.join(variants)}")
         variants = {v: variants[v] for v in wanted}
     order = lambda m: COMPILE_MODES.index(m) if m in COMPILE_MODES else len(COMPILE_MODES)  # eager first
-    modes = sorted({m.strip() for m in a.compile.split(",") if m.strip()}, key=order)  # TrainConfig checks names
+    modes = sorted(set(names(a.compile)), key=order)  # TrainConfig checks names
     warmup = max(warmup, 2) if any(m != "none" for m in modes) else warmup  # compile_s needs two steps
     rows = []
     meta = {"machine": machine, "device": a.device, "cpu": cpu_name(),
