@@ -69,17 +69,21 @@ def _module(name: str):
     return importlib.import_module(f"search_spaces.{name}")
 
 
+def presets(name: str) -> tuple[str, ...]:
+    """The presets sweep `name` offers: its module's PRESETS, else SWEEP_PRESETS."""
+    return getattr(_module(name), "PRESETS", SWEEP_PRESETS)
+
+
 def default_preset(name: str) -> str:
     """The preset a command without --preset runs: paper where the sweep has one, else its first."""
-    offered = getattr(_module(name), "PRESETS", SWEEP_PRESETS)
+    offered = presets(name)
     return "paper" if "paper" in offered else offered[0]
 
 
 def get_sweep(name: str, preset: str = "paper") -> Sweep:
-    module = _module(name)
+    offered = presets(name)
     if preset not in PRESETS:
         raise SweepError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
-    offered = getattr(module, "PRESETS", SWEEP_PRESETS)
     if preset not in offered:
         raise SweepError(f"sweep {name} has no {preset} preset; use {' or '.join(offered)}")
-    return module.sweep(preset)
+    return _module(name).sweep(preset)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from search_spaces import SweepError, get_sweep, names
+from search_spaces import get_sweep, names, presets
 
 
 def _n_trials(sweep) -> int:
@@ -19,10 +19,7 @@ def rows() -> list[dict]:
     out = []
     for name in names():
         quick = get_sweep(name, "quick")
-        try:
-            paper = get_sweep(name, "paper")
-        except SweepError:
-            paper = None
+        paper = get_sweep(name, "paper") if "paper" in presets(name) else None
         nq = _n_trials(quick)
         np_ = _n_trials(paper) if paper else None
         out.append({"name": name, "description": (paper or quick).description,
