@@ -157,7 +157,8 @@ def main(argv=None):
         variants = {v: variants[v] for v in wanted}
     order = lambda m: COMPILE_MODES.index(m) if m in COMPILE_MODES else len(COMPILE_MODES)  # eager first
     modes = sorted(set(names(a.compile)), key=order)  # TrainConfig checks names
-    warmup = max(warmup, 2) if any(m != "none" for m in modes) else warmup  # compile_s needs two steps
+    if any(m != "none" for m in modes):  # compile_s needs two timed steps (graphs: three, Trainer._timed_steps)
+        warmup = max(warmup, 3 if "graphs" in modes else 2)
     rows = []
     meta = {"machine": machine, "device": a.device, "cpu": cpu_name(),
             "gpu": torch.cuda.get_device_name() if cuda else None,

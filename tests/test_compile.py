@@ -167,6 +167,7 @@ def _grads(tr):
 # breaks at each of its two calls: 3); model = the student's main pass (input requires grad), its x*
 # pass, the teacher's mean-weight pass
 GRAPHS = {"model": 3, "step": 1 if hasattr(torch._dynamo.config, "trace_autograd_ops") else 3}
+GRAPHS["graphs"] = GRAPHS["step"]  # the same dynamo graph; on CUDA recorded and replayed
 
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -184,9 +185,9 @@ def _set_rng_state(state):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
-@pytest.mark.parametrize("mode", ["model", "step"])
+@pytest.mark.parametrize("mode", ["model", "step", "graphs"])
 def test_compiled_step_matches_eager(digits, mode, device):
-    """MT+VD+MUR on digits, 3 steps in lockstep: the same loss terms, gradients and BN statistics
+    """MT+VD+MUR on digits, 3 steps (graphs: 4) in lockstep: the same loss terms, gradients and BN statistics
     (on CUDA too where there is one: inductor's Triton code there, its C++ code on the CPU)."""
     cfg, cuda = _cfg(device=device), device == "cuda"
     # on CUDA, full fp32 convolutions and matmuls on both sides: with TF32 (cuDNN's default) a few ulp of
@@ -208,7 +209,7 @@ def _lockstep(cfg, mode, digits, cuda):
         comp = Trainer(cfg.replace(compile=mode), digits)
         counters.clear()
         rng = {"eager": _rng_state(cuda), "comp": _rng_state(cuda)}  # one global RNG, two runs
-        for step in range(3):
+        for step in range(4 if mode == "graphs" else 3):  # graphs: warm-up, record, then two replays
             out = {}
             for name, tr in (("eager", eager), ("comp", comp)):
                 _set_rng_state(rng[name])
@@ -225,8 +226,10 @@ def _lockstep(cfg, mode, digits, cuda):
             for (n, be), bc in zip(eager.student.named_buffers(), comp.student.buffers()):
                 torch.testing.assert_close(bc.float(), be.float(), rtol=1e-5, atol=1e-5, msg=f"step {step} {n}")
     assert counters["stats"]["unique_graphs"] == GRAPHS[mode]  # compiled, not a silent eager fallback
-    if mode == "step" and GRAPHS["step"] == 1:  # and no break: not even before an empty first piece
+    if mode in ("step", "graphs") and GRAPHS["step"] == 1:  # and no break: not even before an empty first piece
         assert not counters["graph_break"], dict(counters["graph_break"])
+    if mode == "graphs" and cuda:  # recorded and replayed, not skipped (a mutated input, a CPU tensor)
+        assert not counters["inductor"]["cudagraph_skips"], "inductor skipped CUDA graphs: see its log"
     assert comp.compile_s > 0
 
 

@@ -109,6 +109,15 @@ def compile_for_training(mode: str, student: nn.Module, teacher: nn.Module | Non
            explicit generator (RR's randn, ICT's randperm; they keep the run's generator stream);
            VAT's fork_rng (12). Without trace_autograd_ops every autograd.grad breaks the graph
            (MT+VD+MUR: 3 graphs).
+    graphs: step with mode="reduce-overhead": on CUDA inductor records the forward and the backward
+           graph as CUDA graphs and replays them, one host launch each instead of hundreds (the
+           H200's MT step is bound by the host's launches). The batch is copied into the graphs'
+           static inputs; parameters and buffers are read and updated in place. The losses and
+           gradients it returns live in the graphs' memory pool until the next step's replay, so
+           train_step drops the last step's gradients (zero_grad) before the forward and never
+           keeps a returned tensor across steps (it keeps copies: the NaN check's stack, the sums).
+           Eager between graphs: batch gathering and augmentation, the coefficient sum, SGD's and
+           the EMA's multi-tensor updates. On the CPU there is nothing to record: it is step.
     Random numbers: compiled code draws Gaussian noise, VD's local-reparameterisation noise and
     dropout masks with inductor's own generator, seeded from torch's global generator: the same
     distributions as eager, other draws; a compiled CPU run is still reproducible and its checkpoint
@@ -126,14 +135,16 @@ def compile_for_training(mode: str, student: nn.Module, teacher: nn.Module | Non
     if mode == "model":
         return (torch.compile(student, dynamic=False),
                 torch.compile(teacher, dynamic=False) if teacher is not None else None, loss_terms)
-    if mode != "step":
-        raise ValueError(f"unknown compile mode {mode!r}; choose none, model or step")
-    compiled = torch.compile(loss_terms, dynamic=False)
+    if mode not in ("step", "graphs"):
+        raise ValueError(f"unknown compile mode {mode!r}; choose none, model, step or graphs")
+    compiled = torch.compile(loss_terms, dynamic=False, mode="reduce-overhead" if mode == "graphs" else None)
     trace_grad = {"trace_autograd_ops": True} if hasattr(torch._dynamo.config, "trace_autograd_ops") else {}
 
     def compiled_loss_terms(cfg, student_fn, teacher_fn, v, gen):
         if needs_input_grad(cfg):
             v.x.requires_grad_(True)  # outside the graph: inside, dynamo would break it here
+        if mode == "graphs":  # a new step: the last step's graph outputs (losses, gradients) are dead now
+            torch.compiler.cudagraph_mark_step_begin()
         with torch._dynamo.config.patch(**trace_grad):
             return compiled(cfg, student_fn, teacher_fn, v, gen)
 
@@ -175,11 +186,13 @@ class Trainer:
         self.opt = torch.optim.SGD(param_groups(self.student, cfg.weight_decay, cfg.weight_decay_scope), lr=cfg.lr,
                                    momentum=cfg.momentum, nesterov=cfg.momentum > 0)
         # what train_step calls: the plain modules and loss_terms, or their compiled versions
-        self.compile_mode = resolve_compile(cfg.compile, self.device, cfg)  # none | model | step
+        self.compile_mode = resolve_compile(cfg.compile, self.device, cfg)  # none | model | step | graphs
         self._student_fn, self._teacher_fn, self._loss_terms = compile_for_training(self.compile_mode, self.student,
                                                                                     self.teacher)
         self.compile_s = 0.0 if self.compile_mode == "none" else math.nan  # first step's extra seconds (trace, codegen)
-        self._first_steps_s: list[float] = []  # wall time of the first two compiled steps
+        self._first_steps_s: list[float] = []  # wall time of the first compiled steps
+        # graphs: step 0 compiles (and runs the graphs' warm-up), step 1 records them, step 2 replays
+        self._timed_steps = 3 if self.compile_mode == "graphs" else 2
         self._pending: list[tuple[int, torch.Tensor]] = []  # (step, (T+1,) loss values) not yet NaN-checked
         self._pending_keys: tuple[str, ...] = ()  # the T terms, then "total"
         idx_l, idx_u, self.idx_val = splits(cfg, self.data.y_train)  # idx_val (V,): never trained on
@@ -230,7 +243,7 @@ class Trainer:
 
     def train_step(self) -> dict[str, torch.Tensor]:
         cfg = self.cfg
-        timed = self.compile_mode != "none" and len(self._first_steps_s) < 2  # compile_s = t(step 0) - t(step 1)
+        timed = self.compile_mode != "none" and len(self._first_steps_s) < self._timed_steps
         t0 = time.perf_counter() if timed else 0.0
         self.student.train()
         if self.teacher is not None:
@@ -238,6 +251,7 @@ class Trainer:
         lr = schedules.lr_at(self.step, cfg)
         for g in self.opt.param_groups:
             g["lr"] = lr
+        self.opt.zero_grad(set_to_none=True)  # before the forward: compile="graphs" replays over last step's grads
         v = self._views()
         # teacher_bn="student": the teacher's train-mode passes (batch statistics) move its running stats,
         # which _ema_update then overwrites with the student's (no save-and-restore: ~60 launches a step).
@@ -251,7 +265,6 @@ class Trainer:
         coef = self.coefficients(self.step)
         total = sum(coef[k] * t.float() for k, t in terms.items())
         self._queue_finite_check(terms, total)  # raises Diverged, every nan_check_every steps
-        self.opt.zero_grad(set_to_none=True)
         total.backward()
         self.opt.step()
         if self.teacher is not None:
@@ -267,7 +280,8 @@ class Trainer:
             if self.cuda:
                 torch.cuda.synchronize()
             self._first_steps_s.append(time.perf_counter() - t0)
-            self.compile_s = self._first_steps_s[0] - (self._first_steps_s[1] if len(self._first_steps_s) > 1 else 0.0)
+            *first, last = self._first_steps_s  # compile_s = the first steps' time beyond a compiled step's
+            self.compile_s = sum(first) - len(first) * last if first else last
         return terms
 
     def _queue_finite_check(self, terms: dict[str, torch.Tensor], total: torch.Tensor):
