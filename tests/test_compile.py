@@ -43,12 +43,15 @@ def _cfg(**kw):
 # --- config ----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kw, msg", [(dict(compile="full"), "unknown compile 'full'; choose one of"),
-                                     (dict(nan_check_every=0), "nan_check_every must be >= 1")])
+                                     (dict(nan_check_every=0), "nan_check_every must be >= 1"),
+                                     (dict(compile="graphs", mur="pga", mur_steps=5), "compile='graphs' fails for"),
+                                     (dict(compile="graphs", method="fixmatch", mur="direct"), "compile='graphs' fails")])
 def test_config_rejects_bad_values_in_one_line(kw, msg):
     with pytest.raises(ConfigError, match=msg) as e:
         TrainConfig(**kw)
     assert "\n" not in str(e.value)
     assert TrainConfig().compile == "none"  # eager by default
+    TrainConfig(compile="graphs", mur="pga", mur_steps=1)  # one PGA step uses the main pass's gradient: no break
 
 
 # --- the NaN check every nan_check_every steps (eager: it does not depend on compile) ---------------
@@ -131,18 +134,22 @@ def test_eager_reports_zero_compile_time(digits):
 
 
 @pytest.mark.parametrize("device, kw, want", [
-    ("cuda", dict(vd=True, mur="direct"), "step"), ("cuda", dict(vd=True, mur="none"), "step"),
-    ("cuda", dict(vd=False, mur="none"), "none"), ("cuda", dict(vd=False, mur="direct"), "none"),
+    ("cuda", dict(vd=True, mur="direct"), "graphs"),                      # 45 s of a 280k-step run: 0.75 %
+    ("cuda", dict(vd=True, mur="none"), "step"),                          # graphs' 27.6 s would be 1.25 %
+    ("cuda", dict(vd=True, mur="none", steps=400_000), "graphs"),         # 0.88 %
+    ("cuda", dict(vd=False, mur="none"), "graphs"), ("cuda", dict(vd=False, mur="direct"), "none"),
     ("cuda", dict(vd=True, mur="pga", mur_steps=5), "none"),              # PGA: compiled slower (no VD) or unmeasured
     ("cuda", dict(method="ict", vd=True, mur="direct"), "none"),          # unmeasured methods stay eager
     ("cuda", dict(method="pi", vd=True, mur="none"), "none"),
+    ("cuda", dict(vd=True, mur="direct", bf16=True), "none"),             # bf16: not in the table
     ("cuda", dict(vd=True, mur="direct", steps=5000), "none"),            # compile would be > 1 % of the run
+    ("cuda", dict(vd=True, mur="direct", steps=200_000), "none"),         # graphs 1.04 %, step 1.34 %
     ("cpu", dict(vd=True, mur="direct"), "none"), ("cpu", dict(vd=False, mur="none"), "none")])
 def test_auto_compiles_only_what_was_measured_faster(device, kw, want):
     """auto = what the H200 benchmark found faster than eager, for runs long enough that compiling costs < 1 %."""
     cfg = TrainConfig(**{**dict(QUICK, method="mt", steps=280_000, lr_rampdown=0), **kw})
     assert trainer_mod.resolve_compile("auto", torch.device(device), cfg) == want
-    for mode in ("none", "model", "step"):  # an explicit mode is kept as given
+    for mode in ("none", "model", "step", "graphs"):  # an explicit mode is kept as given
         assert trainer_mod.resolve_compile(mode, torch.device(device), cfg) == mode
 
 

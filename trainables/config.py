@@ -190,6 +190,12 @@ class TrainConfig:
              f"ema_decay_late must be <= 1 (or negative for a constant momentum), got {self.ema_decay_late}")
         need(self.width > 0, f"width must be > 0, got {self.width}")
         need(self.bn_eps > 0, f"bn_eps must be > 0, got {self.bn_eps}")
+        # entropy_grad's x.detach().requires_grad_() breaks the compiled step here, and cudagraph trees fail
+        # across that break (H200, torch 2.11: "input tensor deallocate during graph recording", PGA 5 steps)
+        need(self.compile != "graphs" or not (self.mur in ("pga", "ga") and self.mur_steps >= 2
+                                              or self.method == "fixmatch" and self.mur != "none"),
+             "compile='graphs' fails for mur='pga'/'ga' with mur_steps >= 2 and for FixMatch + MUR (CUDA graphs "
+             "across a graph break); use compile='step' or 'none'")
         need(self.arch != "convnet13" or self.dataset != "digits",
              "arch convnet13 needs 32x32 inputs; use arch convnet_small for digits")
 
