@@ -268,3 +268,16 @@ def test_compiled_checkpoint_restores_exactly(tmp_path, digits, mode, kw):
         assert list(sa) == list(sc) and all(torch.equal(sa[k], sc[k]) for k in sa), net
     for k in ("loss_total", "loss_mur", "loss_kl", "test_error", "sensitivity_mean"):
         assert (math.isnan(out2[k]) and math.isnan(out_c[k])) or out2[k] == out_c[k], k
+
+
+def test_bf16_autocast_runs_on_the_cpu_too(digits):
+    """bf16=True engages autocast on the CPU (the precision sweep's quick preset): the same step's losses
+    move by bf16 rounding, not more; bf16=False is untouched (the bit-for-bit tests above)."""
+    out = {}
+    for bf16 in (False, True):
+        torch.manual_seed(0)  # the same draws for both: only the arithmetic's precision differs
+        tr = Trainer(_cfg(bf16=bf16, steps=8, eval_every=8, lr_rampdown=4), digits)
+        out[bf16] = {k: float(t.detach()) for k, t in tr.train_step().items()}
+    assert out[True] != out[False]  # autocast engaged
+    for k in ("xent", "cons", "mur"):  # bf16 keeps 8 bits of mantissa: ~0.4 % per rounding
+        assert out[True][k] == pytest.approx(out[False][k], rel=0.05, abs=1e-3), k

@@ -12,7 +12,8 @@ from trainables.config import TrainConfig
 from notorch import BLOCK_TORCH
 
 EXPECTED = {"ablation_radius", "ablation_kl", "ablation_mur_steps", "ablation_mur_vs_rr", "mut_radius",
-            "table_cifar", "table_svhn", "hpo", "hpo_base", "fixmatch", "mur_vs_vat", "quick_settings"}
+            "table_cifar", "table_svhn", "hpo", "hpo_base", "fixmatch", "mur_vs_vat", "quick_settings",
+            "precision"}
 MNIST_SWEEPS = {"table_cifar", "ablation_radius"}  # the sweeps with a --preset mnist
 QUICK_ONLY = {"quick_settings"}  # a question about the quick preset itself
 
@@ -292,3 +293,18 @@ def test_paper_presets_carry_the_authors_bn_statistics_pass_and_quick_ones_never
                 continue
             assert not any(TrainConfig.from_dict(t).bn_clean_pass for t in get_sweep(name, preset).trials()), name
 
+
+
+@pytest.mark.parametrize("preset", ["quick", "paper"])
+def test_precision_rows_differ_in_bf16_only(preset):
+    """One knob per row: the bf16 row is the fp32 row's config with bf16 on, seed for seed (paired)."""
+    s = get_sweep("precision", preset)
+    by_seed = {}
+    for t in s.trials():
+        by_seed.setdefault(t["seed"], {})[t["bf16"]] = t
+    assert len(by_seed) == s.seeds >= (5 if preset == "quick" else 3)
+    for rows in by_seed.values():
+        fp32, bf16 = (TrainConfig.from_dict(rows[b]).to_dict() for b in (False, True))
+        assert {k for k in fp32 if fp32[k] != bf16[k]} == {"bf16"}
+        assert fp32["vd"] and fp32["mur"] == "direct" and fp32["method"] == "mt"
+    assert s.baseline == {"bf16": False}

@@ -98,7 +98,7 @@ class TrainConfig:
     eval_batch: int = 1000          # test images per forward pass
     sensitivity_samples: int = 200  # test images used for the Jacobian sensitivity
     device: str = "auto"            # auto | cpu | cuda
-    bf16: bool = False              # bf16 autocast on CUDA
+    bf16: bool = False              # bf16 autocast in training steps (CUDA; CPU autocast where asked, as a proxy)
     channels_last: bool = False     # channels_last memory format on CUDA
     compile: str = "none"           # torch.compile: none (eager) | model (student, teacher) | step (the loss terms' whole
                                     # forward+backward: MUR, VD, consistency) | graphs (step replayed as CUDA

@@ -271,7 +271,7 @@ class Trainer:
         # which _ema_update then overwrites with the student's (no save-and-restore: ~60 launches a step).
         # A step that raises (Diverged, an error) leaves them moved: such a Trainer is abandoned, never
         # evaluated or saved (train() and tune.py stop on it).
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cuda and cfg.bf16):
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):  # CPU too: the precision sweep
             terms, g0_norm = self._loss_terms(cfg, self._student_fn, self._teacher_fn, v, self.gen)
             if v.x0 is not None:  # bn_clean_pass: BN running stats also see the un-augmented batch (noise
                 with torch.no_grad():  # and dropout still act inside the network, as in the authors' pass)
