@@ -10,8 +10,9 @@
 
 Variants (Mean Teacher base): MT, MT+VD, MT+MUR (direct), MT+MUR (PGA, 5 steps), MT+VD+MUR; with
 --family fixmatch: FM, FM+VD, FM+MUR. Each variant runs under every TrainConfig.compile mode of
---compile (default none,model,step), side by side in one process: `--warmup` steps (compilation
-included; compile_s = the first step's time minus the second's, reported separately), then the median
+--compile (default none,model,step; graphs on request), side by side in one process: `--warmup` steps (compilation
+included; compile_s = the first step's time minus the second's, for graphs the first two steps' minus
+twice the third's, which records the graphs; reported separately), then the median
 of `--repeats` rounds of `--steps` timed steps (NaN check flushed, CUDA synchronised before and
 after). On CUDA the data set is random tensors of CIFAR-10's shape resident on the GPU: the content
 does not change the work per step.
@@ -20,12 +21,13 @@ rewritten after every measured row ("complete": false until the last) so that a 
 timeout keeps what it measured. compile_pct_paper_run: compile_s as a share of a paper-length run
 (PAPER_STEPS steps at the measured speed plus compile_s); issue 14 asks for under 1 %.
 
-The GPU measurement of the compiled modes (issue 14's targets, ConvNet-13, batch 25+75, fp32: MT+VD+MUR
-and MT+VD >= 2.0x eager steps/s, MT >= 1.2x, with the best of model/step) was made on an H200 by
-gpu_session.sh: benchmarks/results/trainer_throughput_h200_compile_*.json, summarised in the README
-(MT+VD met, MT and MT+VD+MUR not; profile_step.py says why). The CPU numbers from this script check
-that every mode runs; they say little about the GPU (CPU steps are compute-bound, the GPU's MT step
-is bound by the host's kernel launches at batch 100).
+The GPU measurement of the compiled modes (issue 14's targets, ConvNet-13, batch 25+75: MT+VD+MUR and
+MT+VD >= 2.0x eager steps/s, MT >= 1.2x) was made on two H200 sessions by gpu_session.sh:
+benchmarks/results/trainer_throughput_h200_{compile,graphs}_*.json, summarised in the README. With
+--compile ...,graphs (the step replayed as CUDA graphs): MT 1.84x, MT+VD 2.54x, MT+VD+MUR 1.50x in fp32
+and 3.38x over fp32 eager with --bf16 --channels-last. The CPU numbers from this script check that
+every mode runs (graphs is step there); they say little about the GPU (CPU steps are compute-bound,
+the GPU's MT step was bound by the host's kernel launches at batch 100 until graphs).
 """
 from __future__ import annotations
 
