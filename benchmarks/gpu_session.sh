@@ -7,7 +7,8 @@
 # The first run (H200, 2026-11-26) measured every variant eager/model/step:
 # benchmarks/results/trainer_throughput_h200_compile_*.json (MT+VD 2.40x: met; MT 0.96x and
 # MT+VD+MUR 1.34x: not; profile_step.py: MT is bound by the host's ~400 launches a step, MT+VD+MUR
-# compiled has 4.3 ms of host gaps around 21.5 ms of kernels). This script measures
+# compiled has 4.3 ms of host gaps around 21.5 ms of kernels). The second run (this script) measured
+# graphs: ..._h200_graphs_*.json (MT 1.84x, MT+VD 2.54x, MT+VD+MUR 1.50x, 3.37x in bf16). It measures
 # TrainConfig.compile="graphs" (the compiled step recorded and replayed as CUDA graphs), in priority order:
 #   1. mt:      MT none/step/graphs, 5 rounds                                               <= 100 s
 #   2. mur:     MT+VD+MUR none/step/graphs                                                  <= 190 s

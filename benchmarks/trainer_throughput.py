@@ -25,7 +25,7 @@ The GPU measurement of the compiled modes (issue 14's targets, ConvNet-13, batch
 MT+VD >= 2.0x eager steps/s, MT >= 1.2x) was made on two H200 sessions by gpu_session.sh:
 benchmarks/results/trainer_throughput_h200_{compile,graphs}_*.json, summarised in the README. With
 --compile ...,graphs (the step replayed as CUDA graphs): MT 1.84x, MT+VD 2.54x, MT+VD+MUR 1.50x in fp32
-and 3.38x over fp32 eager with --bf16 --channels-last. The CPU numbers from this script check that
+and 3.37x over fp32 eager with --bf16 --channels-last. The CPU numbers from this script check that
 every mode runs (graphs is step there); they say little about the GPU (CPU steps are compute-bound,
 the GPU's MT step was bound by the host's kernel launches at batch 100 until graphs).
 """

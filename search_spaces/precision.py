@@ -2,10 +2,12 @@
 
 Hypothesis: bf16 autocast (convolutions and matmuls in bfloat16; losses, the KL and MUR's finite
 difference in float32) leaves MT+VD+MUR's test error within the seeds' spread of fp32's. On the
-H200, bf16 + channels_last + compile="graphs" ran MT+VD+MUR 3.38x as fast as fp32 eager, where fp32
+H200, bf16 + channels_last + compile="graphs" ran MT+VD+MUR 3.37x as fast as fp32 eager, where fp32
 reached only 1.50x (README, issue 14), but bf16 stays off by default until runs like these show it
-harmless. One knob per row: bf16 (channels_last is a memory layout, compile was checked equal to
-eager; set them with --set for speed, in both rows alike).
+harmless. One knob per row: bf16. The paper preset runs both rows with compile="graphs" and
+channels_last (the fast route; a layout and a compiler checked equal to eager), set explicitly: with
+compile="auto" the fp32 row would compile and the bf16 row run eagerly (auto measures fp32 only),
+and the rows would differ in two things.
     python -m sweeper.run precision                  # CIFAR-10 1000 labels, 2 rows x 3 seeds of 280k steps (GPU)
     python -m sweeper.run precision --preset quick   # digits, 2 rows x 5 seeds, 6.0 min measured on 2 CPU cores
 The quick preset runs CPU autocast (oneDNN's bf16 kernels): a proxy for CUDA's, whose op lists and
@@ -27,7 +29,7 @@ def sweep(preset: str) -> Sweep:
     row = QUICK_ROW if quick else PAPER_ROW
     return Sweep(name="precision", paper_ref="none (a check of the bf16 option, issue 14)",
                  description="MT+VD+MUR test error in fp32 vs bf16 autocast",
-                 base={**(QUICK if quick else CIFAR), **row},
+                 base={**(QUICK if quick else {**CIFAR, "compile": "graphs", "channels_last": True}), **row},
                  variants=[{"bf16": False}, {"bf16": True}], baseline={"bf16": False},
                  seeds=QUICK_SEEDS if quick else 3, rows=("bf16",),
                  minutes_per_trial=1.2 if quick else 150)

@@ -298,6 +298,10 @@ def test_paper_presets_carry_the_authors_bn_statistics_pass_and_quick_ones_never
 @pytest.mark.parametrize("preset", ["quick", "paper"])
 def test_precision_rows_differ_in_bf16_only(preset):
     """One knob per row: the bf16 row is the fp32 row's config with bf16 on, seed for seed (paired)."""
+    import torch
+
+    from trainables.trainer import resolve_compile
+
     s = get_sweep("precision", preset)
     by_seed = {}
     for t in s.trials():
@@ -306,5 +310,8 @@ def test_precision_rows_differ_in_bf16_only(preset):
     for rows in by_seed.values():
         fp32, bf16 = (TrainConfig.from_dict(rows[b]).to_dict() for b in (False, True))
         assert {k for k in fp32 if fp32[k] != bf16[k]} == {"bf16"}
+        cuda = torch.device("cuda")  # and the same compiled mode as run (auto would split them)
+        assert resolve_compile(fp32["compile"], cuda, TrainConfig.from_dict(rows[False])) == \
+            resolve_compile(bf16["compile"], cuda, TrainConfig.from_dict(rows[True]))
         assert fp32["vd"] and fp32["mur"] == "direct" and fp32["method"] == "mt"
     assert s.baseline == {"bf16": False}

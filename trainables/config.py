@@ -191,7 +191,8 @@ class TrainConfig:
         need(self.width > 0, f"width must be > 0, got {self.width}")
         need(self.bn_eps > 0, f"bn_eps must be > 0, got {self.bn_eps}")
         # entropy_grad's x.detach().requires_grad_() breaks the compiled step here, and cudagraph trees fail
-        # across that break (H200, torch 2.11: "input tensor deallocate during graph recording", PGA 5 steps)
+        # across that break (H200, torch 2.11: "input tensor deallocate during graph recording", PGA 5 steps;
+        # FixMatch + MUR has the same break and was not tried)
         need(self.compile != "graphs" or not (self.mur in ("pga", "ga") and self.mur_steps >= 2
                                               or self.method == "fixmatch" and self.mur != "none"),
              "compile='graphs' fails for mur='pga'/'ga' with mur_steps >= 2 and for FixMatch + MUR (CUDA graphs "
