@@ -57,8 +57,8 @@ SVHN_PI = {**SVHN_MT, "method": "pi", "lr": 0.01, "weight_decay": 1e-4, "lr_ramp
 # kl_coef, mur_coef and the MUR radius keep the paper's values (the ablation sweeps vary them).
 # Seeds of a quick sweep: a paired 95 % t-interval over n seeds has half-width t(n-1) * sd / sqrt(n),
 # 2.48 sd at 3 seeds (t = 4.30) against 1.24 sd at 5 (t = 2.78): at 3 the quick tables could rarely
-# tell anything from anything. The costliest quick sweep (ablation_mur_steps) keeps 3 to stay near 20
-# minutes on 2 cores (mur_vs_vat and mut_radius run 5: 19.6 and 18.4 min measured), and ablation_radius, the quick start, keeps 3 to finish in
+# tell anything from anything. Every quick sweep runs 5 (the longest, ablation_mur_steps, 29.3 min on 2
+# cores; mur_vs_vat 19.6, mut_radius 18.4) but ablation_radius, the quick start, keeps 3 to finish in
 # 5 minutes (at 5 seeds it took 6.2; `--seeds 5` runs it so, README).
 QUICK_SEEDS = 5
 QUICK = dict(
