@@ -69,9 +69,13 @@ def _module(name: str):
     return importlib.import_module(f"search_spaces.{name}")
 
 
+def _offered(module) -> tuple[str, ...]:
+    return getattr(module, "PRESETS", SWEEP_PRESETS)
+
+
 def presets(name: str) -> tuple[str, ...]:
     """The presets sweep `name` offers: its module's PRESETS, else SWEEP_PRESETS."""
-    return getattr(_module(name), "PRESETS", SWEEP_PRESETS)
+    return _offered(_module(name))
 
 
 def default_preset(name: str) -> str:
@@ -81,9 +85,10 @@ def default_preset(name: str) -> str:
 
 
 def get_sweep(name: str, preset: str = "paper") -> Sweep:
-    offered = presets(name)
+    module = _module(name)  # an unknown name fails first, with the valid ones
     if preset not in PRESETS:
         raise SweepError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
+    offered = _offered(module)
     if preset not in offered:
         raise SweepError(f"sweep {name} has no {preset} preset; use {' or '.join(offered)}")
-    return _module(name).sweep(preset)
+    return module.sweep(preset)
