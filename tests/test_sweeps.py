@@ -294,7 +294,6 @@ def test_paper_presets_carry_the_authors_bn_statistics_pass_and_quick_ones_never
             assert not any(TrainConfig.from_dict(t).bn_clean_pass for t in get_sweep(name, preset).trials()), name
 
 
-
 @pytest.mark.parametrize("preset", ["quick", "paper"])
 def test_precision_rows_differ_in_bf16_only(preset):
     """One knob per row: the bf16 row is the fp32 row's config with bf16 on, seed for seed (paired)."""
@@ -308,10 +307,10 @@ def test_precision_rows_differ_in_bf16_only(preset):
         by_seed.setdefault(t["seed"], {})[t["bf16"]] = t
     assert len(by_seed) == s.seeds >= (5 if preset == "quick" else 3)
     for rows in by_seed.values():
-        fp32, bf16 = (TrainConfig.from_dict(rows[b]).to_dict() for b in (False, True))
+        c32, c16 = (TrainConfig.from_dict(rows[b]) for b in (False, True))
+        fp32, bf16 = c32.to_dict(), c16.to_dict()
         assert {k for k in fp32 if fp32[k] != bf16[k]} == {"bf16"}
         cuda = torch.device("cuda")  # and the same compiled mode as run (auto would split them)
-        assert resolve_compile(fp32["compile"], cuda, TrainConfig.from_dict(rows[False])) == \
-            resolve_compile(bf16["compile"], cuda, TrainConfig.from_dict(rows[True]))
-        assert fp32["vd"] and fp32["mur"] == "direct" and fp32["method"] == "mt"
+        assert resolve_compile(c32.compile, cuda, c32) == resolve_compile(c16.compile, cuda, c16)
+        assert c32.vd and c32.mur == "direct" and c32.method == "mt"
     assert s.baseline == {"bf16": False}
