@@ -58,8 +58,10 @@ def resolve_device(name: str) -> torch.device:
 # compiled modes clearly faster than eager (slowest round above eager's fastest), fastest first, as
 # (mode, steps/s, compile seconds counted). graphs compiles what step compiles, then records: where its
 # row ran after step's in the same process (inductor's caches partly warm: MT 10.2 s, MT+VD+MUR 45.0 s
-# measured) it is counted at step's cold figure. Eager: MT 126.8, MT+VD 50.4 (38.9 in the first session,
-# whose step row is used), MT+VD+MUR 31.0 steps/s. MT's step (1.18x, 0.96x in the first session) is a tie.
+# measured) it is counted at step's cold figure; MT+VD's 27.6 s ran alone in its process, but after
+# MT+VD+MUR on the same machine (shared kernels may have been cached): a lower bound. Eager: MT 126.8,
+# MT+VD 50.4 (38.9 in the first session, whose step row is used), MT+VD+MUR 31.0 steps/s. MT's step
+# (1.18x, 0.96x in the first session) is a tie.
 MEASURED_CUDA = {
     (False, "none"): [("graphs", 233.9, 18.7)],                          # 1.84x
     (True, "none"): [("graphs", 127.8, 27.6), ("step", 93.3, 26.1)],      # 2.54x, 2.40x (first session)
