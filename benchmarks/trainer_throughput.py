@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import time
+from pathlib import Path
 
 import torch
 
@@ -43,6 +43,7 @@ from search_spaces.common import CIFAR
 from search_spaces.fixmatch import FIXMATCH_CIFAR, FIXMATCH_QUICK
 from trainables.config import COMPILE_MODES, TrainConfig
 from trainables.data import Dataset, load_dataset
+from trainables.files import atomic_write
 from trainables.trainer import Trainer
 
 VARIANTS = {
@@ -210,10 +211,7 @@ def write_json(path: str | None, obj: dict) -> None:
     """obj as JSON at path (if any), replaced atomically so that a kill mid-write keeps the last one."""
     if not path:
         return
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-    os.replace(tmp, path)
+    atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(obj, indent=1)))
 
 if __name__ == "__main__":
     main()

@@ -36,18 +36,17 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import platform
 import re
-import uuid
 import warnings
 from dataclasses import MISSING, fields
 from importlib import metadata
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
+
+from trainables.files import atomic_write
 
 STATUSES = ("finished", "failed", "diverged", "stopped", "incomplete")
 # Columns of the trials table that are not config keys and carry no metric prefix.
@@ -420,22 +419,6 @@ def seed_values(df: pd.DataFrame, metric: str = "test_error", which: str = "fina
 def config_key(row, keys) -> tuple:
     """A hashable key of a config (a trials or summary row): its values at `keys`, NaN as None."""
     return tuple(None if _isnan(row[k]) else _plain(row[k]) for k in keys)
-
-
-# ---------------------------------------------------------------- writing (atomic)
-
-def atomic_write(path: str | Path, write: Callable[[str], object]) -> Path:
-    """Call write(tmp) on a temporary file in path's folder, then os.replace it onto path."""
-    path = Path(path)
-    tmp = str(path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"))  # made by write: umask applies
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
 
 
 def write_trials(df: pd.DataFrame, path: str | Path) -> Path:

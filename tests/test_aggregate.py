@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sweeper.aggregate import (AggregateError, atomic_write, check_experiment, group_keys, load_history,
+from sweeper.aggregate import (AggregateError, check_experiment, group_keys, load_history,
                                load_trials, summarize, write_summary, write_trials)
+from trainables.files import atomic_write
 
 STEPS = (100, 200, 300)
 

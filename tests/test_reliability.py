@@ -33,8 +33,9 @@ import yaml
 from search_spaces import get_sweep
 from sweeper import check_cluster, report
 from sweeper import run as sweeper_run
-from sweeper.aggregate import atomic_write, write_summary, write_trials
+from sweeper.aggregate import write_summary, write_trials
 from trainables.config import TrainConfig
+from trainables.files import atomic_write
 from trainables.trainer import TERMS, Diverged, Trainer, train
 
 ROOT = Path(__file__).resolve().parents[1]

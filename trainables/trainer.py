@@ -16,7 +16,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from trainables.augment_strong import strong_augment
 from trainables.config import ConfigError, TrainConfig
 from trainables.data import Batcher, Dataset, augment, labeled_split, load_dataset, validation_indices
 from trainables.datafiles import DataError, check_available
+from trainables.files import atomic_write
 from trainables.methods import Views, loss_terms, needs_input_grad
 from trainables.metrics import error_rate, histogram, sensitivity
 from trainables.models import build_model
@@ -474,16 +474,14 @@ class Trainer:
         path.parent.mkdir(parents=True, exist_ok=True)
         buf = io.BytesIO()
         torch.save(self.state_dict(), buf)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
+
+        def write(tmp):
+            with open(tmp, "wb") as f:
                 f.write(buf.getvalue())
                 f.flush()
                 os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+
+        atomic_write(path, write)
 
     def load(self, path: str | os.PathLike):
         self.load_state_dict(torch.load(path, map_location=self.device, weights_only=False))
@@ -496,8 +494,8 @@ def train(cfg: TrainConfig, data: Dataset | None = None, log=print) -> dict:
     unlabeled images and validation split (trainables/classical.py), reported once like an evaluation.
     """
     if cfg.method == "labelspreading":
-        from trainables.classical import check_size, run_label_spreading
-        from trainables.config import TRAIN_SIZE
+        from trainables.classical import run_label_spreading
+        from trainables.config import TRAIN_SIZE, check_size
 
         check_size(TRAIN_SIZE[cfg.dataset] - cfg.n_val)  # refuse before loading anything
         if data is None:  # scikit-learn runs on the CPU
