@@ -384,6 +384,7 @@ def main(argv=None) -> int:
     from ray import tune
 
     from sweeper.aggregate import AggregateError
+    from sweeper.report import report_at
 
     try:
         ctx = connect_ray(address, dashboard=args.dashboard)
@@ -419,7 +420,7 @@ def main(argv=None) -> int:
         grid = tuner.fit()
     errors = [r for r in grid if r.error is not None]
     try:
-        paths = store.report_at(exp_dir)  # a URI: built in a local cache, uploaded
+        paths = report_at(exp_dir)  # a URI: built in a local cache, uploaded
     except AggregateError as e:  # e.g. no trial reported anything before the sweep ended
         print(f"no report: {e}", file=sys.stderr)
         paths = {}
