@@ -18,7 +18,7 @@ CIFAR = dict(**PAPER_PROTOCOL,
     lr=0.1, momentum=0.9, weight_decay=1e-4, lr_rampup=10_000, lr_rampdown=80_000, rampup=10_000,
     cons_coef=10.0, kl_coef=0.05, mur_coef=4.0, mur_radius=10.0, ema_decay=0.99,
     translate=4, flip=True, input_noise=0.15, dropout=0.5, eval_every=2000, sensitivity_samples=1000,
-    compile="auto",  # CUDA: MT+VD and MT+VD+MUR direct compiled at 280k steps (trainer.resolve_compile), the rest eager
+    compile="auto",  # CUDA: MT+VD and MT+VD+MUR direct compiled at 280k steps (compile_policy.resolve_compile), the rest eager
 )
 CIFAR100_RADIUS = 20.0  # "r is set to 10 if the dataset is CIFAR-10 and 20 if CIFAR-100"
 

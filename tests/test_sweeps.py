@@ -299,7 +299,7 @@ def test_precision_rows_differ_in_bf16_only(preset):
     """One knob per row: the bf16 row is the fp32 row's config with bf16 on, seed for seed (paired)."""
     import torch
 
-    from trainables.trainer import resolve_compile
+    from trainables.compile_policy import resolve_compile
 
     s = get_sweep("precision", preset)
     by_seed = {}

@@ -15,7 +15,7 @@ METHODS = ("supervised", "pi", "mt", "ict", "mut", "fixmatch", "vat", "labelspre
 DATASETS = ("digits", "mnist", "cifar10", "cifar100", "svhn")
 MUR_METHODS = ("none", "direct", "pga", "ga", "random", "vat")  # random = RR, vat = VAT point
 ARCHS = ("convnet13", "convnet_small")
-COMPILE_MODES = ("none", "model", "step", "graphs", "auto")  # trainer.py: what each compiles; auto: resolve_compile
+COMPILE_MODES = ("none", "model", "step", "graphs", "auto")  # trainer.py: what each compiles; auto: compile_policy.py
 NUM_CLASSES = {"digits": 10, "mnist": 10, "cifar10": 10, "cifar100": 100, "svhn": 10}
 TRAIN_SIZE = {"digits": 1347, "mnist": 60000, "cifar10": 50000, "cifar100": 50000, "svhn": 73257}
 # Validation images held out of the training set (val_size=-1 picks these), as the SSL literature
@@ -102,7 +102,7 @@ class TrainConfig:
     channels_last: bool = False     # channels_last memory format on CUDA
     compile: str = "none"           # torch.compile: none (eager) | model (student, teacher) | step (the loss terms' whole
                                     # forward+backward: MUR, VD, consistency) | graphs (step replayed as CUDA
-                                    # graphs) | auto (the fastest measured; see trainer.resolve_compile);
+                                    # graphs) | auto (the fastest measured; see compile_policy.resolve_compile);
                                     # compile_s reports its cost
     nan_check_every: int = 10       # steps between host-side NaN checks (1: every step, before its update)
 
