@@ -8,6 +8,7 @@ stops again; leftovers of a killed driver are found by PID and process start tim
     pytest tests/test_reliability.py -q                # fast: bad input, atomic writes (~20 s)
     pytest tests/test_reliability.py -q -m slow -s     # real Ray: kills and resumes (~4 min on 2 cores)
 """
+import builtins
 import hashlib
 import io
 import json
@@ -718,7 +719,7 @@ def test_trainer_save_killed_mid_write_leaves_the_previous_checkpoint(where, sma
 
     def block(signal_parent):
         if where == "while writing the bytes":
-            real = os.fdopen
+            real = builtins.open
 
             class Torn:
                 def __init__(self, f):
@@ -735,7 +736,7 @@ def test_trainer_save_killed_mid_write_leaves_the_previous_checkpoint(where, sma
                     self.f.flush()
                     _stall(signal_parent)
 
-            os.fdopen = lambda fd, *a, **k: Torn(real(fd, *a, **k))
+            builtins.open = lambda f, *a, **k: Torn(real(f, *a, **k)) if str(f).endswith(".tmp") else real(f, *a, **k)
         else:
             os.replace = lambda *a, **k: _stall(signal_parent)
 
