@@ -1,6 +1,6 @@
 """Where a sweep's results live: a local folder, or a URI that pyarrow's file systems accept (s3://, gs://).
 
-A results root or an experiment folder is a `Path` (local, as before) or a `Location` (file system,
+A results root or an experiment folder is a `Path` (local) or a `Location` (file system,
 scheme-less path, scheme). Ray Tune gets the Location's file system and path (`ray_storage`,
 `prepare_restore`) and writes trials, checkpoints and experiment state there itself; sweeper.run
 writes sweep.json through `create_experiment`. The report code reads local files, so `report_at`

@@ -203,7 +203,7 @@ def other_papers_notes(table: pd.DataFrame) -> list[str]:
 
 
 def val_note(trials: pd.DataFrame) -> str | None:
-    """A note when trials never reported val_error (run before the trainer held out a validation split):
+    """A note when trials never reported a finite val_error (val_size=0: no validation split):
     their validation-based numbers are empty (NaN), not made up. None when every trial with a report
     reported it at least once (bestval_step is set)."""
     reported = trials[trials["n_reports"] > 0] if "n_reports" in trials.columns else trials
@@ -213,5 +213,5 @@ def val_note(trials: pd.DataFrame) -> str | None:
     if not missing:
         return None
     who = "No trial" if missing == len(reported) else f"{missing} of {len(reported)} trials"
-    return (f"{who} reported {SELECT_METRIC} (run before the trainer held out a validation split): their "
-            f"validation-based numbers (best_val cells, the ranking) are empty; rerun them to get a validation split.")
+    return (f"{who} reported {SELECT_METRIC} (val_size=0: no validation split): their validation-based "
+            f"numbers (best_val cells, the ranking) are empty; run with val_size > 0 to get them.")

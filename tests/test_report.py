@@ -128,7 +128,7 @@ def test_table_cells_paper_values_and_delta(table_built):
     assert header.startswith("| Model | CIFAR-10 1000 | paper | Δ | CIFAR-100 10000 | paper | Δ |")
     assert "1 diverged" in md and "entmin" not in header and "no Δ" not in md
     assert paths["table"] == paths["table.md"]
-    # no baseline in the sweep: no paired differences anywhere, as before baselines existed
+    # no baseline in the sweep: no paired differences anywhere
     assert "diff_vs_baseline" not in pd.read_csv(paths["summary.csv"]).columns and " · " not in md
 
 
