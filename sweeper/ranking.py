@@ -24,7 +24,7 @@ def ranking_frame(trials: pd.DataFrame, keys: list[str], select: str = SELECT_ME
     in the choice), with the final `report` (test error) beside it: those that ran every step first;
     then those ASHA stopped early, most steps first, by `select` where they stopped (not comparable with
     the finished ones, hence apart). Failed and diverged trials, and trials without a finite `select`,
-    are left out; if no trial reported `select` at all (trials from before the validation split), the
+    are left out; if no trial reported `select` at all (val_size=0: no validation split), the
     finished and stopped ones are listed unranked (rank NaN), by steps then trial id.
     Columns: rank, trial_id, status, steps, the searched `keys`, final_<select>, final_<report>."""
     sel, rep = f"final_{select}", f"final_{report}"

@@ -371,7 +371,7 @@ class KillPoint:
 def test_killed_driver_resumes_without_rerunning_finished_trials(tmp_path):
     temp, storage = short_tmp("rrdrv"), tmp_path / "results"
     # 200 steps: the LabelSpreading row ends at once, so the MUR trials must run long enough to be killed
-    # mid-run twice (at 100 a fresh-check's driver once finished the sweep before the second kill point)
+    # mid-run twice (at 100 the sweep can finish before the second kill point)
     argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *TINY, "--set", "steps=200",
             "--storage", str(storage)]
     sweep, _, trials = cli_trials(*argv)

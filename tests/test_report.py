@@ -725,7 +725,7 @@ def test_a_search_ranks_its_trials_by_validation_error(tmp_path):
 
 
 def test_a_search_without_validation_errors_is_listed_unranked(tmp_path):
-    """Trials from before the validation split: nothing to select on, so no ranking (and none by test
+    """Trials without a validation split (val_size=0): nothing to select on, so no ranking (and none by test
     error); they are listed by steps then trial id, with a note saying why."""
     trials = load_trials(make_search_exp(tmp_path / "hpo-1", with_val=False))
     ranked = ranking_frame(trials, ["lr", "mur_radius"])
