@@ -95,3 +95,15 @@ def test_no_import_cycle():
         cycles.append(" -> ".join(cycle))
         graph[cycle[0]] = graph[cycle[0]] - {cycle[1]}  # cut it to find the others
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """A name used across modules is public: no `from x import _name` (tests included)."""
+    project = {m.split(".")[0] for m in _modules()} | {p.stem for p in (ROOT / "tests").glob("*.py")}
+    found = []
+    for path in sorted([*_modules().values(), *(ROOT / "tests").glob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in project:
+                found += [f"{path.relative_to(ROOT)}:{node.lineno}: {node.module}.{a.name}"
+                          for a in node.names if a.name.startswith("_")]
+    assert not found, "private names imported from another module:\n" + "\n".join(found)
