@@ -11,7 +11,6 @@ import math
 
 import numpy as np
 
-
 METHOD_NAMES = {"supervised": "Supervised", "pi": "Π", "mt": "MT", "ict": "ICT", "mut": "MUT", "fixmatch": "FM",
                 "vat": "VAT", "labelspreading": "LabelSpreading"}
 MUR_NAMES = {"direct": "MUR", "pga": "MUR (PGA)", "ga": "MUR (GA)", "random": "RR", "vat": "VAT"}

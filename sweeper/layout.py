@@ -14,7 +14,6 @@ from sweeper.aggregate import train_config_defaults
 from sweeper.labels import NAME_KEYS, py_value, row_label
 from sweeper.paper_results import SENSITIVITY_DATA, paper_sensitivity, paper_value
 
-
 STAT_COLS = ("metric", "which", "mean", "std", "n", "n_failed", "n_diverged", "n_incomplete", "n_trials", "seeds")
 # Columns baseline_diffs adds to a summary: ours - baseline (percent points for errors), its t-interval,
 # the label of the row it is compared with, the number of seeds paired, whether the cell is itself a

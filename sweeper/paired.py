@@ -16,7 +16,6 @@ from sweeper.labels import col_label, py_value
 from sweeper.layout import cell_configs, config_keys, layout_keys, row_labels
 from sweeper.stats import paired_diff
 
-
 LEVEL = 0.95  # confidence level of the paired t-interval
 
 

@@ -3,12 +3,13 @@
 A results root or an experiment folder is a `Path` (local) or a `Location` (file system,
 scheme-less path, scheme). Ray Tune gets the Location's file system and path (`ray_storage`,
 `prepare_restore`) and writes trials, checkpoints and experiment state there itself; sweeper.run
-writes sweep.json through `create_experiment`. The report code reads local files, so `report_at`
+writes sweep.json through `create_experiment`. The report code reads local files, so `report_inputs`
 copies an experiment's small files (sweep.json, experiment_state-*.json, params.json, result.json,
 progress.csv, error.*, virtual_points.npz; trainer.pt only where the report must recompute x*) into
-a local cache folder, builds the report there and uploads what it wrote. Endpoint and credentials:
-the standard settings of each file system (AWS: environment, profile, instance role,
-AWS_ENDPOINT_URL_S3 for S3-compatible servers; GCS: application default credentials); nothing here.
+a local cache folder (sweeper.report.report_at builds the report there and uploads what it wrote
+with `push`). Endpoint and credentials: the standard settings of each file system (AWS: environment,
+profile, instance role, AWS_ENDPOINT_URL_S3 for S3-compatible servers; GCS: application default
+credentials); nothing here.
 
 `check` is the pre-flight check before Ray starts: an unknown scheme, a missing bucket or refused
 credentials is a StorageError whose one-line message names the fix; nothing is written then.

@@ -1,4 +1,4 @@
-"""Tables shaped like the paper's: row and column labels, the layout, cell text, Markdown / LaTeX / CSV.
+"""A sweep's table shaped like the paper's: one line per cell (table_frame), its text and its notes.
 
 Rows are methods and variants ("MT", "MT + VD (entmin 0.1)", "MT + MUR (r 1)": the sweep's `rows`
 keys plus every other knob in which the rows differ), columns are data sets and label counts (the
