@@ -1,0 +1,156 @@
+"""The generated docs equal what `python -m sweeper.docs` makes from the committed files, the claims
+are classified as declared, and the README and docs stay a landing page plus links that resolve.
+
+    python -m pytest tests/test_docs.py -q
+"""
+import csv
+import json
+import math
+import re
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from search_spaces import get_sweep, names
+from sweeper import docs
+from trainables.config import TrainConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC_FILES = [ROOT / "README.md", ROOT / "cluster" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def test_committed_generated_files_equal_what_the_generator_makes():
+    assert docs.stale() == [], "run `python -m sweeper.docs` and commit what it writes"
+
+
+def test_readme_is_a_landing_page_with_the_ci_test_command():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 150
+    assert "\npython -m pytest -q\n" in text  # .ci/run calls the README's test command
+    assert "python -m sweeper.run ablation_radius --preset quick" in text
+    assert "pip install -e '.[test]'" in text
+    assert "python -m pytest -q" in (ROOT / ".ci" / "run").read_text()
+
+
+@pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(path):
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", path.read_text()):
+        if "://" in target:
+            continue
+        assert (path.parent / target).exists(), f"{path.relative_to(ROOT)} links to missing {target}"
+
+
+@pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_docs_describe_the_project_not_its_making(path):
+    text = path.read_text()
+    for pattern in (r"\.\./shared", r"/work/", r"\bissue \d+", r"#\d{1,3}\b", r"\bsession\b",
+                    r"\blast round\b", r"IMPLEMENTATION_NOTES"):
+        assert not re.search(pattern, text, re.I), f"{path.relative_to(ROOT)}: {pattern}"
+
+
+def test_declared_claims_name_real_sweeps_presets_and_config_keys():
+    keys = {f.name for f in fields(TrainConfig)}
+    for c in docs.load_claims():
+        assert c["sweep"] in names(), c
+        get_sweep(c["sweep"], c["preset"])  # raises for a preset the sweep does not have
+        for cell in c["cells"]:
+            assert set(cell) <= keys, (c["claim"], set(cell) - keys)
+
+
+# ---------------------------------------------------------------- the classification, on made-up summaries
+
+def row(d, lo, hi):
+    return {"diff_vs_baseline": str(d), "diff_ci_low": str(lo), "diff_ci_high": str(hi), "baseline": "MT"}
+
+
+@pytest.mark.parametrize("d, lo, hi, direction, want", [
+    (-1.0, -1.6, -0.4, "lower", "yes"),
+    (-1.0, -2.0, +0.1, "lower", "in the mean"),
+    (+0.3, -0.2, +0.8, "lower", "no"),
+    (0.0, -0.5, +0.5, "lower", "no"),
+    (+1.2, +0.4, +2.0, "higher", "yes"),
+    (+0.6, -0.6, +1.9, "higher", "in the mean"),
+    (-1.0, -1.6, -0.4, "higher", "no"),
+    (math.nan, math.nan, math.nan, "lower", "no"),
+    (-0.5, math.nan, math.nan, "lower", "in the mean"),  # one pair: a mean but no interval
+])
+def test_grade_cell(d, lo, hi, direction, want):
+    assert docs.grade_cell(row(d, lo, hi), direction) == want
+
+
+def write_run(root, name, sweep, seeds, cells):
+    """A committed run folder with a summary whose rows are (config, d, lo, hi)."""
+    folder = root / "docs" / "runs" / name
+    folder.mkdir(parents=True)
+    (folder / "sweep.json").write_text(json.dumps({"name": sweep, "preset": "quick",
+                                                   "argv": ["sweeper/run.py", sweep, "--preset", "quick"]}))
+    (folder / "machine.json").write_text(json.dumps({"cpu": "Test CPU", "cores": 2, "torch": "9.9",
+                                                     "date": "2000-01-01", "wall_min": 4.2}))
+    (folder / "table.md").write_text(f"| table of {name} |\n")
+    with open(folder / "summary.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, ["method", "mur", "mur_radius", "seeds", "diff_vs_baseline", "diff_ci_low",
+                               "diff_ci_high", "baseline"])
+        w.writeheader()
+        w.writerow({"method": "mt", "mur": "none", "mur_radius": "1.0", "seeds": ",".join(map(str, seeds))})
+        for cfg, d, lo, hi in cells:
+            w.writerow({**cfg, "seeds": ",".join(map(str, seeds)), **row(d, lo, hi)})
+    return folder
+
+
+def project(tmp_path, claims):
+    (tmp_path / "docs").mkdir(exist_ok=True)
+    (tmp_path / "docs" / "claims.json").write_text(json.dumps(claims))
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "README.md").write_text("# x\n<!-- generated: quickstart -->\nold\n<!-- end -->\n"
+                                        "<!-- generated: claims -->\n<!-- end -->\n")
+    return tmp_path
+
+
+CLAIM = {"claim": "MUR at r = 1 helps", "sweep": "ablation_radius", "preset": "quick",
+         "cells": [{"method": "mt", "mur": "direct", "mur_radius": 1}], "direction": "lower"}
+OTHER = {"claim": "VD helps", "sweep": "ablation_kl", "preset": "quick", "cells": [{"method": "mt"}],
+         "direction": "lower"}
+MUR1 = {"method": "mt", "mur": "direct", "mur_radius": "1.0"}
+
+
+def test_a_claim_is_yes_only_if_it_holds_on_every_disjoint_seed_set(tmp_path):
+    root = project(tmp_path, [CLAIM, OTHER])
+    write_run(root, "ablation_radius-quick-s0-2", "ablation_radius", [0, 1, 2], [(MUR1, -1.0, -1.6, -0.4)])
+    runs = [docs.read_run(p) for p in docs.run_dirs(root)]
+    assert docs.grade_claim(CLAIM, runs)["grade"] == "yes"
+    write_run(root, "ablation_radius-quick-s3-5", "ablation_radius", [3, 4, 5], [(MUR1, -0.5, -1.2, +0.2)])
+    runs = [docs.read_run(p) for p in docs.run_dirs(root)]
+    graded = docs.grade_claim(CLAIM, runs)
+    assert graded["grade"] == "in the mean"
+    assert [g for _, g, _ in graded["runs"]] == ["yes", "in the mean"]
+    assert docs.grade_claim(OTHER, runs)["grade"] is None
+
+    made = docs.generated(root)
+    readme = made[Path("README.md")]
+    assert "| MUR at r = 1 helps | `ablation_radius` | in the mean |" in readme
+    assert "| VD helps | `ablation_kl` | not committed: `python -m sweeper.run ablation_kl --preset quick`" in readme
+    assert "| table of ablation_radius-quick-s0-2 |" in readme and "old" not in readme
+    results = made[Path("docs/RESULTS.md")]
+    assert "## ablation_radius (quick, seeds 3-5)" in results
+    assert "Test CPU, 2 cores, torch 9.9" in results
+    assert "Δ −0.50 [−1.20, +0.20] vs MT" in results
+
+
+def test_overlapping_seed_sets_and_unmatched_cells_are_errors(tmp_path):
+    root = project(tmp_path, [{**CLAIM, "cells": [{"method": "mt", "mur": "direct", "mur_radius": 7}]}])
+    write_run(root, "ablation_radius-quick-s0-2", "ablation_radius", [0, 1, 2], [(MUR1, -1.0, -1.6, -0.4)])
+    with pytest.raises(docs.DocsError, match="no row of docs/runs/ablation_radius-quick-s0-2"):
+        docs.generated(root)
+    write_run(root, "ablation_radius-quick-s2-4", "ablation_radius", [2, 3, 4], [(MUR1, -1.0, -1.6, -0.4)])
+    with pytest.raises(docs.DocsError, match="share seeds"):
+        docs.generated(root)
+
+
+def test_check_reports_a_hand_edited_generated_file(tmp_path):
+    root = project(tmp_path, [CLAIM])
+    for path, text in docs.generated(root).items():
+        (root / path).write_text(text)
+    assert docs.stale(root) == []
+    (root / "docs" / "RESULTS.md").write_text((root / "docs" / "RESULTS.md").read_text() + "typed by hand\n")
+    assert docs.stale(root) == [Path("docs/RESULTS.md")]
