@@ -1,6 +1,6 @@
 """Shared base settings for the sweeps: the paper's protocols and the quick (digits, CPU) preset.
 
-Numbers come from the paper's appendix "Training Settings" and IMPLEMENTATION_NOTES.md.
+Numbers come from the paper's appendix "Training Settings" and docs/DECISIONS.md.
 """
 from __future__ import annotations
 

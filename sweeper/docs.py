@@ -281,19 +281,22 @@ def profile_md(name: str, d: dict) -> list[str]:
 
 
 def overhead_md(name: str, d: dict) -> list[str]:
-    runs = d["runs"] if isinstance(d.get("runs"), list) else [d]
-    out = [f"### `{name}`", ""]
-    if d.get("what"):
-        out += [d["what"], ""]
-    out += ["| sweep | trials | workers | machine | Ray overhead | Tune loop overhead | outside the loop s | "
-            "same final errors |", "|---|--:|--:|---|--:|--:|--:|---|"]
-    for r in runs:
-        out.append(f"| {r.get('sweep')} | {r.get('trials')} | {r.get('workers')} | {r.get('machine')} | "
-                   f"{r['ray_overhead']:+.1%} | {_pct(r.get('ray_loop_overhead'))} | "
-                   f"{_f(r.get('ray_outside_loop_s_mean', r.get('ray_outside_loop_s')))} | {r.get('identical_final_errors')} |")
-        if "no_dashboard_ray_overhead" in r:
-            out.append(f"| {r.get('sweep')}, no dashboard | {r.get('trials')} | {r.get('workers')} | {r.get('machine')} | "
-                       f"{r['no_dashboard_ray_overhead']:+.1%} | | {_f(r.get('no_dashboard_ray_outside_loop_s'))} | |")
+    """ray_overhead.py's rounds (one file), or its runs with and without the local dashboard (a list of runs,
+    each with `dashboard_*` or `no_dashboard_*` keys beside the plain `ray_*` ones)."""
+    out = [f"### `{name}`", ""] + ([d["what"], ""] if d.get("what") else [])
+    out += ["| sweep | trials | workers | machine | dashboard | Ray overhead vs the trainer alone | "
+            "outside Tune's loop s | same final errors |", "|---|--:|--:|---|---|--:|--:|---|"]
+    for r in (d["runs"] if isinstance(d.get("runs"), list) else [d]):
+        head = f"| {r.get('sweep')} | {r.get('trials')} | {r.get('workers')} | {r.get('machine')} |"
+        if "no_dashboard_ray_overhead" in r or "dashboard_ray_overhead" in r:
+            with_, without = ("", "no_dashboard_") if "no_dashboard_ray_overhead" in r else ("dashboard_", "")
+            for label, p in (("on", with_), ("off", without)):
+                out.append(f"{head} {label} | {r[p + 'ray_overhead']:+.1%} | {_f(r.get(p + 'ray_outside_loop_s'))} | "
+                           f"{r.get(p + 'identical_final_errors')} |")
+        else:
+            loop = f" (Tune's loop {r['ray_loop_overhead']:+.1%})" if "ray_loop_overhead" in r else ""
+            out.append(f"{head} off | {r['ray_overhead']:+.1%}{loop} | "
+                       f"{_f(r.get('ray_outside_loop_s_mean', r.get('ray_outside_loop_s')))} | {r.get('identical_final_errors')} |")
     return out
 
 
@@ -307,15 +310,25 @@ def autoscale_md(d: dict) -> list[str]:
             f"{_f(d.get('job_done_to_all_removed_s'))} | {d.get('job_status')} |", ""]
 
 
-def _pct(v) -> str:
-    return "" if v is None else f"{v:+.1%}"
-
-
 def performance_md(root: Path = ROOT) -> str:
     out = [GENERATED_NOTE, "# Performance", "",
            "Tables generated from `benchmarks/results/*.json`, one per file. Each file's ratios were measured",
            "side by side in one process, so they hold on that machine; absolute speeds differ between",
-           "machines. How to measure them again: the scripts in `benchmarks/` (see [USAGE.md](USAGE.md)).", ""]
+           "machines. How to measure them again: the scripts in `benchmarks/` (see [USAGE.md](USAGE.md)).", "",
+           "How to read them:", "",
+           "- GPU rows train ConvNet-13 at batch 25 + 75 on random tensors of CIFAR-10's shape resident on the",
+           "  device (the content does not change the work); CPU rows train the digits network.",
+           "- *time per step vs the base method*: the variant's step time over plain MT's (FM's for FixMatch)",
+           "  in the same compile mode; *speed-up vs eager*: the same variant eager, in the same process.",
+           "  Eager speeds differ between processes and machines, so read a ratio against its own file only.",
+           "- Compile modes (`--set compile=...`, [USAGE.md](USAGE.md)): a `graphs` row measured after `step`",
+           "  in one process found inductor's caches warm, so its compile seconds are low;",
+           "  `trainables/compile_policy.py` counts such rows at `step`'s compile time.",
+           "- The CPU compile rows show that every mode runs; CPU steps are compute-bound, so they say little",
+           "  about the GPU, where a small network's eager step is bound by the host's kernel launches",
+           "  (the profile tables: wall time against kernel time per step).",
+           "- bf16 autocast with channels_last stays off by default until `python -m sweeper.run precision`",
+           "  shows it harmless for VD and MUR on the data at hand.", ""]
     sections = {"Trainer throughput (`benchmarks/trainer_throughput.py`)": [],
                 "Where a GPU step's time goes (`benchmarks/profile_step.py`)": [],
                 "Ray's overhead on a quick sweep (`benchmarks/ray_overhead.py`)": []}

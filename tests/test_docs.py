@@ -154,3 +154,24 @@ def test_check_reports_a_hand_edited_generated_file(tmp_path):
     assert docs.stale(root) == []
     (root / "docs" / "RESULTS.md").write_text((root / "docs" / "RESULTS.md").read_text() + "typed by hand\n")
     assert docs.stale(root) == [Path("docs/RESULTS.md")]
+
+
+def test_add_copies_a_finished_results_folder_with_its_machine(tmp_path):
+    exp = tmp_path / "results" / "ablation_radius-20000101-000000"
+    exp.mkdir(parents=True)
+    (exp / "sweep.json").write_text(json.dumps({"name": "ablation_radius", "preset": "quick",
+                                                "argv": ["/x/sweeper/run.py", "ablation_radius", "--preset", "quick"]}))
+    (exp / "summary.csv").write_text("method,seeds\nmt,\"3,4,5\"\nlabelspreading,\"3,4,5\"\n")
+    (exp / "table.md").write_text("| t |\n")
+    (exp / "paired_diffs.png").write_bytes(b"\x89PNG")
+    (exp / "trials.parquet").write_bytes(b"big")  # not a committed file
+    dest = docs.add(exp, root=tmp_path)
+    assert dest == tmp_path / "docs" / "runs" / "ablation_radius-quick-s3-5"
+    assert sorted(p.name for p in dest.iterdir()) == ["machine.json", "paired_diffs.png", "summary.csv",
+                                                       "sweep.json", "table.md"]
+    m = json.loads((dest / "machine.json").read_text())
+    assert m["command"] == "python -m sweeper.run ablation_radius --preset quick"
+    assert m["cores"] >= 1 and m["cpu"] and m["torch"] and m["wall_min"] >= 0
+    with pytest.raises(docs.DocsError, match="no table.md"):
+        (exp / "table.md").unlink()
+        docs.add(exp, root=tmp_path)

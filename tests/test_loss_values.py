@@ -23,7 +23,7 @@ from trainables.trainer import Trainer, param_groups
 
 L, U, D, K = 3, 5, 6, 4  # labeled rows, unlabeled rows, input dim (1 x 2 x 3 images), classes
 B = L + U
-EPS = 1e-8  # the per-sample norm epsilon of the direct point (IMPLEMENTATION_NOTES, MUR)
+EPS = 1e-8  # the per-sample norm epsilon of the direct point (docs/DECISIONS.md, MUR)
 
 
 # ----------------------------------------------------------------------------- hand formulas (numpy)

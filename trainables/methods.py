@@ -9,7 +9,7 @@ weights them with the ramped coefficients. Every method shares:
 - `views.y_l` (L,): the labels of the first L rows;
 - `views.xs` (U, C, H, W): FixMatch only, the strong view A(x_u) of the unlabeled rows.
 Consistency losses are squared errors of probability vectors summed over classes and averaged
-over the whole batch, labeled rows included (IMPLEMENTATION_NOTES.md, "Methods"). Two are not:
+over the whole batch, labeled rows included (docs/DECISIONS.md, "Methods"). Two are not:
 - fixmatch: FixMatch's pseudo-label cross-entropy on the unlabeled rows (`fixmatch_term`),
   weighted by cons_coef (FixMatch's lambda_u = 1). FM+VD takes its targets from the mean
   network; FM+MUR computes the same loss on A*(x_u), the virtual point of the strong view, in
