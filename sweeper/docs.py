@@ -362,11 +362,18 @@ def quickstart_md(runs: list[dict]) -> str:
     run = qs[0]
     m = run["machine"]
     cost = f"{m['wall_min']:.1f} min" if m.get("wall_min") else "its wall time"
-    lines = [f"On {machine_text(m)} it took {cost} and printed this table "
-             f"([docs/runs/{run['name']}](docs/runs/{run['name']}/)):", "", run["table"]]
+    lines = [f"On {machine_text(m)} it took {cost}; the table it printed, without the notes under it "
+             f"([docs/runs/{run['name']}](docs/runs/{run['name']}/)):", "", "```text", table_excerpt(run["table"]), "```"]
     for png in run["pngs"]:
         lines += ["", f"![{png}](docs/runs/{run['name']}/{png})"]
     return "\n".join(lines)
+
+
+def table_excerpt(table: str) -> str:
+    """A printed table.md up to its grid's last row: the title and the grid, not the notes below."""
+    lines = table.splitlines()
+    last = max((i for i, line in enumerate(lines) if line.startswith("|")), default=len(lines) - 1)
+    return "\n".join(lines[:last + 1])
 
 
 def replace_block(text: str, name: str, body: str, where: str) -> str:
