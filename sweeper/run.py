@@ -411,7 +411,7 @@ def start_ray(address: str | None, args) -> dict:
     if getattr(ctx, "dashboard_url", None):
         print(f"Ray dashboard: http://{ctx.dashboard_url}")
     elif not address:
-        print("local Ray without a dashboard (add --dashboard, or submit to a head: see the README)")
+        print("local Ray without a dashboard (add --dashboard, or submit to a head: see docs/USAGE.md)")
     import ray
 
     gpus = args.gpus_per_trial
