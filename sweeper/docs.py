@@ -302,6 +302,36 @@ def overhead_md(name: str, d: dict) -> list[str]:
     return out
 
 
+def two_trees_md(name: str, d: dict) -> list[str]:
+    trees = (f"this tree (commit {d['after_commit'][:7]}) against commit {d['before_commit'][:7]}"
+             if d.get("after_commit") and d.get("before_commit") else "two checkouts")
+    out = [f"### `{name}`", "", f"{_device(d)}; {trees}, {d.get('steps')} steps a round, median of "
+           f"{d.get('rounds')} alternating rounds.", "",
+           "| variant | steps/s (other) | steps/s (this tree) | speed-up | same losses |", "|---|--:|--:|--:|---|"]
+    for r in d["rows"]:
+        out.append(f"| {r['variant']} | {_f(r['steps_per_s_before'], 2)} | {_f(r['steps_per_s_after'], 2)} | "
+                   f"{r['speedup']:.2f}× | {r.get('same_losses')} |")
+    return out
+
+
+def live_md(name: str, d: dict) -> list[str]:
+    mean = d.get("mean_s") or {}
+    return [f"### `{name}`", "", f"`python -m sweeper.run {d.get('sweep')} --preset {d.get('preset')} "
+            f"{' '.join(d.get('flags') or [])}` on {d.get('machine')}, {d.get('rounds')} rounds each.", "",
+            "| live page | mean wall s | ratio |", "|---|--:|--:|",
+            f"| off | {_f(mean.get('off'))} | 1.00× |",
+            f"| on | {_f(mean.get('live'))} | {d['ratio_live_over_off']:.2f}× |"]
+
+
+def scalars_md(name: str, d: dict) -> list[str]:
+    """A result file without a renderer of its own: its top-level numbers and strings."""
+    out = [f"### `{name}`", "", "| key | value |", "|---|---|"]
+    for k, v in d.items():
+        if isinstance(v, (int, float, str, bool)):
+            out.append(f"| {k} | {_f(v, 3) if isinstance(v, float) else v} |")
+    return out
+
+
 def autoscale_md(d: dict) -> list[str]:
     return ["## A local autoscaling cluster (`cluster/local_autoscale_demo.py`)", "",
             f"`{AUTOSCALE}`: {d.get('machine')}, workload `{d.get('workload')}` ({d.get('trials')} trials, "
@@ -332,21 +362,27 @@ def performance_md(root: Path = ROOT) -> str:
            "- bf16 autocast with channels_last stays off by default until `python -m sweeper.run precision`",
            "  shows it harmless for VD and MUR on the data at hand.", ""]
     sections = {"Trainer throughput (`benchmarks/trainer_throughput.py`)": [],
+                "The quick preset's CPU step, two checkouts side by side (`benchmarks/cpu_step.py`)": [],
                 "Where a GPU step's time goes (`benchmarks/profile_step.py`)": [],
-                "Ray's overhead on a quick sweep (`benchmarks/ray_overhead.py`)": []}
+                "Ray's overhead on a quick sweep (`benchmarks/ray_overhead.py`)": [],
+                "The live report page's cost (`benchmarks/live_report.py`)": [],
+                "Other results": []}
     titles = list(sections)
     for path in sorted((root / BENCHMARKS).glob("*.json")):
         d = json.loads(path.read_text())
         rows = d.get("rows") or []
         if rows and "steps_per_s" in rows[0]:
             sections[titles[0]] += throughput_md(path.name, d) + [""]
+        elif rows and "steps_per_s_after" in rows[0]:
+            sections[titles[1]] += two_trees_md(path.name, d) + [""]
         elif rows and "kernel_ms_per_step" in rows[0]:
-            sections[titles[1]] += profile_md(path.name, d) + [""]
+            sections[titles[2]] += profile_md(path.name, d) + [""]
         elif "ray_overhead" in d or (isinstance(d.get("runs"), list) and "ray_overhead" in d["runs"][0]):
-            sections[titles[2]] += overhead_md(path.name, d) + [""]
+            sections[titles[3]] += overhead_md(path.name, d) + [""]
+        elif "ratio_live_over_off" in d:
+            sections[titles[4]] += live_md(path.name, d) + [""]
         else:
-            raise DocsError(f"{path}: not a benchmark result this generator knows (rows with steps_per_s or "
-                            f"kernel_ms_per_step, or ray_overhead); add a renderer in sweeper/docs.py")
+            sections[titles[5]] += scalars_md(path.name, d) + [""]
     for title, lines in sections.items():
         if lines:
             out += [f"## {title}", ""] + lines

@@ -44,7 +44,7 @@ def test_relative_links_resolve(path):
 @pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_docs_describe_the_project_not_its_making(path):
     text = path.read_text()
-    for pattern in (r"\.\./shared", r"/work/", r"\bissue \d+", r"#\d{1,3}\b", r"\bsession\b",
+    for pattern in (r"\.\./shared", r"/work/", r"\bissue \d+", r"#\d{1,3}\b",
                     r"\blast round\b", r"IMPLEMENTATION_NOTES"):
         assert not re.search(pattern, text, re.I), f"{path.relative_to(ROOT)}: {pattern}"
 
