@@ -68,6 +68,7 @@ QUICK = dict(
     cons_coef=2.4, kl_coef=0.05, mur_coef=4.0, mur_radius=1.0, ema_decay=0.91,
     translate=1, flip=False, input_noise=0.12, dropout=0.5, eval_every=250,
     sensitivity_samples=100, device="cpu", bn_momentum=0.1,  # 0.001 needs ~1e4 steps to settle
+    channels_last=True,  # the CPU's fast BatchNorm and max-pool (trainer.py)
 )
 
 # MNIST preset (`--preset mnist`): real MNIST, 100 labels, between digits and CIFAR in cost. ConvNet-13 at

@@ -21,7 +21,7 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 
 # Tune's classic CLI table (set before Ray is imported): compact rows of the varying keys and metrics.
@@ -50,6 +50,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="folder or URI (s3://, gs://) with CIFAR-10/100 or SVHN (default ./data); "
                         "a URI is copied to each node once")
     p.add_argument("--seeds", type=int, default=None, help="seeds per grid point (default: the sweep's, 3)")
+    p.add_argument("--seed-start", type=int, default=None, metavar="N",
+                   help="first seed (default: the sweep's, 0); e.g. --seed-start 8 --seeds 8 runs seeds 8-15")
     p.add_argument("--storage", default="./results",
                    help="results root: a folder or a URI pyarrow accepts, s3://BUCKET/PREFIX, gs://... "
                         "(default ./results)")
@@ -91,6 +93,10 @@ def trial_configs(sweep: Sweep, args: argparse.Namespace) -> list[dict]:
     """Every trial's config dict, validated by TrainConfig (raises ConfigError)."""
     if args.seeds is not None and args.seeds < 1:
         raise InputError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.seed_start is not None and args.seed_start < 0:
+        raise InputError(f"--seed-start must be >= 0, got {args.seed_start}")
+    if args.seed_start is not None:
+        sweep = replace(sweep, first_seed=args.seed_start)
     overrides = dict(_parse_override(s) for s in args.set)
     data_dir = args.data_dir or sweep.base.get("data_dir", "./data")
     overrides["data_dir"] = data_dir if is_uri(data_dir) else str(Path(data_dir).expanduser().resolve())  # trials run in other folders

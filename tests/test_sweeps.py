@@ -259,7 +259,7 @@ def test_rows_that_set_different_keys_keep_every_key_in_every_trial():
     from sweeper.run import trial_configs
 
     sweep = get_sweep("ablation_mur_steps", "quick")
-    args = SimpleNamespace(seeds=1, set=[], data_dir=None)
+    args = SimpleNamespace(seeds=1, seed_start=None, set=[], data_dir=None)
     trials = trial_configs(sweep, args)
     assert len({tuple(t) for t in trials}) == 1  # one key set
     by_row = {(t["method"], t["mur"], t["mur_steps"], t["mur_step_size"]) for t in trials}

@@ -148,3 +148,21 @@ def test_trainer_cli_refuses_bad_input_in_one_line_before_any_work(tmp_path, cap
         assert e.value.code == 2
         assert capsys.readouterr().err.strip() == want
     assert not (tmp_path / "none").exists()
+
+
+@pytest.mark.parametrize("kw", [dict(mur="direct"), dict(vd=True, mur="direct", entmin_coef=0.1)], ids=["mt-mur", "mt-vd-mur"])
+def test_channels_last_on_the_cpu_changes_the_layout_not_the_maths(digits, kw):
+    """channels_last=True (the quick preset) runs the same network, draws and updates as NCHW: the
+    student's weights are channels_last, and the first steps' loss terms agree to float32 rounding
+    (only the order of the convolutions' and BatchNorm's sums differs). Each Trainer runs alone: both
+    draw from the global generator, which Trainer() seeds."""
+    losses = {}
+    for cl in (False, True):
+        tr = Trainer(_cfg(method="mt", channels_last=cl, **kw), digits)
+        w = tr.student.layers[1].theta if kw.get("vd") else tr.student.layers[1].weight  # (32, 1, 3, 3)
+        assert w.stride() == ((9, 1, 3, 1) if cl else (9, 9, 3, 1))
+        losses[cl] = [{k: t.detach() for k, t in tr.train_step().items()} for _ in range(3)]
+    for a, b in zip(losses[False], losses[True]):
+        assert a.keys() == b.keys()
+        for k in a:
+            torch.testing.assert_close(b[k], a[k], rtol=1e-5, atol=1e-6)

@@ -252,3 +252,17 @@ def test_bf16_autocast_and_channels_last():
     assert y.dtype == torch.bfloat16 and torch.isfinite(y).all()
     y.float().sum().backward()
     assert torch.isfinite(layer.log_sigma2.grad).all()
+
+
+def test_vd_noise_is_drawn_in_logical_order_whatever_the_memory_format():
+    """The local reparameterisation's noise: mean + sqrt(var + eps) * N(0, 1) with the N(0, 1) draws of
+    torch.randn(shape), bit for bit, for an NCHW and a channels_last pre-activation alike."""
+    from trainables.variational import EPS, _sample
+
+    mean, var = torch.randn(4, 5, 3, 3), torch.rand(4, 5, 3, 3)
+    torch.manual_seed(1)
+    want = mean + torch.sqrt(var + EPS) * torch.randn(4, 5, 3, 3)
+    for fmt in (torch.contiguous_format, torch.channels_last):
+        torch.manual_seed(1)
+        got = _sample(mean.contiguous(memory_format=fmt), var.contiguous(memory_format=fmt))
+        assert torch.equal(got, want)

@@ -99,7 +99,7 @@ class TrainConfig:
     sensitivity_samples: int = 200  # test images used for the Jacobian sensitivity
     device: str = "auto"            # auto | cpu | cuda
     bf16: bool = False              # bf16 autocast in training steps (CUDA; CPU autocast where asked, as a proxy)
-    channels_last: bool = False     # channels_last memory format on CUDA
+    channels_last: bool = False     # channels_last memory format (the quick preset's CPU step: trainer.py)
     compile: str = "none"           # torch.compile: none (eager) | model (student, teacher) | step (the loss terms' whole
                                     # forward+backward: MUR, VD, consistency) | graphs (step replayed as CUDA
                                     # graphs) | auto (the fastest measured; see trainer.resolve_compile);

@@ -188,10 +188,10 @@ class Trainer:
                                 svhn_norm=cfg.svhn_norm)
         self.data = data.to(self.device)
         self.cuda = self.device.type == "cuda"
-        if self.cuda and cfg.channels_last:
+        if cfg.channels_last:  # CPU too: ATen's NCHW BatchNorm and max-pool are ~8x slower than channels_last's
             self.data.x_train = self.data.x_train.contiguous(memory_format=torch.channels_last)
         self.student = build_model(cfg).to(self.device)
-        if self.cuda and cfg.channels_last:
+        if cfg.channels_last:
             self.student = self.student.to(memory_format=torch.channels_last)
         self.teacher = None
         if cfg.uses_teacher:
