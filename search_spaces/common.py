@@ -58,8 +58,8 @@ SVHN_PI = {**SVHN_MT, "method": "pi", "lr": 0.01, "weight_decay": 1e-4, "lr_ramp
 # Seeds of a quick sweep: a paired 95 % t-interval over n seeds has half-width t(n-1) * sd / sqrt(n),
 # 2.48 sd at 3 seeds (t = 4.30) against 1.24 sd at 5 (t = 2.78): at 3 the quick tables could rarely
 # tell anything from anything. Every quick sweep runs 5 (the longest, ablation_mur_steps, 29.3 min on 2
-# cores; mur_vs_vat 19.6, mut_radius 18.4) but ablation_radius, the quick start, keeps 3 to finish in
-# 5 minutes (at 5 seeds it took 6.2; `--seeds 5` runs it so, README).
+# cores; mur_vs_vat 19.6, mut_radius 18.4) but ablation_radius, the quick start, which runs 8 seeds of
+# three rows (ablation_radius.QUICK_SEEDS).
 QUICK_SEEDS = 5
 QUICK = dict(
     dataset="digits", num_labels=100, arch="convnet_small", width=1.0,

@@ -70,19 +70,18 @@ def test_grid_counts_and_seeds_are_an_axis():
     cifar100 = [x for x in t.trials() if x["dataset"] == "cifar100"]
     assert cifar100 and all(x["mur_radius"] == 20.0 and x["num_labels"] == 10000 for x in cifar100)
     q = get_sweep("ablation_radius", "quick")
-    assert len({t["mur_radius"] for t in q.trials() if t["mur"] == "direct"}) >= 3 and q.seeds >= 3
+    assert {t["mur_radius"] for t in q.trials() if t["mur"] == "direct"} == {1.0} and q.seeds == 8
 
 
 def test_quick_tables_run_quick_seeds_but_the_costliest():
     """QUICK_SEEDS (5) seeds in every quick table, so that a paired t-interval can exclude 0 (3 seeds: t = 4.30);
-    only the quick start (ablation_radius) keeps 3, to finish within 5 minutes on 2 cores; searches run one seed
-    per sample."""
+    the quick start (ablation_radius: three rows, one radius) runs 8; searches run one seed per sample."""
     from search_spaces.common import QUICK_SEEDS
 
     costly = {"ablation_radius"}
     for name in sorted(EXPECTED):
         s = get_sweep(name, "quick")
-        want = 1 if s.search else 3 if name in costly else QUICK_SEEDS
+        want = 1 if s.search else 8 if name in costly else QUICK_SEEDS
         assert s.seeds == want, (name, s.seeds)
 
 
@@ -314,3 +313,17 @@ def test_precision_rows_differ_in_bf16_only(preset):
         assert resolve_compile(c32.compile, cuda, c32) == resolve_compile(c16.compile, cuda, c16)
         assert c32.vd and c32.mur == "direct" and c32.method == "mt"
     assert s.baseline == {"bf16": False}
+
+
+def test_seed_start_moves_every_rows_seeds_and_refuses_a_negative_start():
+    """--seed-start 8 --seeds 8 runs seeds 8-15 in every row (a disjoint seed set); a negative start is refused."""
+    from sweeper.run import InputError, parse_args, trial_configs
+
+    sweep = get_sweep("ablation_radius", "quick")
+    trials = trial_configs(sweep, parse_args(["ablation_radius", "--preset", "quick", "--seed-start", "8"]))
+    rows = {(t["method"], t["mur"]) for t in trials}
+    assert len(rows) == 3 and len(trials) == 3 * sweep.seeds
+    for row in rows:
+        assert sorted(t["seed"] for t in trials if (t["method"], t["mur"]) == row) == list(range(8, 8 + sweep.seeds))
+    with pytest.raises(InputError, match="--seed-start must be >= 0"):
+        trial_configs(sweep, parse_args(["ablation_radius", "--preset", "quick", "--seed-start", "-1"]))
