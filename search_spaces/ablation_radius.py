@@ -9,9 +9,10 @@ MeanTeacher_MUR/run_cifar10.py), so the rows differ only in MUR and r.
 Quick preset, the quick start (digits, 100 labels, 1000 steps): MT against MT+MUR at r = 1 (the
 standardised 64-dim digits' scale), and LabelSpreading as the classical baseline, 8 seeds. It tests the
 radius ablation's claim that MUR at a fitting radius beats MT, paired over seeds; it does not trace the
-curve over r (no second radius fits in its time). r = 1 and the 8 seeds were chosen on the validation
-error of single runs, and the claim is made where the paired interval excludes 0 on test for both seeds
-0-7 and 8-15. Another CPU gives other digits (other floating-point paths); the same machine, the same.
+curve over r (no second radius fits in its time). r = 1, 1000 steps and 8 seeds were chosen on the
+validation error of single runs (`python -m trainables.trainer`, seeds 0-7); the claim is made only where
+the paired interval on test excludes 0 for both seeds 0-7 and seeds 8-15. Another CPU gives other digits
+(other floating-point paths); the same machine, the same digits.
     python -m sweeper.run ablation_radius --preset quick                    # seeds 0-7: 3 rows x 8 seeds, ~3 min on 2 CPU cores
     python -m sweeper.run ablation_radius --preset quick --seed-start 8    # the same on seeds 8-15
 `--set mur_radius=2` moves the MUR row to another radius.
