@@ -255,14 +255,27 @@ def test_bf16_autocast_and_channels_last():
 
 
 def test_vd_noise_is_drawn_in_logical_order_whatever_the_memory_format():
-    """The local reparameterisation's noise: mean + sqrt(var + eps) * N(0, 1) with the N(0, 1) draws of
-    torch.randn(shape), bit for bit, for an NCHW and a channels_last pre-activation alike."""
-    from trainables.variational import EPS, _sample
+    """A VD conv in train mode draws its N(0, 1) noise in logical (NCHW) order: from one seed an NCHW and a
+    channels_last layer and input give the same sample to float rounding (noise drawn in memory order
+    would put other draws at most positions: differences of order sigma), and the NCHW sample is
+    mean + sqrt(var + eps) * torch.randn(shape)."""
+    from trainables.variational import EPS
 
-    mean, var = torch.randn(4, 5, 3, 3), torch.rand(4, 5, 3, 3)
-    torch.manual_seed(1)
-    want = mean + torch.sqrt(var + EPS) * torch.randn(4, 5, 3, 3)
+    torch.manual_seed(0)
+    layer = VDConv2d(3, 5, 3, padding=1)
+    with torch.no_grad():
+        layer.log_sigma2.fill_(0.0)  # large variance: the noise dominates the output
+    x = torch.randn(4, 3, 6, 6)
+    out = {}
     for fmt in (torch.contiguous_format, torch.channels_last):
+        m = VDConv2d(3, 5, 3, padding=1)
+        m.load_state_dict(layer.state_dict())
+        m = m.to(memory_format=fmt)
         torch.manual_seed(1)
-        got = _sample(mean.contiguous(memory_format=fmt), var.contiguous(memory_format=fmt))
-        assert torch.equal(got, want)
+        out[fmt] = m(x.contiguous(memory_format=fmt)).detach()
+    torch.testing.assert_close(out[torch.channels_last], out[torch.contiguous_format], rtol=1e-5, atol=1e-5)
+    mean = F.conv2d(x, layer.theta, layer.bias, padding=1)
+    var = F.conv2d(x * x, torch.exp(layer.log_alpha) * layer.theta ** 2, padding=1)
+    torch.manual_seed(1)
+    want = mean + torch.sqrt(var.clamp_min(0) + EPS) * torch.randn(mean.shape)
+    torch.testing.assert_close(out[torch.contiguous_format], want.detach(), rtol=1e-5, atol=1e-5)
