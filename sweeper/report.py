@@ -27,6 +27,7 @@ import pandas as pd
 from sweeper.aggregate import (SELECT_METRIC, WHICH, WHICH_ALIASES, AggregateError, canonical_which,
                                check_experiment, load_history, load_trials, read_sweep, summarize, write_summary,
                                write_trials)
+from sweeper.html import PAGE, write_page
 # Besides what build_report uses, the public names of the tables and plots are re-exported (noqa: F401),
 # importable from here as before the split into sweeper/tables.py and sweeper/plots.py.
 from sweeper.plots import (plot_g0, plot_ga_vs_pga, plot_kl, plot_mur_vs_rr, plot_paired_diffs, plot_radius,  # noqa: F401
@@ -107,6 +108,7 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
         out = plot(exp / name)
         if out is not None:
             paths[name] = out
+    paths[PAGE] = write_page(exp, which)  # report.html: all of the above on one self-contained page
     paths["table"] = paths[FORMATS[fmt]]
     return paths
 

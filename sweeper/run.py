@@ -69,6 +69,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "2-core machine while trials run; a head's dashboard, see --address, outlives the sweep)")
     p.add_argument("--tensorboard", action="store_true",
                    help="also write TensorBoard event files per trial (imports torch in this driver, ~3-5 s)")
+    p.add_argument("--live-every", type=float, default=30.0, metavar="SECONDS",
+                   help="rebuild the report (report.html) after trials end, at most every SECONDS (default 30; "
+                        "0: only at the end), uploaded on a bucket (sweeper/live.py)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a TrainConfig key in every trial, e.g. --set mur_radius=2 (repeatable; a "
                         "shorter run also needs its schedules: --set steps=600 --set lr_rampdown=150)")
@@ -144,6 +147,8 @@ def check_resources(args: argparse.Namespace) -> None:
         raise InputError(f"--gpus-per-trial must be >= 0 (fractions share a GPU), got {args.gpus_per_trial:g}")
     if args.max_concurrent < 0:
         raise InputError(f"--max-concurrent must be >= 0 (0: as resources allow), got {args.max_concurrent}")
+    if not args.live_every >= 0:
+        raise InputError(f"--live-every must be >= 0 seconds (0: the report only at the end), got {args.live_every:g}")
 
 
 def check_storage(storage: str) -> Path | store.Location:
@@ -229,6 +234,7 @@ def print_dry_run(sweep: Sweep, trials: list[dict], args) -> None:
 def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources: dict):
     from ray import tune
 
+    from sweeper.live import live_callback
     from trainables.tune import train_tune
 
     trainable = tune.with_resources(train_tune, resources)
@@ -246,7 +252,7 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
         failure_config=tune.FailureConfig(max_failures=3),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         # hpo in a bucket: the SQLite study goes up after every trial, so another machine can resume it
-        callbacks=result_loggers(args.tensorboard)
+        callbacks=result_loggers(args.tensorboard) + [live_callback(exp_dir, args.live_every)]
         + ([store.study_upload_callback(exp_dir)] if sweep.search and not isinstance(exp_dir, Path) else []),
         progress_reporter=reporter, verbose=1)
     if sweep.search:  # hpo: Optuna TPE + ASHA over the search space, study kept in SQLite
@@ -320,6 +326,23 @@ def _tune_domain(tune, spec):
     if kind == "choice":
         return tune.choice(*a)
     raise SweepError(f"unknown search domain {kind!r}; use loguniform, uniform or choice")
+
+
+def source_commit() -> str | None:
+    """The git commit of this checkout ("+dirty" with uncommitted changes to tracked files), for the
+    report's provenance; None outside a git checkout (e.g. `ray job submit --working-dir`)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):  # no git installed
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def use_token_if_available(env=os.environ) -> bool:
@@ -411,7 +434,7 @@ def main(argv=None) -> int:
                                    resume_errored=True, **store.prepare_restore(exp_dir))
     else:
         meta = {**asdict(sweep), "preset": args.preset, "n_trials": len(trials), "argv": sys.argv,
-                "start_points": start_points(sweep, trials)}
+                "start_points": start_points(sweep, trials), "commit": source_commit()}
         store.create_experiment(exp_dir, json.dumps(meta, indent=1, default=str))
         tuner = build_tuner(sweep, trials, args, exp_dir, resources)
     # loggers: result_loggers(); Ctrl+C and SIGTERM: graceful_stop()
