@@ -190,7 +190,7 @@ def progress(trials: pd.DataFrame, total: int, state: str) -> str:
     the trials' statuses (sweeper/aggregate.py); an unfinished trial is running while the sweep
     runs and interrupted otherwise."""
     n = trials["status"].value_counts() if len(trials) else pd.Series(dtype=int)
-    word = "running" if state == "running" else "interrupted"
+    word = "interrupted" if state == "interrupted" else "running"
     parts = [f"{int(n.get('finished', 0))} of {total} trials finished", f"{int(n.get('incomplete', 0))} {word}",
              f"{int(n.get('failed', 0))} failed", f"{int(n.get('diverged', 0))} diverged"]
     if n.get("stopped", 0):

@@ -39,6 +39,7 @@ def live_callback(exp: store.Folder, every_s: float = EVERY_S, heartbeat_s: floa
         def __init__(self):
             self.last_build = self.last_beat = -math.inf
             self.pending = False
+            self.last_error = None
 
         def setup(self, **info):
             self.beat("running")
@@ -72,8 +73,14 @@ def live_callback(exp: store.Folder, every_s: float = EVERY_S, heartbeat_s: floa
             self.pending = False
             try:
                 store.report_at(exp)
-            except (AggregateError, OSError, StorageError) as e:  # e.g. the trial that ended reported nothing
-                print(f"live report: not rebuilt: {str(e).splitlines()[0]}", file=sys.stderr)
+            except (AggregateError, OSError, StorageError) as e:
+                # e.g. the first trial's results not yet in the folder, a bucket's hiccup: tried again
+                # after the window (said once per message); the sweep goes on either way
+                self.pending = True
+                msg = str(e).splitlines()[0]
+                if msg != self.last_error:
+                    print(f"live report: not rebuilt, trying again in {every_s:g} s: {msg}", file=sys.stderr)
+                self.last_error = msg
             self.last_build = time.monotonic()  # after the build: its own cost never fills the window
 
     return LiveReport()

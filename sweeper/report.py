@@ -9,10 +9,13 @@ and Δ = ours − paper where the run followed the paper's protocol (sweeper/pap
 Written as table.md, table.tex (plain tabular) and table.csv (tidy: one line per cell), plus
 table_sensitivity.* when the trials report a sensitivity (Table 3), table_ranked.* for a search
 (hpo, ranked by validation error), trials.parquet, summary.parquet/.csv, and PNG plots, each made
-only when the sweep varies what it shows. This module arranges them: the tables are
-sweeper/tables.py, the plots sweeper/plots.py. Ray is neither imported nor needed.
+only when the sweep varies what it shows, and report.html, all of it on one self-contained page.
+This module arranges them: the tables are sweeper/tables.py, the plots sweeper/plots.py, the page
+sweeper/html.py. Given a results root instead, it writes the root's index.html (sweeper/index.py).
+Ray is neither imported nor needed.
 
     python -m sweeper.report results/ablation_radius-20260101-120000 [--format md|latex|csv] [--which final|best_val|best_test]
+    python -m sweeper.report results/          # index.html: one row per sweep folder, with a link to its page
     pytest tests/test_report.py -q
 """
 from __future__ import annotations
@@ -116,13 +119,26 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m sweeper.report", description=__doc__.splitlines()[0])
     p.add_argument("results_dir", help="a Ray Tune experiment folder, e.g. results/<sweep>-<stamp> "
-                                       "or s3://BUCKET/results/<sweep>-<stamp> (see sweeper/storage.py)")
+                                       "or s3://BUCKET/results/<sweep>-<stamp> (see sweeper/storage.py); "
+                                       "a results root (results/, s3://BUCKET/results): its index.html")
     p.add_argument("--format", choices=sorted(FORMATS), default="md", help="table printed (all are written)")
     p.add_argument("--which", choices=(*WHICH, *WHICH_ALIASES), default="final",
                    help="final: last evaluation (default); best_val: test error where the validation error "
                         "is lowest; best_test (alias best): minimum test error over evaluations, selected on "
                         "the test set (optimistic), as the paper's authors kept")
     args = p.parse_args(argv)
+    from sweeper.index import index_at, index_text, is_results_root
+    from sweeper.storage import StorageError
+
+    try:
+        if is_results_root(args.results_dir):  # a results root: its index.html, one row per sweep
+            path, rows = index_at(args.results_dir)
+            print(index_text(rows))
+            print(f"index: {path}")
+            return 0
+    except (AggregateError, StorageError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     try:
         from sweeper.storage import report_at  # a URI: built in a local cache, uploaded back
 

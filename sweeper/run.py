@@ -258,15 +258,16 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
     if sweep.search:  # hpo: Optuna TPE + ASHA over the search space, study kept in SQLite
         import optuna
         from ray.tune.schedulers import ASHAScheduler
-        from ray.tune.search.optuna import OptunaSearch
+
+        from sweeper.optuna_search import MarkedOptunaSearch  # says which trials ASHA stopped (user attrs)
 
         s = sweep.search
         select = s.get("metric", "val_error")  # selection never looks at the test set
         space = {k: _tune_domain(tune, spec) for k, spec in s["space"].items()}
         param_space = {**trials[0], **space}
         storage = optuna.storages.RDBStorage(f"sqlite:///{store.local_file(exp_dir, 'optuna.db')}")
-        algo = OptunaSearch(metric=select, mode="min", study_name=sweep.name,
-                            storage=storage, seed=0, points_to_evaluate=start_points(sweep, trials))
+        algo = MarkedOptunaSearch(metric=select, mode="min", study_name=sweep.name, storage=storage, seed=0,
+                                  points_to_evaluate=start_points(sweep, trials), steps=trials[0]["steps"])
         # ASHA takes metric / mode (val_error, min) from the TuneConfig: Tune rejects them set in both
         sched = ASHAScheduler(time_attr="step", max_t=trials[0]["steps"],
                               grace_period=grace_period(s, trials[0]["steps"], trials[0]["eval_every"]),
