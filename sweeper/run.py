@@ -72,6 +72,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--live-every", type=float, default=30.0, metavar="SECONDS",
                    help="rebuild the report (report.html) after trials end, at most every SECONDS (default 30; "
                         "0: only at the end), uploaded on a bucket (sweeper/live.py)")
+    p.add_argument("--mlflow", default=None, metavar="URI",
+                   help="log every trial as an MLflow run (experiment: the sweep folder's name) to this tracking "
+                        "URI, e.g. http://127.0.0.1:5000; needs pip install -e '.[mlflow]' (sweeper/mlflow_log.py)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a TrainConfig key in every trial, e.g. --set mur_radius=2 (repeatable; a "
                         "shorter run also needs its schedules: --set steps=600 --set lr_rampdown=150)")
@@ -235,6 +238,7 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
     from ray import tune
 
     from sweeper.live import live_callback
+    from sweeper.mlflow_log import mlflow_callback
     from trainables.tune import train_tune
 
     trainable = tune.with_resources(train_tune, resources)
@@ -253,6 +257,8 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         # hpo in a bucket: the SQLite study goes up after every trial, so another machine can resume it
         callbacks=result_loggers(args.tensorboard) + [live_callback(exp_dir, args.live_every)]
+        + ([mlflow_callback(args.mlflow, exp_dir.name, sweep.name, args.preset,
+                            [k for k in (*sweep.rows, *varying) if k not in sweep.cols])] if args.mlflow else [])
         + ([store.study_upload_callback(exp_dir)] if sweep.search and not isinstance(exp_dir, Path) else []),
         progress_reporter=reporter, verbose=1)
     if sweep.search:  # hpo: Optuna TPE + ASHA over the search space, study kept in SQLite
@@ -389,6 +395,12 @@ def main(argv=None) -> int:
         check_search(sweep, trials)
         check_baseline(sweep, trials)
         check_resources(args)
+        if args.mlflow:  # mlflow installed, its server answering: before Ray starts
+            from sweeper.mlflow_log import MLflowError, check_mlflow
+            try:
+                check_mlflow(args.mlflow)
+            except MLflowError as e:
+                raise InputError(str(e)) from None
         if exp_dir is None:  # on --resume the trials run their stored configs, data_dir included
             for name in sorted({(t["dataset"], t["data_dir"], t.get("download", False)) for t in trials}):
                 check_readable(*name)  # parses the files: a corrupt one fails now, not in every trial
