@@ -1,12 +1,15 @@
 """The report while the sweep runs: a Tune callback that rebuilds it (report.html included) after trials end.
 
 When a trial ends (finished, stopped by ASHA, failed), the report is rebuilt and, on a bucket,
-uploaded (storage.report_at), at most once every `every_s` seconds; a trial that ends inside that
-window is picked up by the next rebuild, at most `every_s` later. The rebuild runs in the driver
-between Tune's steps, while the trials keep running in their own processes (benchmarks/live_report.py
-measures what it costs the quick start). The callback also keeps live.json, the driver's heartbeat
-that tells a running sweep from an interrupted one (html.sweep_state): "running" at the start and
-every `heartbeat_s`, "ended" when fit() returns (Tune calls on_experiment_end after an interrupt too).
+uploaded, at most once every `every_s` seconds; a trial that ends inside that window is picked up
+by the next rebuild, at most `every_s` later. The rebuild is `python -m sweeper.report EXP` in a
+child process at low priority (nice 10): Tune's loop must not wait for it, since a trial's report()
+waits for the driver to take its result, and on a small machine the trials come first
+(benchmarks/live_report.py measures the quick start with and without it). One rebuild at a time;
+fit() returning waits for the last one, so the final report written after it is the newest. The
+callback also keeps live.json, the driver's heartbeat that tells a running sweep from an
+interrupted one (html.sweep_state): "running" at the start and every `heartbeat_s`, "ended" when
+fit() returns (Tune calls on_experiment_end after an interrupt too).
 
     python -m sweeper.run ablation_radius --preset quick                  # report.html from the first trial on
     python -m sweeper.run ablation_radius --preset quick --live-every 0   # the page only at the end
@@ -15,20 +18,37 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
 import sys
+import tempfile
 import time
 
 from sweeper import storage as store
-from sweeper.aggregate import AggregateError
 from sweeper.html import LIVE
 from sweeper.storage import StorageError
 
 EVERY_S = 30.0       # at most one rebuild per this many seconds
 HEARTBEAT_S = 60.0   # live.json's "updated" is refreshed this often (html.STALE_S must be well above it)
+NICE = 10            # the rebuild's priority below the trials'
 
 
 def write_heartbeat(exp: store.Folder, state: str) -> None:
     store.write_text(exp / LIVE, json.dumps({"state": state, "updated": time.time()}))
+
+
+def start_rebuild(exp: store.Folder) -> subprocess.Popen:
+    """`python -m sweeper.report EXP` in a child at low priority; its stderr goes to a temporary file
+    (read when it ends: a pipe could fill and stall it)."""
+    err = tempfile.TemporaryFile(mode="w+")
+    child = subprocess.Popen([sys.executable, "-m", "sweeper.report", str(exp)], stdout=subprocess.DEVNULL,
+                             stderr=err, stdin=subprocess.DEVNULL)
+    child.err = err
+    try:
+        os.setpriority(os.PRIO_PROCESS, child.pid, NICE)
+    except (AttributeError, OSError):  # no setpriority on this OS, or the child already ended
+        pass
+    return child
 
 
 def live_callback(exp: store.Folder, every_s: float = EVERY_S, heartbeat_s: float = HEARTBEAT_S):
@@ -39,7 +59,11 @@ def live_callback(exp: store.Folder, every_s: float = EVERY_S, heartbeat_s: floa
         def __init__(self):
             self.last_build = self.last_beat = -math.inf
             self.pending = False
+            self.child = None
             self.last_error = None
+
+        def __getstate__(self):  # stored with the experiment (tuner.pkl): without a running child
+            return {**self.__dict__, "child": None}
 
         def setup(self, **info):
             self.beat("running")
@@ -58,6 +82,9 @@ def live_callback(exp: store.Folder, every_s: float = EVERY_S, heartbeat_s: floa
                 self.beat("running")
 
         def on_experiment_end(self, trials, **info):
+            if self.child is not None:
+                self.child.wait()
+                self.reap()
             self.beat("ended")
 
         def beat(self, state: str) -> None:
@@ -67,20 +94,29 @@ def live_callback(exp: store.Folder, every_s: float = EVERY_S, heartbeat_s: floa
                 print(f"live report: heartbeat not written: {e}", file=sys.stderr)
             self.last_beat = time.monotonic()
 
-        def maybe_build(self) -> None:
-            if not (self.pending and every_s > 0 and time.monotonic() - self.last_build >= every_s):
-                return
-            self.pending = False
-            try:
-                store.report_at(exp)
-            except (AggregateError, OSError, StorageError) as e:
-                # e.g. the first trial's results not yet in the folder, a bucket's hiccup: tried again
-                # after the window (said once per message); the sweep goes on either way
+        def reap(self) -> None:
+            """The ended child: on failure (e.g. the first trial's results not in the folder yet, a
+            bucket's hiccup) the rebuild is due again, and its error said once per message."""
+            child, self.child = self.child, None
+            if child.returncode != 0:
                 self.pending = True
-                msg = str(e).splitlines()[0]
+                child.err.seek(0)
+                lines = [s for s in child.err.read().splitlines() if s.strip()]
+                msg = lines[-1] if lines else f"exit status {child.returncode}"
                 if msg != self.last_error:
                     print(f"live report: not rebuilt, trying again in {every_s:g} s: {msg}", file=sys.stderr)
                 self.last_error = msg
-            self.last_build = time.monotonic()  # after the build: its own cost never fills the window
+            child.err.close()
+
+        def maybe_build(self) -> None:
+            if self.child is not None:
+                if self.child.poll() is None:
+                    return  # one rebuild at a time
+                self.reap()
+            if not (self.pending and every_s > 0 and time.monotonic() - self.last_build >= every_s):
+                return
+            self.pending = False
+            self.child = start_rebuild(exp)
+            self.last_build = time.monotonic()
 
     return LiveReport()

@@ -239,17 +239,42 @@ def test_index_of_a_results_root(tmp_path, capsys):
     assert f"index: {root / 'index.html'}" in out and b.is_dir()
 
 
-def test_live_callback_rebuilds_at_most_every_window(tmp_path, monkeypatch):
+class FakeChild:
+    """A rebuild that runs until the fake clock reaches `until`, then exits with `rc`."""
+
+    def __init__(self, clock, until, rc=0):
+        import io
+
+        self.clock, self.until, self.returncode, self.err = clock, until, None, io.StringIO("boom\n")
+        self.rc = rc
+
+    def poll(self):
+        if self.clock[0] >= self.until:
+            self.returncode = self.rc
+        return self.returncode
+
+    def wait(self):
+        self.returncode = self.rc
+        return self.rc
+
+
+def test_live_callback_rebuilds_at_most_every_window_one_at_a_time(tmp_path, monkeypatch, capsys):
     from sweeper import live
 
     builds, clock = [], [0.0]
-    monkeypatch.setattr(live.store, "report_at", lambda exp: builds.append(clock[0]))
+    rcs = iter([0, 1, 0, 0])  # the second rebuild fails: due again after the window
+
+    def start(exp):
+        builds.append(clock[0])
+        return FakeChild(clock, clock[0] + 5, next(rcs))
+
+    monkeypatch.setattr(live, "start_rebuild", start)
     monkeypatch.setattr(live.time, "monotonic", lambda: clock[0])
     cb = live.live_callback(tmp_path, every_s=30, heartbeat_s=60)
     cb.setup()
     assert json.loads((tmp_path / LIVE).read_text())["state"] == "running"
     for t, event in ((1, "complete"), (10, "complete"), (20, "step"), (31, "step"), (32, "step"), (40, "error"),
-                     (61, "step"), (70, "complete"), (75, "step")):
+                     (61, "step"), (63, "step"), (70, "complete"), (92, "step"), (95, "step"), (96, "complete")):
         clock[0] = t
         if event == "complete":
             cb.on_trial_complete(0, [], None)
@@ -257,9 +282,12 @@ def test_live_callback_rebuilds_at_most_every_window(tmp_path, monkeypatch):
             cb.on_trial_error(0, [], None)
         else:
             cb.on_step_end(0, [])
-    assert builds == [1, 31, 61]  # the end at 10 waits for the window; 70 waits past 75
-    cb.on_experiment_end([])
-    assert json.loads((tmp_path / LIVE).read_text())["state"] == "ended"
+    # the end at 10 waits for the window (31); the rebuild of 31 fails (seen at 40), so one is due again,
+    # at 61; the end at 70 waits for the window (92); the one at 96 for the rebuild of 92, still running
+    assert builds == [1, 31, 61, 92]
+    assert "live report: not rebuilt, trying again in 30 s: boom" in capsys.readouterr().err
+    cb.on_experiment_end([])  # waits for the last rebuild, then says the driver ended
+    assert cb.child is None and json.loads((tmp_path / LIVE).read_text())["state"] == "ended"
 
 
 def test_marked_search_says_which_trials_asha_stopped():

@@ -133,6 +133,26 @@ def test_report_of_a_uri_that_holds_nothing_is_one_line_exit_2(s3, capsys):
     assert len(err.strip().splitlines()) == 1 and f"s3://{BUCKET}/results/nothing-here does not exist" in err
 
 
+def test_report_page_and_index_of_a_bucket(s3, tmp_path, capsys):
+    """A sweep folder in the bucket: its report (report.html included) is uploaded beside it; the
+    bucket's results root gets index.html, one row linking to that page."""
+    from test_report import make_table_exp
+
+    exp, _ = make_table_exp(tmp_path, baseline={"method": "mt", "vd": False, "mur": "none"})
+    for f in exp.rglob("*"):
+        if f.is_file():
+            s3.upload_file(str(f), BUCKET, f"pages/{exp.name}/{f.relative_to(exp).as_posix()}")
+    assert report.main([f"s3://{BUCKET}/pages/{exp.name}"]) == 0
+    have = objects(s3, prefix="pages/")
+    assert have[f"pages/{exp.name}/report.html"] > 10_000 and f"pages/{exp.name}/table.csv" in have
+    capsys.readouterr()
+    assert report.main([f"s3://{BUCKET}/pages"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith(f"{exp.name}  ?  ") and "  36/37  finished  MT + " in out
+    index = s3.get_object(Bucket=BUCKET, Key="pages/index.html")["Body"].read().decode()
+    assert f'<a href="{exp.name}/report.html">report.html</a>' in index
+
+
 def test_storage_writes_lists_and_reads_back(s3):
     root = storage.check(f"s3://{BUCKET}/unit")
     assert str(root) == f"s3://{BUCKET}/unit" and root.path == f"{BUCKET}/unit"
