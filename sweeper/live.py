@@ -3,7 +3,7 @@
 When a trial ends (finished, stopped by ASHA, failed), the report is rebuilt and, on a bucket,
 uploaded, at most once every `every_s` seconds; a trial that ends inside that window is picked up
 by the next rebuild, at most `every_s` later. The rebuild is `python -m sweeper.report EXP` in a
-child process at low priority (nice 10): Tune's loop must not wait for it, since a trial's report()
+child process at the lowest priority (nice 19): Tune's loop must not wait for it, since a trial's report()
 waits for the driver to take its result, and on a small machine the trials come first
 (benchmarks/live_report.py measures the quick start with and without it). One rebuild at a time;
 fit() returning waits for the last one, so the final report written after it is the newest. The
@@ -30,7 +30,7 @@ from sweeper.storage import StorageError
 
 EVERY_S = 30.0       # at most one rebuild per this many seconds
 HEARTBEAT_S = 60.0   # live.json's "updated" is refreshed this often (html.STALE_S must be well above it)
-NICE = 10            # the rebuild's priority below the trials'
+NICE = 19            # the lowest priority: below the trials (Ray starts its workers at nice 15)
 
 
 def write_heartbeat(exp: store.Folder, state: str) -> None:
