@@ -30,6 +30,7 @@ from sweeper.storage import StorageError
 
 EVERY_S = 30.0       # at most one rebuild per this many seconds
 HEARTBEAT_S = 60.0   # live.json's "updated" is refreshed this often (html.STALE_S must be well above it)
+WAIT_S = 300.0       # fit() returning waits at most this long for a rebuild still running
 NICE = 19            # the lowest priority: below the trials (Ray starts its workers at nice 15)
 
 
@@ -42,7 +43,8 @@ def start_rebuild(exp: store.Folder) -> subprocess.Popen:
     (read when it ends: a pipe could fill and stall it)."""
     err = tempfile.TemporaryFile(mode="w+")
     child = subprocess.Popen([sys.executable, "-m", "sweeper.report", str(exp)], stdout=subprocess.DEVNULL,
-                             stderr=err, stdin=subprocess.DEVNULL)
+                             stderr=err, stdin=subprocess.DEVNULL,
+                             start_new_session=True)  # Ctrl+C stops the sweep, not a page half rebuilt
     child.err = err
     try:
         os.setpriority(os.PRIO_PROCESS, child.pid, NICE)
@@ -83,7 +85,11 @@ def live_callback(exp: store.Folder, every_s: float = EVERY_S, heartbeat_s: floa
 
         def on_experiment_end(self, trials, **info):
             if self.child is not None:
-                self.child.wait()
+                try:
+                    self.child.wait(timeout=WAIT_S)
+                except subprocess.TimeoutExpired:  # e.g. a bucket that stopped answering
+                    self.child.kill()
+                    self.child.wait()
                 self.reap()
             self.beat("ended")
 

@@ -253,7 +253,7 @@ class FakeChild:
             self.returncode = self.rc
         return self.returncode
 
-    def wait(self):
+    def wait(self, timeout=None):
         self.returncode = self.rc
         return self.rc
 
