@@ -13,11 +13,12 @@ import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
 
-TABLE_JS = """() => Array.from(document.querySelectorAll('table.results tbody tr')).map(tr => [
-    tr.querySelector('th').innerText,
-    Array.from(tr.querySelectorAll('td')).map(td => {
-        const c = td.querySelector('.cell'); return c ? c.innerText : td.innerText; })])"""
-HEAD_JS = "() => Array.from(document.querySelectorAll('table.results thead th')).map(th => th.innerText)"
+TABLE_JS = """() => Array.from(document.querySelector('table.results').querySelectorAll(':scope > tbody > tr'))
+    .map(tr => [tr.querySelector(':scope > th').innerText,
+                Array.from(tr.querySelectorAll(':scope > td')).map(td => {
+                    const c = td.querySelector('.cell'); return c ? c.innerText : td.innerText; })])"""
+HEAD_JS = """() => Array.from(document.querySelector('table.results').querySelectorAll(':scope > thead th'))
+    .map(th => th.innerText)"""
 
 
 def need_chromium():
@@ -33,7 +34,7 @@ def _has_playwright() -> bool:
 
 def open_page(path: Path, screenshot: Path) -> dict:
     """Load `path`, wait for it, and return blocked requests, console errors, each <img>'s
-    (complete, naturalWidth), the results table (header, [row header, cell texts]), the progress
+    (complete, naturalWidth), the first results table (header, [row header, cell texts]), the progress
     line, the links, the page's text; a full-page screenshot is written to `screenshot`."""
     from playwright.sync_api import sync_playwright
 
