@@ -13,12 +13,13 @@ import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
 
-TABLE_JS = """() => Array.from(document.querySelector('table.results').querySelectorAll(':scope > tbody > tr'))
-    .map(tr => [tr.querySelector(':scope > th').innerText,
-                Array.from(tr.querySelectorAll(':scope > td')).map(td => {
-                    const c = td.querySelector('.cell'); return c ? c.innerText : td.innerText; })])"""
-HEAD_JS = """() => Array.from(document.querySelector('table.results').querySelectorAll(':scope > thead th'))
-    .map(th => th.innerText)"""
+TABLE_JS = """() => { const t = document.querySelector('table.results'); if (!t) return [];
+    return Array.from(t.querySelectorAll(':scope > tbody > tr')).map(tr => [
+        tr.querySelector(':scope > th').innerText,
+        Array.from(tr.querySelectorAll(':scope > td')).map(td => {
+            const c = td.querySelector('.cell'); return c ? c.innerText : td.innerText; })]); }"""
+HEAD_JS = """() => { const t = document.querySelector('table.results'); if (!t) return [];
+    return Array.from(t.querySelectorAll(':scope > thead th')).map(th => th.innerText); }"""
 
 
 def need_chromium():
