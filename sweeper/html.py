@@ -29,7 +29,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from sweeper.aggregate import atomic_write, config_columns, metric_column, read_sweep
+from sweeper.aggregate import config_columns, metric_column, read_sweep
+from trainables.files import atomic_write
 
 PAGE = "report.html"
 LIVE = "live.json"   # {"state": "running" | "ended", "updated": epoch seconds}: the driver's heartbeat (sweeper/live.py)

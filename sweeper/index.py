@@ -21,9 +21,10 @@ from pathlib import Path
 import pandas as pd
 
 from sweeper import storage as store
-from sweeper.aggregate import atomic_write, load_trials, read_sweep, trial_dirs
+from sweeper.aggregate import load_trials, read_sweep, trial_dirs
 from sweeper.html import CSS, PAGE, sweep_state, total_trials
 from sweeper.tables import cell_text
+from trainables.files import atomic_write
 
 INDEX = "index.html"
 PULLED = ("table.csv", "table_ranked.csv", PAGE)  # besides the report's inputs: what a row and its link need

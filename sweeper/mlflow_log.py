@@ -17,7 +17,7 @@ import os
 import urllib.error
 import urllib.request
 
-from sweeper.tables import row_label
+from sweeper.labels import row_label
 
 TELEMETRY_OFF = {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
 

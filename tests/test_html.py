@@ -27,7 +27,7 @@ from test_report import make_search_exp, make_table_exp, write_trial, reports
 
 from sweeper.html import LIVE, STALE_S, parse_markdown_table, sweep_state
 from sweeper.report import build_report, main
-from sweeper.tables import DIFF_COLS, STAT_COLS
+from sweeper.layout import DIFF_COLS, STAT_COLS
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"
