@@ -3,8 +3,9 @@
 One MLflow experiment per sweep folder (named like it: ablation_radius-20260101-120000), one run per
 trial, logged from the driver (Ray's callback; nothing runs inside the trials): the trial's config
 as parameters, every report's metrics at its training `step` (Ray's callback would use Tune's
-iteration count), and the tags `sweep`, `preset`, `folder`, `seed` and `row` (the trial's row as the
-table labels it, from the sweep's row keys and the keys its grid varies). mlflow is an optional
+iteration count), and the tags `sweep`, `preset`, `folder`, `seed`, `row` and `col` (the trial's
+row and column as the table labels them: the sweep's row keys and the other keys its grid varies;
+its column keys). mlflow is an optional
 extra; its usage telemetry is turned off before it is imported.
 
     pip install -e '.[mlflow]'
@@ -17,7 +18,7 @@ import os
 import urllib.error
 import urllib.request
 
-from sweeper.labels import row_label
+from sweeper.labels import col_label, row_label
 
 TELEMETRY_OFF = {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
 
@@ -54,7 +55,7 @@ def check_mlflow(uri: str, timeout_s: float = 5.0) -> None:
                           f"{' '.join(str(e).split())[:200]}); pass http://HOST:PORT or sqlite:///PATH") from None
 
 
-def mlflow_callback(uri: str, folder: str, sweep: str, preset: str, row_keys: list[str]):
+def mlflow_callback(uri: str, folder: str, sweep: str, preset: str, row_keys: list[str], col_keys: list[str]):
     """A tune.Callback logging each trial as a run of MLflow experiment `folder` (the sweep folder's name)."""
     from ray.air.integrations.mlflow import MLflowLoggerCallback
 
@@ -62,7 +63,8 @@ def mlflow_callback(uri: str, folder: str, sweep: str, preset: str, row_keys: li
         def log_trial_start(self, trial):
             cfg = trial.config
             self.tags = {"sweep": sweep, "preset": preset, "folder": folder, "seed": str(cfg.get("seed")),
-                         "row": row_label({k: cfg[k] for k in row_keys if k in cfg})}
+                         "row": row_label({k: cfg[k] for k in row_keys if k in cfg}),
+                         **({"col": col_label({k: cfg[k] for k in col_keys if k in cfg})} if col_keys else {})}
             super().log_trial_start(trial)
 
         def log_trial_result(self, iteration, trial, result):

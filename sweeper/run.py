@@ -258,7 +258,8 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
         # hpo in a bucket: the SQLite study goes up after every trial, so another machine can resume it
         callbacks=result_loggers(args.tensorboard) + [live_callback(exp_dir, args.live_every)]
         + ([mlflow_callback(args.mlflow, exp_dir.name, sweep.name, args.preset,
-                            [k for k in (*sweep.rows, *varying) if k not in sweep.cols])] if args.mlflow else [])
+                            [k for k in (*sweep.rows, *varying) if k not in sweep.cols], list(sweep.cols))]
+           if args.mlflow else [])
         + ([store.study_upload_callback(exp_dir)] if sweep.search and not isinstance(exp_dir, Path) else []),
         progress_reporter=reporter, verbose=1)
     if sweep.search:  # hpo: Optuna TPE + ASHA over the search space, study kept in SQLite

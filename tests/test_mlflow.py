@@ -98,8 +98,11 @@ def test_every_trial_is_an_mlflow_run_with_its_tags_params_and_metrics(tmp_path)
             # every evaluation at its training step (LabelSpreading, no training loop, reports once at the end)
             assert [m.step for m in history] == ([20] if t["method"] == "labelspreading" else [10, 20])
             assert history[-1].value == pytest.approx(t["final_test_error"])
-            by_seed_row[(tags["row"], tags["seed"])] = run
-        assert len(by_seed_row) == 7 and any(r.startswith("MT + RR") for r, _ in by_seed_row)
+            by_seed_row[(tags["row"], tags["col"], tags["seed"])] = run
+        assert len(by_seed_row) == 7  # row and column (r) tell every trial of one seed apart
+        assert {r for r, _, _ in by_seed_row} == {"LabelSpreading", "MT + MUR", "MT + RR"}
+        assert {c for r, c, _ in by_seed_row if r == "MT + RR"} == {f"r={r:g}" for r in
+                                                                    trials.loc[trials["mur"] == "random", "mur_radius"]}
     finally:
         os.killpg(server.pid, 15)
         server.wait(timeout=30)
