@@ -148,3 +148,10 @@ def test_trainer_cli_refuses_bad_input_in_one_line_before_any_work(tmp_path, cap
         assert e.value.code == 2
         assert capsys.readouterr().err.strip() == want
     assert not (tmp_path / "none").exists()
+
+
+def test_trainer_fits_the_preprocessing_outside_its_validation_split():
+    cfg = _cfg()  # val_size=-1: digits holds 300 images out
+    assert cfg.n_val == 300
+    assert torch.equal(Trainer(cfg).data.x_test, load_dataset("digits", n_val=300).x_test)
+    assert torch.equal(Trainer(_cfg(val_size=0)).data.x_test, load_dataset("digits", n_val=0).x_test)

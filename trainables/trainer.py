@@ -185,7 +185,7 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         if data is None:
             data = load_dataset(cfg.dataset, cfg.data_dir, cfg.download, device=self.device,  # ZCA on the device
-                                svhn_norm=cfg.svhn_norm)
+                                svhn_norm=cfg.svhn_norm, n_val=cfg.n_val)
         self.data = data.to(self.device)
         self.cuda = self.device.type == "cuda"
         if self.cuda and cfg.channels_last:
@@ -501,7 +501,8 @@ def train(cfg: TrainConfig, data: Dataset | None = None, log=print) -> dict:
 
         check_size(TRAIN_SIZE[cfg.dataset] - cfg.n_val)  # refuse before loading anything
         if data is None:  # scikit-learn runs on the CPU
-            data = load_dataset(cfg.dataset, cfg.data_dir, cfg.download, device="cpu", svhn_norm=cfg.svhn_norm)
+            data = load_dataset(cfg.dataset, cfg.data_dir, cfg.download, device="cpu", svhn_norm=cfg.svhn_norm,
+                                n_val=cfg.n_val)
         idx_l, idx_u, idx_val = splits(cfg, data.y_train)
         return run_label_spreading(cfg, idx_l, idx_u, idx_val, data, log=log)
     trainer = Trainer(cfg, data)
