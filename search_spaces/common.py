@@ -9,7 +9,13 @@ from __future__ import annotations
 # paper has no validation split. So the paper presets hold none out (val_size=0), and only then does a
 # table print a delta against the paper (paper_results.protocol_reason). Searches (hpo, hpo_base) put
 # the validation split back (val_size=-1), since they must select on it.
-PAPER_PROTOCOL = dict(val_size=0)
+# The authors' train.py draws the labeled subset with one fixed seed (--seed, default 1003, never set by
+# a run file) for every run, so the paper's ± over 3 runs covers training randomness only: the paper
+# presets fix it too (label_seed; our generator draws another subset than theirs, the rule is the same).
+# The quick and MNIST presets draw a new subset per seed (label_seed=-1): that variance is real, and a
+# paired interval over seeds then covers it.
+AUTHORS_LABEL_SEED = 1003
+PAPER_PROTOCOL = dict(val_size=0, label_seed=AUTHORS_LABEL_SEED)
 
 # CIFAR-10/100, MT and ICT (appendix, "CIFAR-10 and CIFAR-100").
 CIFAR = dict(**PAPER_PROTOCOL,

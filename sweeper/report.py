@@ -34,8 +34,8 @@ from sweeper.plots import (plot_g0, plot_ga_vs_pga, plot_kl, plot_mur_vs_rr, plo
                            virtual_points_from_checkpoint)
 from sweeper.tables import (WHICH_TITLE, _metric_name, baseline_diffs, cell_text, classical_note, col_label,  # noqa: F401
                             layout_keys, paper_error, paper_sens, ranking_frame, ranking_markdown, row_label,
-                            table_frame, test_beside_note, to_latex, to_markdown, val_note, write_ranking,
-                            write_tables)
+                            subset_note, table_frame, test_beside_note, to_latex, to_markdown, val_note,
+                            write_ranking, write_tables)
 
 FORMATS = {"md": "table.md", "latex": "table.tex", "csv": "table.csv"}
 
@@ -71,7 +71,7 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
     no_val = val_note(trials)
     summary, notes = baseline_diffs(summarize(trials, metric, which), trials, baseline, rows, cols, within=within,
                                     baseline_for=named)
-    notes = notes + classical_note(summary, trials, rows, cols)
+    notes = notes + classical_note(summary, trials, rows, cols) + [subset_note(trials)]
     if metric == SELECT_METRIC:  # a table to choose from (--confirm): the test error beside, not used
         notes += test_beside_note(trials, baseline, rows, cols, which, within, named)
     paths.update(write_summary(summary, exp))

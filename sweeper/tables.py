@@ -596,6 +596,22 @@ def val_note(trials: pd.DataFrame) -> str | None:
             f"validation-based numbers (best_val cells, the ranking) are empty; rerun them to get a validation split.")
 
 
+def subset_note(trials: pd.DataFrame) -> str:
+    """Which labeled subset the seeds trained on: one fixed subset (label_seed >= 0, the authors' rule) or a
+    new one per seed (label_seed = -1; trials without the key ran before it existed and drew per seed)."""
+    ls = pd.to_numeric(trials["label_seed"], errors="coerce").fillna(-1) if "label_seed" in trials.columns \
+        else pd.Series(-1, index=trials.index)
+    fixed = ", ".join(str(v) for v in sorted({int(v) for v in ls if v >= 0}))
+    if fixed and (ls < 0).any():
+        return (f"Labeled subset: fixed (label_seed={fixed}) in some trials, drawn anew for each seed "
+                f"(label_seed=-1) in the others, whose ± also covers which images are labeled.")
+    if fixed:
+        return (f"Labeled subset: the same for every seed (label_seed={fixed}, the authors' rule), so a cell's ± "
+                f"covers training randomness only, as the paper's does.")
+    return ("Labeled subset: drawn anew for each seed (label_seed=-1), so a cell's ± and its paired interval "
+            "also cover which images are labeled.")
+
+
 # ---------------------------------------------------------------- a search (hpo): its trials ranked
 
 def ranking_frame(trials: pd.DataFrame, keys: list[str], select: str = SELECT_METRIC,

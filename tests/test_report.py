@@ -861,3 +861,15 @@ def test_a_validation_table_shows_the_test_error_beside_with_its_paired_interval
     note = next(line for line in md.splitlines() if line.startswith("- Test error (%), beside and not used for the choice: "))
     assert f"MT (lr 0.16) {np.mean(test[0.16]):.2f}" in note
     assert f"MT (lr 0.07) {np.mean(test[0.07]):.2f} · {_minus(d)} [{_minus(ci.low)}, {_minus(ci.high)}]{star}" in note
+
+
+def test_subset_note_says_whether_the_labeled_subset_was_fixed_or_drawn_per_seed():
+    from sweeper.tables import subset_note
+
+    per_seed = subset_note(pd.DataFrame({"seed": [0, 1], "label_seed": [-1, -1]}))
+    fixed = subset_note(pd.DataFrame({"seed": [0, 1], "label_seed": [1003, 1003]}))
+    assert "drawn anew for each seed (label_seed=-1)" in per_seed and "fixed" not in per_seed
+    assert "the same for every seed (label_seed=1003" in fixed and "training randomness only" in fixed
+    assert subset_note(pd.DataFrame({"seed": [0, 1]})) == per_seed  # trials from before the key
+    mixed = subset_note(pd.DataFrame({"seed": [0, 1], "label_seed": [1003, -1]}))
+    assert "fixed (label_seed=1003) in some trials" in mixed and "label_seed=-1" in mixed

@@ -57,6 +57,10 @@ def test_every_trial_config_validates(name, preset):
         assert 0 not in held, f"{name} --preset {preset}: every trial needs a validation split"
     else:
         assert held == {0}, f"{name} --preset paper: the authors' protocol trains on every image"
+    # the labeled subset: paper presets fix it as the authors' train.py (--seed 1003 for every run), the
+    # others draw a new one per seed
+    subset_seeds = {TrainConfig.from_dict(t).label_seed for t in trials}
+    assert subset_seeds == ({1003} if preset == "paper" else {-1}), (name, preset, subset_seeds)
 
 
 def test_grid_counts_and_seeds_are_an_axis():

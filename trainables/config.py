@@ -45,7 +45,9 @@ class TrainConfig:
     data_dir: str = "./data"        # folder holding the torchvision data sets
     download: bool = False          # let torchvision download into data_dir (needs network)
     num_labels: int = 100           # labeled training images, balanced over classes
-    seed: int = 0                   # labeled subset, init, batches, noise: everything (not the validation split)
+    seed: int = 0                   # init, batches, noise, and the labeled subset unless label_seed fixes it
+    label_seed: int = -1            # labeled subset: -1 = drawn with seed (a new subset per seed) | >= 0 = drawn with
+                                    # this seed in every run (authors' train.py: 1003), so seeds vary training only
     val_size: int = -1              # validation images held out of training (-1: VAL_SIZE[dataset]; 0: none)
     svhn_norm: str = "feature"      # SVHN: feature = per-pixel train mean/std (authors) | image = per image (old)
     # --- schedule (in optimizer steps) ------------------------------------------
@@ -135,6 +137,11 @@ class TrainConfig:
         return held_out(self.dataset, self.val_size)
 
     @property
+    def subset_seed(self) -> int:
+        """The seed the labeled subset is drawn with: label_seed where fixed, else the run's seed."""
+        return self.label_seed if self.label_seed >= 0 else self.seed
+
+    @property
     def uses_teacher(self) -> bool:
         # fixmatch: an EMA copy used only for evaluation (FixMatch reports its EMA model)
         return self.method in ("mt", "ict", "fixmatch")
@@ -153,6 +160,8 @@ class TrainConfig:
                          ("teacher_bn", ("student", "own")), ("translate_pad", ("reflect", "zero")),
                          ("compile", COMPILE_MODES)):
             need(getattr(self, name) in ok, f"unknown {name} {getattr(self, name)!r}; choose one of {list(ok)}")
+        need(self.label_seed >= -1, f"label_seed must be >= 0 (or -1 to draw the labeled subset with seed), "
+                                    f"got {self.label_seed}")
         need(self.val_size >= -1, f"val_size must be >= 0 (or -1 for the data set's default), got {self.val_size}")
         need(self.method != "mut" or self.mur != "none",
              "method 'mut' is Pi + MUR without the Pi term: set mur to direct, pga, ga, random or vat")
