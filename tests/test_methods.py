@@ -101,3 +101,45 @@ def test_bn_statistics_policy_only_real_passes_update(mur):
     s2(v2.x)
     for a, b in zip(bn, [m for m in s2.modules() if isinstance(m, torch.nn.BatchNorm2d)]):
         assert torch.allclose(a.running_mean, b.running_mean, atol=1e-6)
+
+
+def _plain_copy(vd_net, cfg):
+    """A network without VD layers, dropout or input noise, whose weights are vd_net's mean weights theta
+    (and the same biases and BN parameters): built and filled here, not through methods or trainer."""
+    from torch import nn
+
+    from trainables.variational import VDConv2d, VDLinear
+
+    plain = build_model(cfg.replace(vd=False, dropout=0.0, input_noise=0.0))
+    src = [m for m in vd_net.modules() if isinstance(m, (VDConv2d, VDLinear, nn.BatchNorm2d))]
+    dst = [m for m in plain.modules() if isinstance(m, (nn.Conv2d, nn.Linear, nn.BatchNorm2d))]
+    assert len(src) == len(dst)
+    with torch.no_grad():
+        for a, b in zip(src, dst):
+            if isinstance(a, nn.BatchNorm2d):
+                b.load_state_dict(a.state_dict())
+            else:
+                b.weight.copy_(a.theta)
+                if a.bias is not None:
+                    b.bias.copy_(a.bias)
+    return plain.train()
+
+
+def test_pi_vd_target_is_the_mean_weight_network_and_deterministic():
+    """theta_sg of the Pi loss under VD: the authors' cons_against_mean (models/semi_supervised/pi.py)."""
+    from trainables.methods import cons_pi
+
+    cfg, student, _, v = _setup(method="pi", vd=True, input_noise=0.0)  # noise 0: the target has no other noise
+    student.train()
+    with torch.no_grad():
+        target = _plain_copy(student, cfg)(v.x2).softmax(-1)  # (B, K) batch statistics, as a train-mode pass
+    logits = torch.randn(L + U, 10)
+    losses = []
+    for seed in (1, 2):  # other torch and generator states: the weight noise would differ
+        torch.manual_seed(seed)
+        losses.append(cons_pi(cfg, student, None, v, logits, torch.Generator().manual_seed(seed)))
+    assert torch.equal(losses[0], losses[1])
+    torch.testing.assert_close(losses[0], softmax_mse(logits, target), rtol=1e-5, atol=1e-6)
+    with torch.no_grad():  # the check can fail: a sampled-weight pass is another target
+        sampled = student(v.x2).softmax(-1)
+    assert abs(float(softmax_mse(logits, sampled)) - float(losses[0])) > 1e-4

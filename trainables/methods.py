@@ -54,7 +54,12 @@ def cons_none(cfg, student, teacher, v, logits, gen):
 
 
 def cons_pi(cfg, student, teacher, v, logits, gen):
-    with torch.no_grad():  # theta_sg: a second stochastic pass of the student itself
+    # theta_sg, the mean weight of q(w): under VD the target is the student's deterministic mean-weight
+    # pass on the second view, as the authors' PiModel_VD with cons_against_mean=True (its default;
+    # models/semi_supervised/pi.py, `ya_dist_det` in the standard weight mode). Batch statistics, and
+    # the pass updates the BN running statistics like every train-mode Pi pass (their update ops are
+    # all the model's). Without VD mean_weights changes nothing: a second pass of the student itself.
+    with torch.no_grad(), mean_weights(student):
         target = student(v.x2).float().softmax(-1)  # (B, K)
     return softmax_mse(logits, target)
 
