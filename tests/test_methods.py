@@ -17,7 +17,7 @@ def _setup(**kw):
     student = build_model(cfg)
     teacher = copy.deepcopy(student) if cfg.uses_teacher else None
     x = torch.randn(L + U, 1, 8, 8)
-    v = Views(x=x.clone(), x2=x + 0.1 * torch.randn_like(x), y_l=torch.randint(0, 10, (L,)))
+    v = Views(x=x.clone(), x2=x + 0.1 * torch.randn_like(x), y_l=torch.randint(0, 10, (L,)), x0=x.clone())
     return cfg, student, teacher, v
 
 
@@ -61,12 +61,13 @@ def test_each_term_reaches_student_only(kw):
 def test_consistency_trains_on_unlabeled_rows(method):
     """The well-known MT bug: the unlabeled consistency gradient silently lost."""
     cfg, student, teacher, v = _setup(method=method)
-    v.x.requires_grad_(True)
+    x_in = v.x0 if method == "ict" else v.x  # ICT mixes the batch before augmentation (methods.cons_ict)
+    x_in.requires_grad_(True)
     terms, _ = loss_terms(cfg, student, teacher, v, torch.Generator().manual_seed(0))
-    gx = torch.autograd.grad(terms["cons"], v.x)[0]  # (B, 1, 8, 8)
+    gx = torch.autograd.grad(terms["cons"], x_in)[0]  # (B, 1, 8, 8)
     assert gx[L:].abs().sum() > 0
     # and the xent term only sees labeled rows
-    v2 = Views(x=v.x.detach().clone().requires_grad_(True), x2=v.x2, y_l=v.y_l)
+    v2 = Views(x=v.x.detach().clone().requires_grad_(True), x2=v.x2, y_l=v.y_l, x0=v.x0)
     terms, _ = loss_terms(cfg, student.eval(), teacher, v2, torch.Generator().manual_seed(0))
     gx = torch.autograd.grad(terms["xent"], v2.x)[0]
     assert gx[:L].abs().sum() > 0 and gx[L:].abs().sum() == 0
@@ -143,3 +144,79 @@ def test_pi_vd_target_is_the_mean_weight_network_and_deterministic():
     with torch.no_grad():  # the check can fail: a sampled-weight pass is another target
         sampled = student(v.x2).softmax(-1)
     assert abs(float(softmax_mse(logits, sampled)) - float(losses[0])) > 1e-4
+
+
+class _Recorder(torch.nn.Module):
+    """A network that keeps a copy of every input it is given."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net, self.inputs = net, []
+
+    def forward(self, x):
+        self.inputs.append(x.detach().clone())
+        return self.net(x)
+
+
+def _shifts(img, t):
+    """Every translation of img (C, H, W) by dy, dx in [-t, t] with reflected edges: (n, C, H, W)."""
+    p = torch.nn.functional.pad(img[None], (t, t, t, t), mode="reflect")[0]
+    H, W = img.shape[1:]
+    return torch.stack([p[:, t - dy:t - dy + H, t - dx:t - dx + W] for dy in range(-t, t + 1) for dx in range(-t, t + 1)])
+
+
+def test_ict_mixes_the_raw_batch_then_augments_and_the_teacher_sees_its_own_views():
+    """The authors' ict.py: x_mix = lam x0 + (1 - lam) x0[perm] of the raw batch, then one augmentation
+    per mixed image; the teacher's target from its own views: x2 and a fresh augmentation of x0[perm]."""
+    from trainables.methods import cons_ict
+
+    cfg, student, teacher, v = _setup(method="ict", translate=1, input_noise=0.0, dropout=0.0)
+    s, t = _Recorder(student), _Recorder(teacher)
+    torch.manual_seed(5)
+    cons_ict(cfg, s, t, v, None, torch.Generator().manual_seed(3))
+    assert len(s.inputs) == 1 and len(t.inputs) == 2
+    assert torch.equal(t.inputs[0], v.x2)  # the teacher's own view of x0, not the student's v.x
+    x0 = v.x0
+    # the teacher's second input: row i is a translation of some raw image x0[perm[i]]
+    perm = []
+    for row in t.inputs[1]:
+        hits = [j for j in range(len(x0)) if (_shifts(x0[j], 1) - row).flatten(1).abs().amax(1).min() < 1e-6]
+        assert len(hits) == 1
+        perm.append(hits[0])
+    assert sorted(perm) == list(range(len(x0))) and perm != list(range(len(x0)))
+    # the student's input: row i is ONE translation of lam_i x0[i] + (1 - lam_i) x0[perm[i]] (mixed, then
+    # augmented); mixing two independently shifted views would fit no single shift
+    for i, row in enumerate(s.inputs[0]):
+        a, b = _shifts(x0[i], 1).flatten(1), _shifts(x0[perm[i]], 1).flatten(1)  # (9, D) each
+        d = (a - b)                                                             # row = b + lam (a - b)
+        lam = ((row.flatten() - b) * d).sum(1) / d.pow(2).sum(1).clamp_min(1e-12)  # (9,) least squares per shift
+        resid = (b + lam[:, None] * d - row.flatten()).abs().amax(1)
+        k = int(resid.argmin())
+        assert resid[k] < 1e-5 and 0 <= lam[k] <= 1, (i, float(resid[k]))
+
+
+def test_ict_step_updates_bn_statistics_only_with_the_passes_the_authors_graph_updates():
+    """One Trainer step: the running statistics equal those of the student's main pass on v.x (and, with
+    bn_clean_pass, its pass on the raw batch), computed here on a copy from the same batches; the mixed
+    pass (a graph_replace copy in the authors' graph, without BN update ops) leaves them alone."""
+    from search_spaces.common import QUICK
+    from trainables.data import load_dataset
+    from trainables.trainer import Trainer
+
+    data = load_dataset("digits", n_val=300)
+    for clean in (False, True):
+        cfg = TrainConfig(**{**QUICK, "method": "ict", "input_noise": 0.0, "dropout": 0.0,
+                             "bn_clean_pass": clean})
+        tr = Trainer(cfg, data)
+        ref = copy.deepcopy(tr.student).train()  # the weights the step's passes use
+        seen = []
+        views = tr._views
+        tr._views = lambda: seen.append(views()) or seen[-1]
+        tr.train_step()
+        v = seen[0]
+        with torch.no_grad():
+            ref(v.x)
+            if clean:
+                ref(v.x0)
+        for (n, a), (_, b) in zip(tr.student.named_buffers(), ref.named_buffers()):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=f"{n} (bn_clean_pass={clean})")

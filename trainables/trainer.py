@@ -247,7 +247,7 @@ class Trainer:
         x = d.x_train[idx]                                   # (B, C, H, W)
         v = Views(x=augment(x, cfg.translate, cfg.flip, self.gen, cfg.translate_pad),
                   x2=augment(x, cfg.translate, cfg.flip, self.gen, cfg.translate_pad),
-                  y_l=d.y_train[idx[: len(idx_l)]], x0=x if cfg.bn_clean_pass else None)
+                  y_l=d.y_train[idx[: len(idx_l)]], x0=x if cfg.bn_clean_pass or cfg.method == "ict" else None)
         if cfg.method == "fixmatch":  # strong view A(x_u), drawn after the weak views: they never see it
             x_u = augment(x[len(idx_l):], cfg.translate, cfg.flip, self.gen, cfg.translate_pad)  # (U, C, H, W)
             v.xs = strong_augment(x_u, self.gen, cfg.fm_ops, cfg.fm_cutout, cfg.fm_groups)
@@ -281,7 +281,7 @@ class Trainer:
         # evaluated or saved (train() and tune.py stop on it).
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):  # CPU too: the precision sweep
             terms, g0_norm = self._loss_terms(cfg, self._student_fn, self._teacher_fn, v, self.gen)
-            if v.x0 is not None:  # bn_clean_pass: BN running stats also see the un-augmented batch (noise
+            if cfg.bn_clean_pass:  # BN running stats also see the un-augmented batch (noise
                 with torch.no_grad():  # and dropout still act inside the network, as in the authors' pass)
                     self._student_fn(v.x0)
         coef = self.coefficients(self.step)
