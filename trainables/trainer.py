@@ -359,10 +359,11 @@ class Trainer:
         - only the student's BN update ops run (get_all_update_ops with update_ops_4_stu_only=True,
           lines 306-314): the teacher's passes never move the moving statistics. (The non-VD
           MeanTeacher also runs the student on the un-augmented batch in the student scope, line 90,
-          so its statistics get a second update per step there; not reproduced here.)
+          so its statistics get a second update per step there: TrainConfig.bn_clean_pass, which the
+          paper presets set where the authors' class has that pass.)
         Here: the teacher runs in train mode (batch statistics), and its buffers are overwritten with
-        the student's after every step (whatever its own passes wrote into them is never read). FixMatch's EMA model (evaluation only) always
-        takes the student's statistics. teacher_bn="own": the teacher's train-mode passes update its
+        the student's after every step (whatever its own passes wrote into them is never read).
+        FixMatch's EMA model (evaluation only) always takes the student's statistics. teacher_bn="own": the teacher's train-mode passes update its
         own running statistics, which it uses at test time.
         """
         return self.teacher is not None and (self.cfg.teacher_bn == "student" or self.cfg.method == "fixmatch")
