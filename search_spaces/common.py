@@ -121,7 +121,9 @@ MNIST_MINUTES = 3.0      # per trial on one GPU: 5000 steps at 25-42 steps/s (th
 AUTHORS_ENTMIN = {
     # (data set, method, vd, mur != none): coefficient   # source
     ("cifar10", "mt", False, False): 0.1,    # MeanTeacher/run_cifar10.py line 41
-    ("cifar10", "mt", True, False): 0.1,     # MeanTeacher_VD/run_cifar10.py line 43
+    ("cifar10", "mt", True, False): 0.1,     # MeanTeacher_VD/run_cifar10.py line 43: DEFAULT_CONFIG, runs
+                                             # 3/3a-3d; its three-seed CEnt0.0 series 12/12a/12b (0.0) is the
+                                             # KL ablation's (ablation_kl), not followed here
     ("cifar10", "mt", False, True): 0.0,     # MeanTeacher_MUR/run_cifar10.py
     ("cifar10", "mt", True, True): 0.1,      # no run file: MT's and MT+VD's value
     ("cifar10", "ict", False, False): 0.1,   # ICT/run_cifar10.py line 43
