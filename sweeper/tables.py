@@ -3,8 +3,9 @@
 Rows are methods and variants ("MT", "MT + VD (entmin 0.1)", "MT + MUR (r 1)": the sweep's `rows`
 keys plus every other knob in which the rows differ), columns are data sets and label counts (the
 sweep's `cols` keys), cells `mean ± std` over seeds (sample std, ddof=1). Beside them:
-  - the paper's published value, and Δ = ours − paper only where the run followed the paper's
-    protocol (sweeper/paper_results.py: `paper_value`, `protocol_reason`); otherwise the reason;
+  - the paper's published value, and Δ = ours − paper only where the run is configured as the paper
+    preset's own row for that cell (sweeper/paper_results.py: `paper_value`, `protocol_reason`);
+    otherwise the reason, naming the fields that differ;
   - with a baseline row (Sweep.baseline), each other cell's paired difference from its baseline
     cell over the seeds both ran, with its 95% t-interval (sweeper/stats.py), `*` where it excludes 0:
     "4.67 ± 0.80 · −1.90 [−2.80, −1.00]*".
@@ -25,6 +26,7 @@ from sweeper.aggregate import (SELECT_METRIC, AggregateError, atomic_write, conf
                                train_config_defaults)
 from sweeper.paper_results import SENSITIVITY_DATA, paper_sensitivity, paper_value, protocol_reason
 from sweeper.stats import excludes_zero, paired_diff
+from trainables.config import applies
 
 STAT_COLS = ("metric", "which", "mean", "std", "n", "n_failed", "n_diverged", "n_incomplete", "n_trials", "seeds")
 # Columns baseline_diffs adds to a summary: ours - baseline (percent points for errors), its t-interval,
@@ -151,32 +153,6 @@ def _cell_configs(summary: pd.DataFrame) -> list[dict]:
     defaults = train_config_defaults()
     keys = config_keys(summary)
     return [{**defaults, **{k: _py(summary.at[i, k]) for k in keys}} for i in summary.index]
-
-
-def applies(key: str, cfg: dict) -> bool:
-    """Whether a config key changes what a run with this full config does: LabelSpreading uses none of
-    the network's keys; the MUR keys need a MUR point (the radius is also VAT's epsilon), the step
-    keys an iterative one (or VAT's power iterations), the KL coefficient VD, lambda1 a consistency term
-    (supervised and MUT have none)."""
-    if key in NAME_KEYS:
-        return True
-    if cfg.get("method") == "labelspreading":
-        return key in ("dataset", "num_labels", "val_size")
-    point = cfg.get("mur", "none") != "none"  # a MUR / RR / VAT point and its lambda3 term
-    vat_alone = cfg.get("method") == "vat"    # VAT's loss: epsilon = mur_radius, power iterations = mur_steps,
-    if key == "mur_coef":                     # its coefficient cons_coef
-        return point
-    if key == "mur_radius":
-        return point or vat_alone
-    if key == "mur_step_size":
-        return cfg.get("mur") in ("pga", "ga")
-    if key == "mur_steps":
-        return cfg.get("mur") in ("pga", "ga", "vat") or vat_alone
-    if key == "kl_coef":
-        return bool(cfg.get("vd"))
-    if key == "cons_coef":                    # lambda1: no consistency term (methods.cons_none)
-        return cfg.get("method") not in ("supervised", "mut")
-    return True
 
 
 def row_labels(summary: pd.DataFrame, rows=("method", "vd", "mur"), cols=()) -> pd.Series:
@@ -469,8 +445,9 @@ def _notes(table: pd.DataFrame, extra=()) -> list[str]:
                      "Δ = ours − paper. The paper's errors are the best test error seen during training "
                      "(--which best_test compares like with like, and is as optimistic).")
     if has_paper and "paper_note" in table.columns and (table["paper_note"].fillna("") != "").any():
-        notes.append("no Δ: the run did not follow the paper's protocol (280k steps, batches of 25 labeled + "
-                     "75 unlabeled; FixMatch: 2^20 steps, 64 + 448), so it is not compared with the paper's value.")
+        notes.append("no Δ: the run is not configured as the paper preset's own row for that cell (it names the "
+                     "first fields that differ, ours then the paper row's), so it is not compared with the paper's "
+                     "value.")
     notes += _other_papers_notes(table)
     return notes + list(extra)
 

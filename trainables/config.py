@@ -210,6 +210,32 @@ class TrainConfig:
              "arch convnet13 needs 32x32 inputs; use arch convnet_small for digits")
 
 
+def applies(key: str, cfg: dict) -> bool:
+    """Whether a config key changes what a run with this full config does: LabelSpreading uses none of
+    the network's keys; the MUR keys need a MUR point (the radius is also VAT's epsilon), the step
+    keys an iterative one (or VAT's power iterations), the KL coefficient VD, lambda1 a consistency term
+    (supervised and MUT have none)."""
+    if key in ("method", "vd", "mur"):
+        return True
+    if cfg.get("method") == "labelspreading":
+        return key in ("dataset", "num_labels", "val_size", "seed", "label_seed")
+    point = cfg.get("mur", "none") != "none"  # a MUR / RR / VAT point and its lambda3 term
+    vat_alone = cfg.get("method") == "vat"    # VAT's loss: epsilon = mur_radius, power iterations = mur_steps,
+    if key == "mur_coef":                     # its coefficient cons_coef
+        return point
+    if key == "mur_radius":
+        return point or vat_alone
+    if key == "mur_step_size":
+        return cfg.get("mur") in ("pga", "ga")
+    if key == "mur_steps":
+        return cfg.get("mur") in ("pga", "ga", "vat") or vat_alone
+    if key == "kl_coef":
+        return bool(cfg.get("vd"))
+    if key == "cons_coef":                    # lambda1: no consistency term (methods.cons_none)
+        return cfg.get("method") not in ("supervised", "mut")
+    return True
+
+
 def _coerce(f: dataclasses.Field, v: Any) -> Any:
     """Accept what Tune/JSON/CLI give (numpy scalars, ints for floats); reject the rest."""
     t = f.type if isinstance(f.type, str) else f.type.__name__
