@@ -125,7 +125,7 @@ def compile_for_training(mode: str, student: nn.Module, teacher: nn.Module | Non
            MUT, FM, FM+VD: one graph, no break (frozen_bn_stats and mean_weights are traced).
            Breaks, each running its piece eagerly: PGA/GA with >= 2 steps (4 for PGA 5) and FM+MUR
            (3): entropy_grad's x.detach().requires_grad_() leaks out of a graph; ops that take an
-           explicit generator (RR's randn, ICT's randperm; they keep the run's generator stream);
+           explicit generator (RR's randn, ICT's randperm and augmentation; they keep the run's generator stream);
            VAT's fork_rng (12). Without trace_autograd_ops every autograd.grad breaks the graph
            (MT+VD+MUR: 3 graphs).
     graphs: step with mode="reduce-overhead": on CUDA inductor records the forward and the backward
@@ -363,8 +363,8 @@ class Trainer:
           paper presets set where the authors' class has that pass.)
         Here: the teacher runs in train mode (batch statistics), and its buffers are overwritten with
         the student's after every step (whatever its own passes wrote into them is never read).
-        FixMatch's EMA model (evaluation only) always takes the student's statistics. teacher_bn="own": the teacher's train-mode passes update its
-        own running statistics, which it uses at test time.
+        FixMatch's EMA model (evaluation only) always takes the student's statistics. teacher_bn="own":
+        the teacher's train-mode passes update its own running statistics, which it uses at test time.
         """
         return self.teacher is not None and (self.cfg.teacher_bn == "student" or self.cfg.method == "fixmatch")
 
