@@ -25,6 +25,9 @@ import functools
 import math
 from dataclasses import dataclass
 
+from search_spaces import get_sweep
+from trainables.config import TrainConfig, applies
+
 
 @dataclass(frozen=True)
 class PaperResult:
@@ -276,9 +279,6 @@ MAX_NAMED = 3  # differing fields a reason names, in TrainConfig's order
 def reference_configs() -> dict[PaperResult, dict]:
     """Each authors' row -> the full config (TrainConfig defaults filled in) of the paper-preset trial
     that reproduces it, from REFERENCE_SWEEPS."""
-    from search_spaces import get_sweep
-    from trainables.config import TrainConfig
-
     out: dict[PaperResult, dict] = {}
     for name in REFERENCE_SWEEPS:
         for t in get_sweep(name, "paper").trials(seeds=1):
@@ -294,8 +294,6 @@ def protocol_reason(cfg: dict) -> str | None:
     it, e.g. "no Δ: lr 0.05, not 0.1"; None when it is configured as the paper preset's own row for that
     cell (reference_configs) in every field that applies to it (trainables.config.applies) but
     NOT_COMPARED. The reason names the first MAX_NAMED differing fields in TrainConfig's order."""
-    from trainables.config import applies
-
     r = result_of(cfg)
     ref = reference_configs().get(r) if r is not None else None
     if ref is None:
@@ -304,7 +302,7 @@ def protocol_reason(cfg: dict) -> str | None:
             and not _same(cfg.get(k), ref[k])]
     if not diff:
         return None
-    named = "; ".join(f"{k} {_show(k, cfg.get(k))}, not {_show(k, ref[k])}" for k in diff[:MAX_NAMED])
+    named = "; ".join(f"{k} {_show(cfg.get(k))}, not {_show(ref[k])}" for k in diff[:MAX_NAMED])
     return "no Δ: " + named + (f" (+{len(diff) - MAX_NAMED} more)" if len(diff) > MAX_NAMED else "")
 
 
@@ -314,7 +312,7 @@ def _same(a, b) -> bool:
     return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
 
 
-def _show(key: str, v) -> str:
+def _show(v) -> str:
     """A field's value as a reason prints it: 280000 -> 280k (step counts), 0.05 -> 0.05, True -> true."""
     if isinstance(v, bool):
         return str(v).lower()
