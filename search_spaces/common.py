@@ -6,9 +6,9 @@ from __future__ import annotations
 
 # The paper's protocol trains on every training image and reports the final test error: the authors'
 # train.py loads train.npz whole (create_ssl_data splits it into labeled and unlabeled only) and the
-# paper has no validation split. So the paper presets hold none out (val_size=0), and only then does a
-# table print a delta against the paper (paper_results.protocol_reason). Searches (hpo, hpo_base) put
-# the validation split back (val_size=-1), since they must select on it.
+# paper has no validation split. So the paper presets hold none out (val_size=0); a table prints a delta
+# against the paper only for a run configured as a paper preset's own row (paper_results.protocol_reason).
+# Searches (hpo, hpo_base) put the validation split back (val_size=-1), since they must select on it.
 # The authors' train.py draws the labeled subset with one fixed seed (--seed, default 1003, never set by
 # a run file) for every run, so the paper's ± over 3 runs covers training randomness only: the paper
 # presets fix it too (label_seed; our generator draws another subset than theirs, the rule is the same).
