@@ -341,7 +341,32 @@ def connect_ray(address: str | None, dashboard: bool = False):
 
     if address:
         return ray.init(address=address, log_to_driver=True)
-    return ray.init(address="local", include_dashboard=dashboard, dashboard_host="127.0.0.1")
+    with own_process_group():
+        return ray.init(address="local", include_dashboard=dashboard, dashboard_host="127.0.0.1")
+
+
+@contextlib.contextmanager
+def own_process_group():
+    """The Ray processes started in this block (a local Ray's GCS, raylet, ...; the raylet's workers
+    follow it) run in a session and process group of their own. `timeout`, shells and job runtimes
+    signal a job's whole process group; the SIGTERM then reaches only the driver, which stops Tune
+    gracefully (graceful_stop) and shuts its Ray down itself. In the driver's group, Ray's processes
+    died at once on it (Ray blocks SIGINT in them, for Ctrl+C, but not SIGTERM) and left the driver
+    waiting for a dead GCS, with no report. Ray does the same on Windows (CREATE_NEW_PROCESS_GROUP).
+    They still die with the driver: Ray sets PR_SET_PDEATHSIG in them, so a killed driver leaks none."""
+    from ray._private import services
+
+    popen = services.ConsolePopen  # the Popen that Ray's start_ray_process uses for every process
+
+    class SessionPopen(popen):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **{**kwargs, "start_new_session": True})
+
+    services.ConsolePopen = SessionPopen
+    try:
+        yield
+    finally:
+        services.ConsolePopen = popen
 
 
 def main(argv=None) -> int:

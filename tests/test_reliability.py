@@ -299,10 +299,10 @@ def test_nan_trial_is_marked_diverged_and_left_out_of_the_mean(local_ray, tmp_pa
 class Driver:
     """`python -m sweeper.run ...` in a subprocess with its own Ray temp dir; SIGKILLed by PID."""
 
-    def __init__(self, argv: list[str], temp: Path, log: Path):
+    def __init__(self, argv: list[str], temp: Path, log: Path, new_session: bool = False):
         self.log = log
         self.proc = subprocess.Popen([sys.executable, "-m", "sweeper.run", *argv], cwd=ROOT, env=ray_env(temp),
-                                     stdout=log.open("w"), stderr=subprocess.STDOUT)
+                                     stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=new_session)
 
     def wait_until(self, cond, timeout: float = 240.0):
         deadline = time.time() + timeout
@@ -482,6 +482,47 @@ def test_a_stop_signal_ends_the_sweep_gracefully_and_resume_finishes_it(sig, tmp
         last = starts(final[t])[-1]
         assert final[t][last]["step"] > 10, f"{t} restarted from scratch"  # TINY: eval_every=10
         assert [r["step"] for r in final[t][last:]] == list(range(final[t][last]["step"], 101, 10))
+
+
+@pytest.mark.slow
+def test_a_sigterm_to_the_whole_process_group_ends_like_a_driver_sigterm(tmp_path):
+    """`timeout`, a batch scheduler or a container runtime signals every process of the job (here: the
+    driver's session, as `setsid`): the local Ray runs in a process group of its own, so only the driver
+    gets the signal, stops Tune as on a driver SIGTERM (report, exit 3, the --resume command) and then shuts
+    its Ray down itself; no Ray process of the run is left, and --resume finishes the sweep."""
+    temp, storage = short_tmp("rrgrp"), tmp_path / "results"
+    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *TINY, "--set", "steps=100",
+            "--storage", str(storage)]
+    exp_of = lambda: next(storage.glob("ablation_radius-*"), None)
+    d = None
+    try:
+        d = Driver(argv, temp, tmp_path / "driver1.log", new_session=True)
+        d.wait_until(lambda: partial(sweep_state(exp_of())))  # a trial's first checkpoint
+        ray_procs = pids_naming(str(temp))
+        assert ray_procs and os.getpgid(d.proc.pid) == d.proc.pid
+        in_group = [p for p in ray_procs if os.getpgid(p) == d.proc.pid]
+        assert in_group == [], f"Ray processes {in_group} share the driver's process group"
+        os.killpg(d.proc.pid, signal.SIGTERM)  # every process of the driver's group, as `timeout` does
+        rc = d.finish(timeout=120)
+        log = d.log.read_text()
+        assert rc == 3, log[-3000:]
+        exp = exp_of()
+        assert f"--resume {exp}" in log and "interrupted:" in log, log[-3000:]
+        assert (exp / "trials.parquet").is_file() and (exp / "summary.csv").is_file()
+        assert pids_naming(str(temp)) == [], "Ray processes of the stopped run are still running"
+        stopped = sweep_state(exp)
+        d = Driver([*argv, "--resume", str(exp)], temp, tmp_path / "driver2.log", new_session=True)
+        assert d.finish() == 0, d.log.read_text()[-3000:]
+        assert pids_naming(str(temp)) == []
+    finally:
+        if d is not None and d.proc.poll() is None:
+            d.kill()
+        shutil.rmtree(temp, ignore_errors=True)
+    final = sweep_state(exp)
+    assert len(final) == 5 and all(r[-1]["step"] == 100 for r in final.values())
+    for t, r in stopped.items():  # what finished before the signal did not run again
+        if r and r[-1]["step"] == 100:
+            assert final[t] == r, f"{t} ran again after it finished"
 
 
 # ---------------------------------------------------------------- 4. bad input: one line, exit 2, nothing touched
