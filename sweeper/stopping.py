@@ -14,18 +14,19 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 
 from ray import tune
 
 WAIT_S = 10.0  # a save is one actor call: the worker uploaded the checkpoint before it reported
 
-_state = {"requested": None, "active": False, "sent": False}
+_state = {"requested": None, "active": False, "sent": False, "told": False}
 
 
 def reset() -> None:
     """Before a run (fit() then starts the StopAfterSaves stored with it)."""
-    _state.update(requested=None, active=False, sent=False)
+    _state.update(requested=None, active=False, sent=False, told=False)
 
 
 def request() -> None:
@@ -50,8 +51,15 @@ class StopAfterSaves(tune.Callback):
 
     def on_step_end(self, iteration, trials, **info):
         asked = _state["requested"]
-        if asked is not None and (not any(t.is_saving for t in trials) or time.monotonic() - asked > WAIT_S):
+        if asked is None or _state["sent"]:
+            return
+        saving = [t for t in trials if t.is_saving]
+        if not saving or time.monotonic() - asked > WAIT_S:
             _interrupt()
+        elif not _state["told"]:
+            _state["told"] = True
+            print(f"stopping once {len(saving)} trial(s) registered the checkpoint they reported "
+                  f"(at most {WAIT_S:g} s)", file=sys.stderr)
 
     def on_experiment_end(self, trials, **info):
         _state["active"] = False
