@@ -6,12 +6,6 @@ each MUR cell shows its paired difference from the random point at the same r. E
 minimisation 0 in every row (the authors' MeanTeacher_MUR run file).
     python -m sweeper.run ablation_mur_vs_rr --preset quick   # digits, 2 x 3 radii + LabelSpreading, 5 seeds, ~12 min on 2 CPU cores
     python -m sweeper.run ablation_mur_vs_rr                  # CIFAR-10, 2 x 5 x 3 = 30 trials
-Measured (2026-11-26, 2-core CPU, 11.9 min, final test error %, 5 seeds): MUR / RR at r = 0.5: 3.11 /
-3.07, r = 1: 2.76 / 2.98, r = 2: 2.13 / 2.76 (paired MUR - RR +0.04, -0.22, -0.62, every interval
-including 0); LabelSpreading 4.58. On digits at 1500 steps the most uncertain point is not shown to do
-better than a random one (lower in the mean at r = 1, 2 only). Against plain MT (3.64 with the same
-settings and seeds, ablation_kl's MT row), paired: MUR at r = 1 and 2 excludes 0 (-0.89 [-1.33, -0.45],
--1.51 [-2.37, -0.65]), RR at no r.
 """
 from search_spaces import Sweep
 from search_spaces.common import CIFAR, LABEL_SPREADING, QUICK, QUICK_SEEDS, authors_rows

@@ -9,19 +9,12 @@ MeanTeacher_MUR/run_cifar10.py), so the rows differ only in MUR and r.
 Quick preset (digits, 100 labels, 1000 steps): MT, MT+MUR at three radii (0.5, 1, 2) around the
 standardised 64-dim digits' scale, and LabelSpreading as the classical baseline, 3 seeds.
     python -m sweeper.run ablation_radius --preset quick   # digits, 5 rows x 3 seeds, 3.5 min measured on 2 CPU cores
-Measured (2026-11-26, 2-core CPU, 1000 steps, final test error %, 3 seeds): MT 4.15, MT+MUR at r = 0.5 /
-1 / 2: 3.41 / 3.11 / 3.48 (paired vs MT at r = 1: -1.04 [-1.67, -0.40], the others' intervals include
-0; r = 4, left out for time: 4.00), LabelSpreading 4.44 +- 1.02: the best cell beats it in the mean, but
-with 3 seeds LabelSpreading's spread leaves every paired interval against it wide. The paper's shape
-holds in the mean only: a middle radius is lowest. With --seeds 5 (6.2 min) every radius beats MT with
-an interval excluding 0 (r = 1 most, -1.33 [-1.89, -0.78]), but between radii no interval excludes 0
-(r = 1 - r = 0.5: -0.62 [-1.28, +0.04]; r = 1 - r = 2: -0.22 [-0.70, +0.26]).
 
 MNIST preset (real MNIST, 100 labels, ConvNet-13 at width 0.5, common.MNIST): MT and MT+MUR at
 r in {2, 4, 8, 10, 16}, 3 seeds. The grid is four times the quick radii with r = 4 (0.5, 1, 2, 4 -> 2, 4, 8, 16):
 r is an L2 distance per image, and a standardised 32x32 one-channel image has norm ~ sqrt(1024) = 32
 against sqrt(64) = 8 for a standardised 8x8 digit, so 4x keeps r / |x|; r = 10 is added because it is
-the paper's CIFAR-10 value and the one the MNIST issue measured with.
+the paper's CIFAR-10 value.
     python -m sweeper.run ablation_radius --preset mnist   # 6 rows x 3 seeds; per trial ~3 GPU-min (hours on a CPU)
 """
 from search_spaces import Sweep

@@ -18,7 +18,7 @@ CIFAR = dict(**PAPER_PROTOCOL,
     lr=0.1, momentum=0.9, weight_decay=1e-4, lr_rampup=10_000, lr_rampdown=80_000, rampup=10_000,
     cons_coef=10.0, kl_coef=0.05, mur_coef=4.0, mur_radius=10.0, ema_decay=0.99,
     translate=4, flip=True, input_noise=0.15, dropout=0.5, eval_every=2000, sensitivity_samples=1000,
-    compile="auto",  # CUDA: MT+VD and MT+VD+MUR direct compiled at 280k steps (trainer.resolve_compile), the rest eager
+    compile="auto",  # CUDA: MT+VD and MT+VD+MUR direct compiled at 280k steps (compile_policy.resolve_compile), the rest eager
 )
 CIFAR100_RADIUS = 20.0  # "r is set to 10 if the dataset is CIFAR-10 and 20 if CIFAR-100"
 
@@ -44,22 +44,15 @@ SVHN_PI = {**SVHN_MT, "method": "pi", "lr": 0.01, "weight_decay": 1e-4, "lr_ramp
 # small ConvNet of the same family, CPU-sized. Radii scale with the input: standardised 64-dim digits
 # want r ~ 1. 1500 steps (400 showed no effect of anything). The shared settings lr, cons_coef,
 # ema_decay, input_noise and weight_decay were tuned for plain MT (the baseline, so that no variant
-# under study is favoured) on the validation split with this product's own search:
+# under study is favoured) on the validation split with this product's own search, rounded below:
 #     python -m sweeper.run hpo_base --preset quick      (Optuna TPE, seed 0, 20 samples, ASHA from step 750)
-# run on 2026-11-26 on the 2-core machine; best validation error 4.33% (test 2.89%, not used) at
-# lr 0.162, cons_coef 2.37, ema_decay 0.912, input_noise 0.119, weight_decay 2.29e-5, rounded below;
-# the paper's values (lr 0.1, lambda1 10, EMA 0.99, noise 0.15, wd 1e-4) gave 6.67% validation error.
-# The first four of the ranking agree: lr 0.12-0.31, cons_coef 2.4-8.4, ema_decay 0.90-0.95.
-# A single-seed winner can be luck (hpo's quick winner did not hold up: search_spaces/hpo.py), so this
-# choice was confirmed on fresh seeds 1-5 by `python -m sweeper.run quick_settings --preset quick`
-# (2026-11-26, 2-core CPU, 2.4 min): these values against the paper's, paired, validation error 4.40
-# vs 6.00 %, -1.60 [-2.67, -0.53]; test error 3.82 vs 6.22 %, -2.40 [-3.06, -1.74].
+# A single-seed winner can be luck, so the choice is checked against the paper's values on fresh
+# seeds 1-5, paired: `python -m sweeper.run quick_settings --preset quick`.
 # kl_coef, mur_coef and the MUR radius keep the paper's values (the ablation sweeps vary them).
 # Seeds of a quick sweep: a paired 95 % t-interval over n seeds has half-width t(n-1) * sd / sqrt(n),
 # 2.48 sd at 3 seeds (t = 4.30) against 1.24 sd at 5 (t = 2.78): at 3 the quick tables could rarely
-# tell anything from anything. Every quick sweep runs 5 (the longest, ablation_mur_steps, 29.3 min on 2
-# cores; mur_vs_vat 19.6, mut_radius 18.4) but ablation_radius, the quick start, keeps 3 to finish in
-# 5 minutes (at 5 seeds it took 6.2; `--seeds 5` runs it so, README).
+# tell anything from anything. Every quick sweep runs 5 but ablation_radius, the quick start, keeps 3
+# to finish in about 5 minutes (`--seeds 5` runs it with 5).
 QUICK_SEEDS = 5
 QUICK = dict(
     dataset="digits", num_labels=100, arch="convnet_small", width=1.0,
@@ -72,21 +65,19 @@ QUICK = dict(
 
 # MNIST preset (`--preset mnist`): real MNIST, 100 labels, between digits and CIFAR in cost. ConvNet-13 at
 # half width on 32x32 inputs (28x28 zero-padded, standardised), one input channel (models.IN_CHANNELS),
-# batches 25 + 75 as the paper, 5000 steps and r = 10: the configuration of the one GPU measurement this
-# project has of MNIST-100 (an H200 through Trainer, one seed each: supervised 9.06 %, MT 1.22 % and
-# 2.73 %, MT+MUR 1.06 %, MT+VD+MUR 1.11 % and 2.21 %; 42 / 39 / 25 steps/s with six runs sharing the
-# GPU, i.e. 2-3.5 min per trial). Schedules as fractions of the run: LR ramp-up 10 %, ramp-down the last
+# batches 25 + 75 as the paper, 5000 steps and r = 10 (on one GPU 25-42 steps/s with six runs sharing
+# it, i.e. 2-3.5 min per trial). Schedules as fractions of the run: LR ramp-up 10 %, ramp-down the last
 # 30 % (the paper's 10k and 80k of 280k steps), coefficient ramp-up 25 %. BN momentum 0.1 as the quick
 # preset (chosen, not tuned). Radius: a standardised 32x32 image has norm ~ sqrt(1024) = 32, four times a
-# digit's 8, so the quick grid's r ~ 1 becomes ~ 4; the radius sweep spans 2-16 around the measured 10.
-# On a 2-core CPU this is GPU work: measured here (shared, loaded machine) a training step costs MT
-# 2.6-3.2 CPU-s and MT+VD+MUR 14 CPU-s, and one evaluation (student and teacher on 10,000 validation
-# and 10,000 test images) ~330 CPU-s, so 5000 steps take hours per trial; `--set steps=200 --set
-# eval_every=100 --set lr_rampup=20 --set lr_rampdown=60 --set rampup=50` is a smoke run of about an
-# hour for MT+VD+MUR, too short to show anything. A CPU-sized MNIST table is not offered: with the
-# quick preset's ConvNetSmall on MNIST (32x32) a step costs MT 0.13 s and MT+VD+MUR 0.37 s and one
-# evaluation 16-19 s on this 2-core machine (2026-11-26), so supervised and MT x {-, VD, MUR, VD+MUR}
-# at 1500 steps x 3 seeds would take about 1.5 h, before any tuning of its settings on validation.
+# digit's 8, so the quick grid's r ~ 1 becomes ~ 4; the radius sweep spans 2-16 around 10.
+# On 2 CPU cores this is GPU work: a training step costs MT 2.6-3.2 CPU-s and MT+VD+MUR 14 CPU-s, and
+# one evaluation (student and teacher on 10,000 validation and 10,000 test images) ~330 CPU-s, so 5000
+# steps take hours per trial; `--set steps=200 --set eval_every=100 --set lr_rampup=20 --set
+# lr_rampdown=60 --set rampup=50` is a smoke run of about an hour for MT+VD+MUR, too short to show
+# anything. A CPU-sized MNIST table is not offered: with the quick preset's ConvNetSmall on MNIST
+# (32x32) a step costs MT 0.13 s and MT+VD+MUR 0.37 s and one evaluation 16-19 s on 2 CPU cores, so
+# supervised and MT x {-, VD, MUR, VD+MUR} at 1500 steps x 3 seeds would take about 1.5 h, before any
+# tuning of its settings on validation.
 MNIST_STEPS = 5000
 MNIST = dict(
     dataset="mnist", num_labels=100, arch="convnet13", width=0.5,
@@ -96,7 +87,7 @@ MNIST = dict(
     translate=2, flip=False, input_noise=0.15, dropout=0.5, eval_every=500,
     sensitivity_samples=100, bn_momentum=0.1,  # eager: 5000 steps are too few for compiling to pay
 )
-MNIST_MINUTES = 3.0      # per trial on one GPU: 5000 steps at 25-42 steps/s (the H200 measurement above)
+MNIST_MINUTES = 3.0      # per trial on one GPU: 5000 steps at 25-42 steps/s
 
 # Entropy minimisation on unlabeled data (the authors' `cent_u_coeff_max`) is its own knob: it follows
 # the authors' run file of each method, variant and data set (clarken92/ConsistencySSL,

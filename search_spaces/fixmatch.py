@@ -4,11 +4,6 @@ Hypothesis (the paper's appendix): with strong augmentation, weight perturbation
 (FM+VD = FM, 5.07% error) and MUR on the strongly augmented point hurts (FM+MUR 13.45%): the
 predictions on A(x_u) are too unreliable for the most uncertain point to be a useful target.
     python -m sweeper.run fixmatch --preset quick   # digits 50 labels, 1500 steps, 3 rows + LabelSpreading, 5 seeds, ~10 min on 2 CPU cores
-Measured (2026-11-26, 2-core CPU, 10.0 min, final test error %, 5 seeds; [paired 95% interval vs FM]):
-FM 2.98, FM+VD 3.16 [-0.54, +0.89], FM+MUR 3.64 [-0.63, +1.96], LabelSpreading 8.27 [+3.21, +7.37].
-Consistent with the appendix, not a proof of it: VD makes no difference 5 seeds can see (within
-+-0.9 points) and MUR on the strong view is worse in the mean only; FixMatch beats LabelSpreading
-clearly. (At 3 seeds: FM+VD [-1.77, +2.21], FM+MUR [-0.04, +1.23].)
     python -m sweeper.run fixmatch                  # CIFAR-10 250 labels, 3 x 3 trials of 2^20 steps
 
 Taken from FixMatch (Sohn et al. 2020): tau = 0.95, lambda_u = 1 (cons_coef, no ramp-up),
@@ -34,10 +29,9 @@ FIXMATCH_CIFAR = {**CIFAR, **FIXMATCH, "num_labels": 250, "batch_labeled": 64, "
                   "steps": 2 ** 20, "lr_rampdown": 7 * 2 ** 20 // 16, "translate": 4, "flip": True,
                   "eval_every": 8192}  # compile "auto" from CIFAR: eager for FixMatch (unmeasured compiled)
 # digits: 5 labels per class (CIFAR's 250 = 25 per class), mu = 7, EMA 0.99 for so short a run; 1500 steps
-# with the quick preset's schedule (ramp-down over the last 375). 400 steps (the earlier preset) left FM
-# at 8.6 % test error, no better than LabelSpreading's 8.3 % (measured 2026-11-26, 3 seeds). FixMatch's
-# lr 0.03 kept over 0.1 on the validation split (FM, seeds 0 and 1, 1500 steps, final validation error
-# 3.33 % against 3.50 %; test not used).
+# with the quick preset's schedule (ramp-down over the last 375); at 400 steps FM does no better than
+# LabelSpreading. FixMatch's lr 0.03 kept over 0.1 on the validation split (FM, seeds 0 and 1, 1500
+# steps; test not used).
 FIXMATCH_QUICK = {**QUICK, **FIXMATCH, "num_labels": 50, "batch_labeled": 16, "batch_unlabeled": 112,
                   "steps": 1500, "eval_every": 250, "lr_rampdown": 375, "ema_decay": 0.99}
 

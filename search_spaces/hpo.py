@@ -6,12 +6,6 @@ hand-set values, and table_ranked.md says where they rank. The Optuna study is k
 (`optuna.db` in the experiment folder); ASHA stops poor trials early.
     python -m sweeper.run hpo --preset quick   # digits, 12 samples of 1500 steps, 5.9 min measured on 2 CPU cores
     python -m sweeper.run hpo --preset quick --confirm results/hpo-<stamp>   # winner vs hand-set, 5 fresh seeds, 7.2 min
-Measured (2026-11-26, 2-core CPU): the search's winner (lambda1 7.5, lambda2 0.94, lambda3 0.48, r 0.45,
-lr 0.07; validation error 1.33 % on seed 0) beat the hand-set quick values (rank 4 of 12, 3.33 %) by
-2 points on the validation split. Confirmed on seeds 1-5, paired, it is worse: validation +0.73
-[+0.19, +1.27], test +1.33 [+0.30, +2.37] (2.44 vs 1.11 %). One seed and 300 validation images do
-not separate configurations this close; the hand-set values stay, and a search on digits is a demo
-of the machinery, not a source of settings, unless --confirm backs it.
     python -m sweeper.run hpo                  # CIFAR-10 1000 labels, 40 samples (ASHA cuts most short)
 """
 from search_spaces import Sweep

@@ -6,7 +6,7 @@ gets strong enough that a gain of VD or MUR over it means something. Only the ba
 no MUR, no entropy minimisation) is tuned, so the settings favour no variant under study.
     python -m sweeper.run hpo_base --preset quick   # digits, 20 samples of MT, ~8 min on 2 CPU cores
     python -m sweeper.run hpo_base                  # CIFAR-10 1000 labels, 30 samples (ASHA cuts most short)
-The search that set search_spaces/common.py QUICK is recorded there.
+Its choice, rounded, is search_spaces/common.py QUICK.
 """
 from search_spaces import Sweep
 from search_spaces.common import BASELINE_MT, CIFAR, QUICK

@@ -12,13 +12,6 @@ a confident point of another class, MUR's is always the most uncertain one); at 
 leave the data manifold and converge. On SVHN, MUT (paper: 3.58 at r = 0.5) beats VAT+EntMin (3.86).
 VAT uses one power iteration (mur_steps = 1, Miyato et al.) and xi = 1e-3 (trainables/mur.py).
     python -m sweeper.run mur_vs_vat --preset quick   # digits, (3 x 2 + 3 + LabelSpreading) x 5 = 50 trials, ~20 min on 2 cores
-Measured (2026-11-26, 2-core CPU, 19.6 min, final test error %, 5 seeds): MT with MUR / RR / VAT point
-at r = 0.5: 3.11 / 3.07 / 2.62, at r = 2: 2.13 / 2.76 / 2.89 (MUR - VAT: +0.49 [-0.14, +1.12] at 0.5,
--0.76 [-1.87, +0.36] at 2; MUR - RR: +0.04 [-0.67, +0.76], -0.62 [-1.34, +0.09]); MUT+MUR 2.80, MUT+VAT
-point 2.84, VAT+EntMin 2.76 at r = 0.5 (MUT+MUR - MUT+VAT, Sweep.baseline_within: -0.04 [-0.64, +0.55];
-VAT+EntMin - MUT+MUR, Sweep.baseline_for, the paper's comparison: -0.04 [-0.40, +0.32]); LabelSpreading
-4.58. No paired interval excludes 0: the claimed advantage of MUR's point does not show on digits (at
-r = 2 only in the mean). At 3 seeds (before QUICK_SEEDS, 14.2 min) the conclusions were the same.
     python -m sweeper.run mur_vs_vat                  # (3 x 5 + 3 x 4) x 3 = 81 trials of 280k steps
 Cost: ~1.7 H100-hours per trial, as MT+MUR (48 steps/s); VAT's extra passes are not measured.
 """

@@ -3,12 +3,6 @@
 Hypothesis: direct MUT is best at small r (3.58 at r = 0.5) and degrades as r grows, while PGA,
 which may stop inside the ball, tolerates larger r. Baseline row: direct MUT at the same r.
     python -m sweeper.run mut_radius --preset quick   # digits, 2 x 3 radii + LabelSpreading, 5 seeds, ~18 min on 2 CPU cores
-Measured (2026-11-26, 2-core CPU, 18.4 min, final test error %, 5 seeds): direct / PGA at r = 0.25:
-3.11 / 2.76, r = 0.5: 2.80 / 2.58, r = 1: 2.62 / 2.18 (PGA - direct -0.36 [-0.67, -0.04], -0.22
-[-0.56, +0.12], -0.44 [-0.88, -0.01]); LabelSpreading 4.58. Direct MUT's error falls with r in the
-mean (r = 1 - r = 0.25: -0.49 [-1.30, +0.32]): the paper's degradation of direct MUT with r does not
-show on digits, and PGA is lower at every r (two of three uncorrected intervals exclude 0). At 3
-seeds (13.8 min) every PGA - direct interval included 0.
     python -m sweeper.run mut_radius                  # SVHN, 2 x 5 x 3 = 30 trials
 """
 from search_spaces import Sweep

@@ -1,10 +1,10 @@
 """MT+VD+MUR with bf16 autocast against fp32: does the fast GPU route change the error?
 
 Hypothesis: bf16 autocast (convolutions and matmuls in bfloat16; losses, the KL and MUR's finite
-difference in float32) leaves MT+VD+MUR's test error within the seeds' spread of fp32's. On the
-H200, bf16 + channels_last + compile="graphs" ran MT+VD+MUR 3.37x as fast as fp32 eager, where fp32
-reached only 1.50x (README, issue 14), but bf16 stays off by default until runs like these show it
-harmless. One knob per row: bf16. The paper preset runs both rows with compile="graphs" and
+difference in float32) leaves MT+VD+MUR's test error within the seeds' spread of fp32's. bf16 with
+channels_last and compile="graphs" is the fast GPU route (benchmarks/results/
+trainer_throughput_h200_graphs_mt_vd_mur{,_bf16}.json), but bf16 stays off by default until runs like
+these show it harmless. One knob per row: bf16. The paper preset runs both rows with compile="graphs" and
 channels_last (the fast route; a layout and a compiler checked equal to eager), set explicitly: with
 compile="auto" the fp32 row would compile and the bf16 row run eagerly (auto measures fp32 only),
 and the rows would differ in two things.
@@ -12,9 +12,6 @@ and the rows would differ in two things.
     python -m sweeper.run precision --preset quick   # digits, 2 rows x 5 seeds, 6.0 min measured on 2 CPU cores
 The quick preset runs CPU autocast (oneDNN's bf16 kernels): a proxy for CUDA's, whose op lists and
 kernels differ; only the paper preset on a GPU answers for the GPU.
-Measured (2026-11-26, 2-core CPU, final test error %, seeds 0-4): fp32 1.02 +- 0.78, bf16 1.16 +- 0.89,
-paired +0.13 [-0.89, +1.16]. No seed diverged and the means agree, but on 450 test images the interval
-is a percentage point wide on each side: it rules out a breakdown, not a change of a few tenths.
 """
 from search_spaces import Sweep
 from search_spaces.common import CIFAR, QUICK, QUICK_SEEDS, variants
@@ -28,7 +25,7 @@ PAPER_ROW = next(r for r in variants("mt", "cifar10") if r["vd"] and r["mur"] ==
 def sweep(preset: str) -> Sweep:
     quick = preset == "quick"
     row = QUICK_ROW if quick else PAPER_ROW
-    return Sweep(name="precision", paper_ref="none (a check of the bf16 option, issue 14)",
+    return Sweep(name="precision", paper_ref="none (a check of the bf16 option)",
                  description="MT+VD+MUR test error in fp32 vs bf16 autocast",
                  base={**(QUICK if quick else {**CIFAR, "compile": "graphs", "channels_last": True}), **row},
                  variants=[{"bf16": False}, {"bf16": True}], baseline={"bf16": False},

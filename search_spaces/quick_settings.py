@@ -12,9 +12,6 @@ are not (the split is fixed per data set: the same 300 that hpo_base chose on), 
 difference still leans toward the chosen values and the test error is the independent check. Only
 plain MT is run, so the settings favour no variant under study.
     python -m sweeper.run quick_settings --preset quick   # digits, 2 rows x 5 seeds, 2.4 min measured on 2 CPU cores
-Measured (2026-11-26, 2-core CPU, final validation error %, seeds 1-5): paper settings 6.00 +- 0.62, quick
-settings 4.40 +- 0.64, paired -1.60 [-2.67, -0.53]*; test error beside it (not used) 6.22 vs 3.82,
--2.40 [-3.06, -1.74]*. The quick preset's settings hold on fresh seeds.
 """
 from search_spaces import Sweep
 from search_spaces.common import BASELINE_MT, CIFAR, QUICK

@@ -13,14 +13,6 @@ so that VD, MUR and entropy minimisation are separated, plus the supervised netw
 LabelSpreading (kernel width chosen on the validation split) as the classical baseline. ICT is left
 out of the quick table to keep it within 20 minutes on 2 cores.
     python -m sweeper.run table_cifar --preset quick   # digits, 8 rows x 5 seeds, 14.3 min measured on 2 CPU cores
-Measured (2026-11-26, 2-core CPU, final test error %, 5 seeds; [paired 95% interval vs MT]): supervised
-5.73 [+1.40, +2.78], LabelSpreading 4.58, MT 3.64, MT (entmin 0.1) 3.64 [-0.94, +0.94], MT+MUR 2.76
-[-1.33, -0.45], MT+VD 2.67 [-2.66, +0.71], MT+VD+MUR 1.02 [-4.22, -1.02], MT+VD+MUR (entmin 0.1) 1.29.
-So on digits: supervised > MT > MT+VD+MUR, both steps significant; MUR alone helps; VD alone lowers
-the mean as much but its interval still includes 0 at 5 seeds; entropy minimisation does nothing
-here, so the authors' entmin 0.1 is not what makes MT+VD+MUR good. Every semi-supervised deep row
-but MT beats LabelSpreading with an interval excluding 0; MT's interval vs LabelSpreading includes 0;
-the supervised network is worse than LabelSpreading (+1.16 [+0.17, +2.14]).
 
 MNIST preset (real MNIST, 100 labels, ConvNet-13 at width 0.5, 5000 steps, common.MNIST): supervised
 and MT x {base, +VD, +MUR, +VD+MUR} (entmin 0), 3 seeds, ICT left out as in the quick table. Other papers' MNIST-100 errors are

@@ -8,11 +8,6 @@ run (search_spaces/common.py), so the paper rows differ only in what their label
 Quick preset (digits, 100 labels, 5 seeds): Pi and MT, each base, +VD, +MUR, +VD+MUR with
 entmin 0, plus the supervised network and LabelSpreading.
     python -m sweeper.run table_svhn --preset quick   # digits, 10 rows x 5 seeds, ~18 min on 2 cores
-Measured (2026-11-26, 2-core CPU, 18.3 min, final test error %, 5 seeds; [paired 95% interval]):
-Pi 3.82 [-0.64, +0.99] vs MT; vs Pi itself (baseline_within): Pi+MUR 2.58 [-2.02, -0.47], Pi+VD 3.11
-[-2.36, +0.94], Pi+VD+MUR 1.02 [-4.34, -1.26]; MT 3.64, MT+MUR 2.76, MT+VD 2.67, MT+VD+MUR 1.02,
-supervised 5.73 and LabelSpreading 4.58 (as table_cifar's quick rows, the same trials). MUR helps Pi
-and MT alike; VD+MUR is best for both.
 
 Each variant's paired interval is against its own method's base row (Sweep.baseline_within), Pi and
 the supervised row against MT, so every interval changes one knob (on the paper preset, also what

@@ -26,7 +26,7 @@ default: what the run ends with); `bestval_<m>` is the metric at the report whos
 `bestval_step` (early stopping selected on validation, the test error reported at that choice);
 `best_<m>` is the minimum over all reports of each error metric, with `best_step` for test_error
 (what the paper's authors kept: the best test accuracy seen during training, selected on the test
-set, an optimistic number). Trials that report no `val_error` (run before the trainer held out a
+set, an optimistic number). Trials that report no finite `val_error` (val_size=0: no
 validation split) get NaN `bestval_*` columns and still aggregate.
 
     python -c "from sweeper.aggregate import load_trials; print(load_trials('results/EXP'))"
@@ -36,18 +36,17 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import platform
 import re
-import uuid
 import warnings
 from dataclasses import MISSING, fields
 from importlib import metadata
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
+
+from trainables.files import atomic_write
 
 STATUSES = ("finished", "failed", "diverged", "stopped", "incomplete")
 # Columns of the trials table that are not config keys and carry no metric prefix.
@@ -275,7 +274,7 @@ def best_metrics(reports: list[dict]) -> dict:
 def bestval_metrics(reports: list[dict]) -> dict:
     """bestval_<m> for every error metric at the report whose val_error is lowest (the first such
     report on ties; non-finite val_error skipped), and that report's step as bestval_step. All NaN
-    when no report has a finite val_error (a trial run before the validation split existed)."""
+    when no report has a finite val_error (val_size=0: no validation split)."""
     val = np.array([_num(r.get(SELECT_METRIC)) for r in reports], dtype=float)  # (n_reports,)
     if not np.isfinite(val).any():
         return {f"bestval_{m}": math.nan for m in ERROR_METRICS} | {"bestval_step": math.nan}
@@ -420,22 +419,6 @@ def seed_values(df: pd.DataFrame, metric: str = "test_error", which: str = "fina
 def config_key(row, keys) -> tuple:
     """A hashable key of a config (a trials or summary row): its values at `keys`, NaN as None."""
     return tuple(None if _isnan(row[k]) else _plain(row[k]) for k in keys)
-
-
-# ---------------------------------------------------------------- writing (atomic)
-
-def atomic_write(path: str | Path, write: Callable[[str], object]) -> Path:
-    """Call write(tmp) on a temporary file in path's folder, then os.replace it onto path."""
-    path = Path(path)
-    tmp = str(path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"))  # made by write: umask applies
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
 
 
 def write_trials(df: pd.DataFrame, path: str | Path) -> Path:

@@ -18,16 +18,13 @@ from pathlib import Path
 
 import yaml
 
+from trainables.files import one_line
+
 SCHEMA = "ray/autoscaler/ray-schema.json"
 
 
 class ClusterConfigError(ValueError):
     """Ray would reject the cluster YAML; the one-line message names the key and the fix."""
-
-
-def _one_line(s: str, limit: int = 300) -> str:
-    s = " ".join(str(s).split())
-    return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
 def load_yaml(path: Path) -> dict:
@@ -38,7 +35,7 @@ def load_yaml(path: Path) -> dict:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ClusterConfigError(f"{path} is not valid YAML{where} ({_one_line(getattr(e, 'problem', e))}); "
+        raise ClusterConfigError(f"{path} is not valid YAML{where} ({one_line(str(getattr(e, 'problem', e)), 300)}); "
                                  f"fix the syntax there") from None
     if not isinstance(cfg, dict):
         raise ClusterConfigError(f"{path} holds a YAML {type(cfg).__name__}, not a cluster config mapping; "
@@ -65,12 +62,12 @@ def check_cluster(path: str | Path) -> dict:
         validate_config(prepared)
     except jsonschema.ValidationError as e:
         where = ".".join(map(str, e.absolute_path)) or "top level"
-        raise ClusterConfigError(f"{path}: {where}: {_one_line(e.message)}; fix that key "
+        raise ClusterConfigError(f"{path}: {where}: {one_line(e.message, 300)}; fix that key "
                                  f"(Ray's schema: {SCHEMA})") from None
     except KeyError as e:
         raise ClusterConfigError(f"{path}: required key {e} is missing; add it (see cluster/aws.yaml)") from None
     except (ValueError, NotImplementedError) as e:  # Ray's cross-field rules, an unknown provider type
-        raise ClusterConfigError(f"{path}: {_one_line(e)}; fix the file (see cluster/README.md)") from None
+        raise ClusterConfigError(f"{path}: {one_line(str(e), 300)}; fix the file (see cluster/README.md)") from None
     return prepared
 
 

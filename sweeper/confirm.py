@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from search_spaces import Sweep
 from sweeper.aggregate import SELECT_METRIC, AggregateError, load_trials, read_sweep
-from sweeper.tables import _py, ranking_frame
+from sweeper.labels import py_value
+from sweeper.ranking import ranking_frame
 from trainables.config import TrainConfig
 
 CONFIRM_SEEDS = 5  # default seeds per configuration
@@ -27,7 +28,7 @@ class ConfirmError(ValueError):
 
 def confirm_sweep(search: Sweep, exp: str, seeds: int | None = None) -> Sweep:
     """The two-row Sweep `<search>_confirm`: every key of the search's best finished trial (lowest
-    final validation error: tables.ranking_frame's rank 1) except the searched ones, which are either
+    final validation error: ranking.ranking_frame's rank 1) except the searched ones, which are either
     the base values (sweep.json start_points, the baseline row) or the best trial's; seeds start past
     the search's own. Reads the search's files (a bucket's through the local cache), writes nothing."""
     from sweeper.storage import report_inputs
@@ -55,10 +56,10 @@ def confirm_sweep(search: Sweep, exp: str, seeds: int | None = None) -> Sweep:
         raise ConfirmError(f"--confirm {exp}: no trial finished with a validation error; resume the search "
                            f"(--resume) or run it again")
     row = trials[trials["trial_id"] == done.iloc[0]["trial_id"]].iloc[0]
-    common = {k: _py(row[k]) if k in trials.columns else v  # a key the search did not set: the default it ran
+    common = {k: py_value(row[k]) if k in trials.columns else v  # a key the search did not set: the default it ran
               for k, v in TrainConfig().to_dict().items() if k != "seed" and k not in space}
     base = {k: starts[0][k] for k in space}
-    best = {k: _py(row[k]) for k in space}
+    best = {k: py_value(row[k]) for k in space}
     return Sweep(
         name=f"{search.name}_confirm", paper_ref=search.paper_ref,
         description=f"{search.name}'s best trial by validation error ({str(exp).rstrip('/').rsplit('/', 1)[-1]}) "

@@ -1,7 +1,7 @@
 """The paper's published numbers as data (Do, Tran & Venkatesh, AAAI 2021).
 
-Transcribed by hand from the paper's LaTeX source, ../shared/paper/vbi-mur-aaai2021.tex beside
-the repository (tests/test_paper_results.py parses it again): Table 1 (CIFAR-10 and
+Transcribed by hand from the paper's LaTeX source (tests/test_paper_results.py parses it again
+where the source is at hand): Table 1 (CIFAR-10 and
 CIFAR-100 error, %), Table 2 (SVHN error, %), Table 3 (sensitivity, CIFAR-10 1000 labels)
 and the values the text states for the ablations and the appendix. Only the authors' own
 runs (the purple rows, `source="ours"`) are what our sweeps reproduce; the baselines the
@@ -193,9 +193,9 @@ CITATIONS = {
                          "for Supervised and Semi-Supervised Learning, IEEE TPAMI 41(8), 2019 (online 2018), "
                          "MNIST table",
 }
-# `checked`: none of the papers could be opened here (no network); each number was compared with
-# independent public text quoting it, found with the search tools on 2026-11-26. Where none was found
-# the row says "not checked" and the table note marks it: verify against the PDF before citing.
+# `checked`: the number was compared with independent public text quoting it, not with the paper's
+# PDF. Where no such text was found the row says "not checked" and the table note marks it: verify
+# against the PDF before citing.
 _BADGAN = "kimiyoung/ssl_bad_gan README (MNIST # errors, 100 labels)"
 _LADDER_NP = "huangleiBuaa/Ladder_deepSSL_NP README (permutation-invariant MNIST, 100 labels)"
 OTHER_PAPERS: list[PaperResult] = [

@@ -19,8 +19,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from sweeper.aggregate import AggregateError, atomic_write, group_keys, summarize, train_config_defaults
-from sweeper.tables import KEY_NAMES, LEVEL, _metric_name, _py, _value, col_label, config_keys, row_label
+from sweeper.aggregate import AggregateError, group_keys, summarize, train_config_defaults
+from trainables.files import atomic_write
+from sweeper.labels import KEY_NAMES, col_label, fmt_value, metric_name, py_value, row_label
+from sweeper.layout import config_keys
+from sweeper.paired import LEVEL
 
 
 def _fig(ncols: int = 1, nrows: int = 1, w: float = 5.0, h: float = 3.6, share: bool = False):
@@ -71,7 +74,7 @@ def _series(summary: pd.DataFrame, x: str):
     groups = summary.groupby(keys, dropna=False, sort=True) if keys else [((), summary)]
     for key, g in groups:
         key = key if isinstance(key, tuple) else (key,)
-        yield _label(dict(zip(keys, map(_py, key)))), g.sort_values(x)
+        yield _label(dict(zip(keys, map(py_value, key)))), g.sort_values(x)
 
 
 def _errorbars(ax, summary: pd.DataFrame, x: str) -> int:
@@ -89,11 +92,11 @@ def _errorbars(ax, summary: pd.DataFrame, x: str) -> int:
 def _axis_text(ax, x: str, metric: str, which: str, values) -> None:
     """Labels, and ticks at the swept values (log scale when they are all positive)."""
     ax.set_xlabel(KEY_NAMES.get(x, x) if x not in ("mur_radius",) else "radius r")
-    ax.set_ylabel(f"{which} {_metric_name(metric)}")
+    ax.set_ylabel(f"{which} {metric_name(metric)}")
     values = sorted({float(v) for v in values})
     if values and values[0] > 0:
         ax.set_xscale("log")
-    ax.set_xticks(values, [_value(v) for v in values])
+    ax.set_xticks(values, [fmt_value(v) for v in values])
     ax.xaxis.set_minor_locator(NullLocator())
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
@@ -124,7 +127,7 @@ def plot_radius(df: pd.DataFrame, path: Path, metric="test_error", which="final"
         keys = _varying(s, exclude=("mur_radius",))
         for _, r in s[s["n"] > 0].iterrows():
             ax.axhline(r["mean"], ls="--", lw=1, color="gray",
-                       label=_label({k: _py(r[k]) for k in keys}) + " (no MUR)" if keys else "no MUR")
+                       label=_label({k: py_value(r[k]) for k in keys}) + " (no MUR)" if keys else "no MUR")
     _axis_text(ax, "mur_radius", metric, which, df.loc[df["mur"] != "none", "mur_radius"])
     ax.set_title("error vs radius")
     return _save(fig, path)
@@ -169,10 +172,10 @@ def plot_ga_vs_pga(df: pd.DataFrame, path: Path, metric="test_error", which="fin
         g = g[g["n"] > 0].set_index("setting")
         xs = [cats.index(c) + (j - (len(groups) - 1) / 2) * width for c in g.index]
         ax.bar(xs, g["mean"], width=width, yerr=g["std"].fillna(0.0), capsize=2,
-               label=_label(dict(zip(keys, map(_py, key)))))
+               label=_label(dict(zip(keys, map(py_value, key)))))
     ax.set_xticks(range(len(cats)), [f"({a:g}, {n})" for a, n in cats], fontsize=7)
     ax.set_xlabel("(step size α, steps s)")
-    ax.set_ylabel(f"{which} {_metric_name(metric)}")
+    ax.set_ylabel(f"{which} {metric_name(metric)}")
     ax.legend(fontsize=7)
     ax.set_title("GA vs PGA")
     return _save(fig, path)
@@ -192,7 +195,7 @@ def _curves(ax, df: pd.DataFrame, history: pd.DataFrame, metric: str) -> int:
     for key, g in groups:
         key = key if isinstance(key, tuple) else (key,)
         m = g.groupby("step")[metric].mean()
-        ax.plot(m.index, m.values, label=_label(dict(zip(keys, map(_py, key)))))
+        ax.plot(m.index, m.values, label=_label(dict(zip(keys, map(py_value, key)))))
         drawn += 1
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)
@@ -250,7 +253,7 @@ def _hist(text, trial_id: str) -> tuple[np.ndarray, np.ndarray]:
     return counts, edges
 
 
-def _pool(hists: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+def pool_histograms(hists: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     """Sum the seeds' histograms; where their edges differ, each count is re-binned at its bin's
     centre onto common edges (same number of bins over the union of the ranges)."""
     edges = hists[0][1]
@@ -263,7 +266,7 @@ def _pool(hists: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.nd
 
 
 def plot_sensitivity_hist(df: pd.DataFrame, path: Path) -> Path | None:
-    """Sensitivity histograms per variant (finished seeds pooled, see _pool); None without the metric."""
+    """Sensitivity histograms per variant (finished seeds pooled, see pool_histograms); None without the metric."""
     col = "final_sensitivity_hist"
     if col not in df.columns:
         return None
@@ -277,9 +280,9 @@ def plot_sensitivity_hist(df: pd.DataFrame, path: Path) -> Path | None:
     fig, axes = _fig(ncols=ncols, nrows=nrows, w=3.0, h=2.2, share=True)
     for ax, (key, g) in zip(axes.flat, groups):
         key = key if isinstance(key, tuple) else (key,)
-        counts, edges = _pool([_hist(v, t) for v, t in zip(g[col], g["trial_id"])])
+        counts, edges = pool_histograms([_hist(v, t) for v, t in zip(g[col], g["trial_id"])])
         ax.stairs(counts / max(counts.sum(), 1.0), edges, fill=True)
-        ax.set_title(_label(dict(zip(keys, map(_py, key)))) + f" (n={len(g)})", fontsize=8)
+        ax.set_title(_label(dict(zip(keys, map(py_value, key)))) + f" (n={len(g)})", fontsize=8)
     for ax in list(axes.flat)[len(groups):]:
         ax.set_visible(False)
     fig.supxlabel("sensitivity ||J||_F (final evaluation; seeds pooled)", fontsize=8)
@@ -315,7 +318,7 @@ def plot_paired_diffs(table: pd.DataFrame, path: Path, metric="test_error") -> P
                     color="black" if clear else "gray")
     ax.axvline(0.0, color="red", lw=0.8)
     ax.set_yticks(y, [label for label, *_ in rows], fontsize=7)
-    ax.set_xlabel(f"paired difference in {_metric_name(metric)}\n(ours − baseline, {LEVEL:.0%} t-interval over seeds)",
+    ax.set_xlabel(f"paired difference in {metric_name(metric)}\n(ours − baseline, {LEVEL:.0%} t-interval over seeds)",
                   fontsize=8)
     return _save(fig, path)
 
@@ -359,9 +362,9 @@ def plot_virtual_points(images, xstars_by_radius: dict, path: str | Path, max_im
         xs = _np(xstars_by_radius[r])
         xs = xs[:, None] if xs.ndim == 3 else xs
         if xs.shape != imgs.shape:
-            raise ValueError(f"x* at r={_value(r)} has shape {tuple(xs.shape)}, the images {tuple(imgs.shape)}; "
+            raise ValueError(f"x* at r={fmt_value(r)} has shape {tuple(xs.shape)}, the images {tuple(imgs.shape)}; "
                              f"pass x* computed from these images")
-        names.append(f"r={_value(r)}")
+        names.append(f"r={fmt_value(r)}")
         rows.append(xs)
     n = min(len(imgs), max_images)
     mosaic = virtual_point_mosaic([x[:n] for x in rows])  # (rows*(H+1)-1, n*(W+1)-1, C)
@@ -397,12 +400,12 @@ def virtual_points_from_checkpoint(exp: Path, trials: pd.DataFrame, path: Path, 
         with np.load(stored) as f:
             pts = {k: f[k] for k in ("x", "radii", "xstar")}
     else:
-        pts = _virtual_points_from_trainer(ckpts[-1], n_images)
+        pts = virtual_points_from_trainer(ckpts[-1], n_images)
     xs = {float(r): pts["xstar"][i] for i, r in enumerate(pts["radii"])}
     return plot_virtual_points(pts["x"], xs, path, max_images=n_images)
 
 
-def _virtual_points_from_trainer(ckpt: Path, n_images: int) -> dict:
+def virtual_points_from_trainer(ckpt: Path, n_images: int) -> dict:
     import torch
 
     from trainables.config import TrainConfig

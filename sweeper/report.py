@@ -10,7 +10,8 @@ Written as table.md, table.tex (plain tabular) and table.csv (tidy: one line per
 table_sensitivity.* when the trials report a sensitivity (Table 3), table_ranked.* for a search
 (hpo, ranked by validation error), trials.parquet, summary.parquet/.csv, and PNG plots, each made
 only when the sweep varies what it shows. This module arranges them: the tables are
-sweeper/tables.py, the plots sweeper/plots.py. Ray is neither imported nor needed.
+sweeper/tables.py (labels.py, layout.py, paired.py, render.py, ranking.py), the plots sweeper/plots.py.
+Ray is neither imported nor needed.
 
     python -m sweeper.report results/ablation_radius-20260101-120000 [--format md|latex|csv] [--which final|best_val|best_test]
     pytest tests/test_report.py -q
@@ -27,15 +28,15 @@ import pandas as pd
 from sweeper.aggregate import (SELECT_METRIC, WHICH, WHICH_ALIASES, AggregateError, canonical_which,
                                check_experiment, load_history, load_trials, read_sweep, summarize, write_summary,
                                write_trials)
-# Besides what build_report uses, the public names of the tables and plots are re-exported (noqa: F401),
-# importable from here as before the split into sweeper/tables.py and sweeper/plots.py.
-from sweeper.plots import (plot_g0, plot_ga_vs_pga, plot_kl, plot_mur_vs_rr, plot_paired_diffs, plot_radius,  # noqa: F401
-                           plot_sensitivity_hist, plot_virtual_points, virtual_point_mosaic,
-                           virtual_points_from_checkpoint)
-from sweeper.tables import (WHICH_TITLE, _metric_name, baseline_diffs, cell_text, classical_note, col_label,  # noqa: F401
-                            layout_keys, paper_error, paper_sens, ranking_frame, ranking_markdown, row_label,
-                            table_frame, test_beside_note, to_latex, to_markdown, val_note, write_ranking,
-                            write_tables)
+from sweeper import storage
+from sweeper.plots import (plot_g0, plot_ga_vs_pga, plot_kl, plot_mur_vs_rr, plot_paired_diffs, plot_radius,
+                           plot_sensitivity_hist, virtual_points_from_checkpoint)
+from sweeper.labels import WHICH_TITLE, metric_name
+from sweeper.layout import paper_error, paper_sens
+from sweeper.paired import baseline_diffs
+from sweeper.ranking import write_ranking
+from sweeper.render import write_tables
+from sweeper.tables import classical_note, table_frame, test_beside_note, val_note
 
 FORMATS = {"md": "table.md", "latex": "table.tex", "csv": "table.csv"}
 
@@ -50,7 +51,7 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
     evaluation of lowest validation error; "best_test" (alias "best") the minimum test error over
     evaluations, selected on the test set (optimistic), which is what the paper's numbers are. With
     a baseline in sweep.json, summary.* and the tables carry each cell's paired difference from it
-    (tables.baseline_diffs). Nothing is written for a folder that is not a Ray Tune experiment
+    (paired.baseline_diffs). Nothing is written for a folder that is not a Ray Tune experiment
     (AggregateError).
     """
     if fmt not in FORMATS:
@@ -87,7 +88,7 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
     if search.get("space"):  # a search (hpo): its trials ranked by validation error, best first
         select = search.get("metric", SELECT_METRIC)
         paths.update(write_ranking(trials, [k for k in search["space"] if k in trials.columns], exp,
-                                   f"{meta.get('name', exp.name)}: trials ranked by {_metric_name(select)}",
+                                   f"{meta.get('name', exp.name)}: trials ranked by {metric_name(select)}",
                                    select, metric, [no_val] if no_val and select == SELECT_METRIC else [],
                                    start_points=meta.get("start_points")))
     if "final_sensitivity_mean" in trials.columns and np.isfinite(
@@ -111,6 +112,26 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
     return paths
 
 
+def report_at(exp: str | storage.Folder, fmt: str = "md", which: str = "final") -> dict[str, Path]:
+    """build_report for a local folder or a URI. For a URI: the report's inputs are
+    copied into the local cache folder (storage.report_inputs), the report is built there, and every file it
+    wrote (and hpo's optuna.db) is uploaded to exp. Returns {name: local path}; AggregateError as
+    build_report."""
+    exp, cache = storage.report_inputs(exp)
+    if isinstance(exp, Path):
+        return build_report(exp, fmt, which)
+    try:
+        paths = build_report(cache, fmt, which)
+    except AggregateError as e:  # name the URI, not the cache folder
+        raise AggregateError(str(e).replace(str(cache), str(exp))) from None
+    try:
+        storage.push([*paths.values(), *([cache / storage.OPTUNA_DB] if (cache / storage.OPTUNA_DB).is_file() else [])],
+                     cache, exp)
+    except OSError as e:
+        raise AggregateError(f"the report was built in {cache} but not uploaded: {storage.explain(e, str(exp))}") from None
+    return paths
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m sweeper.report", description=__doc__.splitlines()[0])
     p.add_argument("results_dir", help="a Ray Tune experiment folder, e.g. results/<sweep>-<stamp> "
@@ -122,8 +143,6 @@ def main(argv=None) -> int:
                         "the test set (optimistic), as the paper's authors kept")
     args = p.parse_args(argv)
     try:
-        from sweeper.storage import report_at  # a URI: built in a local cache, uploaded back
-
         paths = report_at(args.results_dir, args.format, args.which)
     except AggregateError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -373,50 +373,68 @@ def own_process_group():
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
-        get_sweep(args.sweep, args.preset or default_preset(args.sweep))  # unknown sweep or preset: the valid ones
-        exp_dir = None
-        if args.resume and not args.dry_run:  # the stored run decides the preset; its configs were checked
-            exp_dir, meta = find_experiment(check_storage(args.storage),
-                                            args.sweep + ("_confirm" if args.confirm else ""), args.resume)
-            args.preset = stored_preset(exp_dir, meta, args.preset)
-        args.preset = args.preset or default_preset(args.sweep)
-        sweep = get_sweep(args.sweep, args.preset)
-        if args.confirm:  # the search's best trial and its base values, paired over fresh seeds
-            from sweeper.confirm import ConfirmError, confirm_sweep
-            try:
-                sweep = confirm_sweep(sweep, args.confirm, args.seeds)
-            except ConfirmError as e:
-                raise InputError(str(e)) from None
-        trials = trial_configs(sweep, args)
-        check_search(sweep, trials)
-        check_baseline(sweep, trials)
-        check_resources(args)
-        if exp_dir is None:  # on --resume the trials run their stored configs, data_dir included
-            for name in sorted({(t["dataset"], t["data_dir"], t.get("download", False)) for t in trials}):
-                check_readable(*name)  # parses the files: a corrupt one fails now, not in every trial
-        if args.dry_run:
-            print_dry_run(sweep, trials, args)
-            return 0
-        root = check_storage(args.storage)
-        if exp_dir is None:
-            exp_dir = root / f"{sweep.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        address = check_address(args.address or os.environ.get("RAY_ADDRESS"))
-        if address:
-            use_token_if_available()  # before Ray is imported: it reads the mode once
+        plan = prepare(args)
     except (SweepError, ConfigError, DataError, InputError, StorageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-
-    from ray import tune
-
-    from sweeper.aggregate import AggregateError
-
+    if plan is None:  # --dry-run: printed
+        return 0
+    sweep, trials, exp_dir, address = plan
     try:
-        ctx = connect_ray(address, dashboard=args.dashboard)
+        resources = start_ray(address, args)
     except ConnectionError as e:  # e.g. --address auto with no cluster running here
         print(f"error: cannot connect to Ray at {address}: {str(e).splitlines()[0]}; start a head with "
               f"`ray start --head --dashboard-host 127.0.0.1` or omit --address for a local Ray", file=sys.stderr)
         return 2
+    tuner = make_tuner(sweep, trials, args, exp_dir, resources)
+    # loggers: result_loggers(); Ctrl+C and SIGTERM: graceful_stop()
+    with env_set(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1", TUNE_DISABLE_SIGINT_HANDLER="1"), graceful_stop() as stopped, \
+            credentials_from_each_node():
+        grid = tuner.fit()
+    return finish(grid, sweep, exp_dir, stopped.is_set())
+
+
+def prepare(args):
+    """Everything checked before Ray starts: (sweep, trial configs, experiment folder, Ray address), or
+    None after a dry run's printout. SweepError, ConfigError, DataError, InputError or StorageError
+    with the fix on bad input."""
+    get_sweep(args.sweep, args.preset or default_preset(args.sweep))  # unknown sweep or preset: the valid ones
+    exp_dir = None
+    if args.resume and not args.dry_run:  # the stored run decides the preset; its configs were checked
+        exp_dir, meta = find_experiment(check_storage(args.storage),
+                                        args.sweep + ("_confirm" if args.confirm else ""), args.resume)
+        args.preset = stored_preset(exp_dir, meta, args.preset)
+    args.preset = args.preset or default_preset(args.sweep)
+    sweep = get_sweep(args.sweep, args.preset)
+    if args.confirm:  # the search's best trial and its base values, paired over fresh seeds
+        from sweeper.confirm import ConfirmError, confirm_sweep
+        try:
+            sweep = confirm_sweep(sweep, args.confirm, args.seeds)
+        except ConfirmError as e:
+            raise InputError(str(e)) from None
+    trials = trial_configs(sweep, args)
+    check_search(sweep, trials)
+    check_baseline(sweep, trials)
+    check_resources(args)
+    if exp_dir is None:  # on --resume the trials run their stored configs, data_dir included
+        for name in sorted({(t["dataset"], t["data_dir"], t.get("download", False)) for t in trials}):
+            check_readable(*name)  # parses the files: a corrupt one fails now, not in every trial
+    if args.dry_run:
+        print_dry_run(sweep, trials, args)
+        return None
+    root = check_storage(args.storage)
+    if exp_dir is None:
+        exp_dir = root / f"{sweep.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    address = check_address(args.address or os.environ.get("RAY_ADDRESS"))
+    if address:
+        use_token_if_available()  # before Ray is imported: it reads the mode once
+    return sweep, trials, exp_dir, address
+
+
+def start_ray(address: str | None, args) -> dict:
+    """Connect to Ray (a head at `address`, else a local Ray); each trial's resources {"cpu", "gpu"}.
+    ConnectionError when no Ray answers at `address`."""
+    ctx = connect_ray(address, dashboard=args.dashboard)
     if getattr(ctx, "dashboard_url", None):
         print(f"Ray dashboard: http://{ctx.dashboard_url}")
     elif not address:
@@ -426,27 +444,35 @@ def main(argv=None) -> int:
     gpus = args.gpus_per_trial
     if gpus is None:
         gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
-    resources = {"cpu": args.cpus_per_trial, "gpu": gpus}
+    return {"cpu": args.cpus_per_trial, "gpu": gpus}
+
+
+def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict):
+    """The stored experiment's Tuner on --resume, else a new experiment folder (sweep.json) and its Tuner."""
+    from ray import tune
+
     if args.resume:
         print(f"resuming {exp_dir}")
         if args.set or args.seeds is not None:
             print("note: --set and --seeds do not apply on --resume; the stored trial configs run on", file=sys.stderr)
         from trainables.tune import train_tune
 
-        tuner = tune.Tuner.restore(trainable=tune.with_resources(train_tune, resources), resume_unfinished=True,
-                                   resume_errored=True, **store.prepare_restore(exp_dir))
-    else:
-        meta = {**asdict(sweep), "preset": args.preset, "n_trials": len(trials), "argv": sys.argv,
-                "start_points": start_points(sweep, trials)}
-        store.create_experiment(exp_dir, json.dumps(meta, indent=1, default=str))
-        tuner = build_tuner(sweep, trials, args, exp_dir, resources)
-    # loggers: result_loggers(); Ctrl+C and SIGTERM: graceful_stop()
-    with env_set(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1", TUNE_DISABLE_SIGINT_HANDLER="1"), graceful_stop() as stopped, \
-            credentials_from_each_node():
-        grid = tuner.fit()
+        return tune.Tuner.restore(trainable=tune.with_resources(train_tune, resources), resume_unfinished=True,
+                                  resume_errored=True, **store.prepare_restore(exp_dir))
+    meta = {**asdict(sweep), "preset": args.preset, "n_trials": len(trials), "argv": sys.argv,
+            "start_points": start_points(sweep, trials)}
+    store.create_experiment(exp_dir, json.dumps(meta, indent=1, default=str))
+    return build_tuner(sweep, trials, args, exp_dir, resources)
+
+
+def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
+    """The report and the failed trials printed; the exit code: 0 all finished, 1 a trial failed, 3 stopped."""
+    from sweeper.aggregate import AggregateError
+    from sweeper.report import report_at
+
     errors = [r for r in grid if r.error is not None]
     try:
-        paths = store.report_at(exp_dir)  # a URI: built in a local cache, uploaded
+        paths = report_at(exp_dir)  # a URI: built in a local cache, uploaded
     except AggregateError as e:  # e.g. no trial reported anything before the sweep ended
         print(f"no report: {e}", file=sys.stderr)
         paths = {}
@@ -456,7 +482,7 @@ def main(argv=None) -> int:
     for r in errors:
         print(f"trial {r.path} failed: {type(r.error).__name__}: {str(r.error).splitlines()[0]}", file=sys.stderr)
     print(f"results: {exp_dir}")
-    if stopped.is_set():
+    if stopped:
         print(f"interrupted: the sweep's state is saved; continue it with "
               f"`python -m sweeper.run {sweep.name} --resume {exp_dir}`", file=sys.stderr)
         return 3

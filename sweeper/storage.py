@@ -1,14 +1,15 @@
 """Where a sweep's results live: a local folder, or a URI that pyarrow's file systems accept (s3://, gs://).
 
-A results root or an experiment folder is a `Path` (local, as before) or a `Location` (file system,
+A results root or an experiment folder is a `Path` (local) or a `Location` (file system,
 scheme-less path, scheme). Ray Tune gets the Location's file system and path (`ray_storage`,
 `prepare_restore`) and writes trials, checkpoints and experiment state there itself; sweeper.run
-writes sweep.json through `create_experiment`. The report code reads local files, so `report_at`
+writes sweep.json through `create_experiment`. The report code reads local files, so `report_inputs`
 copies an experiment's small files (sweep.json, experiment_state-*.json, params.json, result.json,
 progress.csv, error.*, virtual_points.npz; trainer.pt only where the report must recompute x*) into
-a local cache folder, builds the report there and uploads what it wrote. Endpoint and credentials:
-the standard settings of each file system (AWS: environment, profile, instance role,
-AWS_ENDPOINT_URL_S3 for S3-compatible servers; GCS: application default credentials); nothing here.
+a local cache folder (sweeper.report.report_at builds the report there and uploads what it wrote
+with `push`). Endpoint and credentials: the standard settings of each file system (AWS: environment,
+profile, instance role, AWS_ENDPOINT_URL_S3 for S3-compatible servers; GCS: application default
+credentials); nothing here.
 
 `check` is the pre-flight check before Ray starts: an unknown scheme, a missing bucket or refused
 credentials is a StorageError whose one-line message names the fix; nothing is written then.
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainables import remote
+from trainables.files import atomic_write, one_line
 from trainables.remote import is_uri
 
 # What the report reads from an experiment folder (sweeper/aggregate.py, sweeper/report.py).
@@ -88,7 +90,7 @@ def resolve(where: str | Path) -> Folder:
         if "Unrecognized filesystem type" in str(e):
             raise StorageError(f"{uri}: unsupported scheme {remote.scheme(uri)}://; use a local folder, "
                                f"s3://BUCKET/PREFIX or gs://BUCKET/PREFIX") from None
-        raise StorageError(f"{uri} is not a usable URI ({_one_line(e)}); use a local folder, "
+        raise StorageError(f"{uri} is not a usable URI ({one_line(e)}); use a local folder, "
                            f"s3://BUCKET/PREFIX or gs://BUCKET/PREFIX") from None
     import pyarrow.fs as pafs
 
@@ -138,7 +140,7 @@ def missing_bucket(loc: Location) -> str:
 
 def explain(e: BaseException, uri: str) -> str:
     """One line for a file system's error: refused credentials, a missing bucket, or as it came."""
-    msg, low = _one_line(e), str(e).lower()
+    msg, low = one_line(e), str(e).lower()
     s = remote.scheme(uri)
     if any(w in low for w in ("access_denied", "access denied", "invalid_access_key", "accessdenied", "forbidden",
                               "signaturedoesnotmatch", "signature_does_not_match", "expired", "permission",
@@ -154,10 +156,6 @@ def explain(e: BaseException, uri: str) -> str:
         bucket = uri.split("://", 1)[-1].split("/", 1)[0]
         return missing_bucket(Location(None, bucket, s))
     return f"{uri} cannot be used ({msg}); check the URI, the network and the credentials"
-
-
-def _one_line(e: BaseException) -> str:
-    return f"{type(e).__name__}: {' '.join(str(e).split())[:240]}"
 
 
 # ---------------------------------------------------------------- files
@@ -191,13 +189,7 @@ def write_bytes(f: Folder, data: bytes) -> None:
     """Atomic enough: locally a temporary file renamed into place; in a bucket one upload of the whole
     content (an object appears complete or not at all)."""
     if isinstance(f, Path):
-        tmp = f.with_name(f".{f.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-        try:
-            tmp.write_bytes(data)
-            os.replace(tmp, f)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
+        atomic_write(f, lambda tmp: Path(tmp).write_bytes(data))
         return
     with f.fs.open_output_stream(f.path) as out:
         out.write(data)
@@ -370,25 +362,3 @@ def report_inputs(exp: str | Folder) -> tuple[Folder, Path]:
     except (StorageError, OSError) as e:
         raise AggregateError(str(e) if isinstance(e, StorageError) else explain(e, str(exp))) from None
     return exp, cache
-
-
-def report_at(exp: str | Folder, fmt: str = "md", which: str = "final") -> dict[str, Path]:
-    """sweeper.report.build_report for a local folder or a URI. For a URI: the report's inputs are
-    copied into the local cache folder (report_inputs), the report is built there, and every file it
-    wrote (and hpo's optuna.db) is uploaded to exp. Returns {name: local path}; AggregateError as
-    build_report."""
-    from sweeper.aggregate import AggregateError
-    from sweeper.report import build_report
-
-    exp, cache = report_inputs(exp)
-    if isinstance(exp, Path):
-        return build_report(exp, fmt, which)
-    try:
-        paths = build_report(cache, fmt, which)
-    except AggregateError as e:  # name the URI, not the cache folder
-        raise AggregateError(str(e).replace(str(cache), str(exp))) from None
-    try:
-        push([*paths.values(), *([cache / OPTUNA_DB] if (cache / OPTUNA_DB).is_file() else [])], cache, exp)
-    except OSError as e:
-        raise AggregateError(f"the report was built in {cache} but not uploaded: {explain(e, str(exp))}") from None
-    return paths

@@ -1,9 +1,9 @@
 """Session-wide guards for the test process (not fixtures of any one test).
 
-torch and torchvision are imported here, at collection, as they were before the driver stopped
-importing them (trainables/datafiles.py imports torchvision only when a CIFAR/SVHN file is read):
-once, with torchvision first imported late in the session, a test process segfaulted at
-interpreter exit after every test had passed (cause not established). Tests that start Ray in this
+torch and torchvision are imported here, at collection, although the driver imports torchvision
+only when a CIFAR/SVHN file is read (trainables/datafiles.py): with torchvision first imported late
+in the test process, that process can segfault at interpreter exit after every test has passed
+(cause not established). Tests that start Ray in this
 process shut it down themselves; the hook below makes sure no Ray is left running at exit.
 """
 import torch  # noqa: F401

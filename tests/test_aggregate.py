@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sweeper.aggregate import (AggregateError, atomic_write, check_experiment, group_keys, load_history,
+from sweeper.aggregate import (AggregateError, check_experiment, group_keys, load_history,
                                load_trials, summarize, write_summary, write_trials)
+from trainables.files import atomic_write
 
 STEPS = (100, 200, 300)
 
@@ -244,7 +245,7 @@ def test_unknown_metric_or_which_is_a_clear_error(experiment):
 
 def test_bestval_takes_the_metrics_at_the_report_of_lowest_validation_error(tmp_path):
     """best_val: the test error where val_error is lowest (first report on ties, NaN val skipped), not
-    the lowest test error (best_test); a trial from before the validation split gets NaN and still
+    the lowest test error (best_test); a trial without a validation split (val_size=0) gets NaN and still
     aggregates (it simply is not counted in a best_val mean)."""
     exp = tmp_path / "exp"
     rep = [{"step": 100, "test_error": 30.0, "test_error_student": 31.0, "val_error": 28.0, "done": False},

@@ -1,5 +1,5 @@
-"""benchmarks/trainer_throughput.py runs and writes what a GPU session needs (timings themselves are
-not asserted: they belong to the benchmark's JSON, not to a test)."""
+"""benchmarks/trainer_throughput.py runs and writes what benchmarks/gpu_benchmarks.sh needs (timings
+themselves are not asserted: they belong to the benchmark's JSON, not to a test)."""
 from __future__ import annotations
 
 import importlib.util

@@ -13,7 +13,8 @@ import torch
 from sklearn.datasets import load_digits
 from sklearn.semi_supervised import LabelSpreading
 
-from trainables.classical import GAMMA_MULTIPLIERS, MAX_RBF_ROWS, check_size, label_spreading, run_label_spreading
+from trainables.classical import GAMMA_MULTIPLIERS, label_spreading, run_label_spreading
+from trainables.config import MAX_RBF_ROWS, check_size
 from trainables.config import ConfigError, TrainConfig
 
 MULTIPLIERS = [2.0 ** k for k in range(-2, 11)]  # the documented grid, written out independently

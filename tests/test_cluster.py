@@ -273,7 +273,7 @@ def test_kuberay_nothing_public(name):
 
 
 def test_rayjob_entrypoint_parses_with_sweeper_run():
-    from sweeper import run  # the CLI contract in /work/shared/DESIGN.md
+    from sweeper import run
 
     (doc,) = [d for d in kuberay_docs("kuberay/rayjob.yaml") if d["kind"] == "RayJob"]
     args = run.parse_args(shlex.split(doc["spec"]["entrypoint"])[3:])

@@ -13,13 +13,16 @@ terms, 1e-4 on the gradients, 1e-5 on the buffers) leave a 20-50x margin above t
 magnitude below a real bug (a missing or doubled term, a wrong BN update, a different noise draw:
 all >= 1e-3, measured 0.1-1.0 when the two runs' RNG streams differ).
 """
+import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
 
 import trainables.trainer as trainer_mod
 from search_spaces.common import QUICK
+from trainables.compile_policy import MEASURED_CUDA, resolve_compile
 from trainables.config import ConfigError, TrainConfig
 from trainables.data import load_dataset
 from trainables.methods import loss_terms
@@ -153,9 +156,27 @@ def test_auto_compiles_only_what_was_measured_faster(device, kw, want):
     """auto = what the H200 benchmark found faster than eager, for runs long enough that compiling costs < 1 %."""
     cfg = TrainConfig(**{**dict(QUICK, method="mt", steps=280_000, lr_rampdown=0, arch="convnet13",
                                dataset="cifar10", num_labels=1000), **kw})
-    assert trainer_mod.resolve_compile("auto", torch.device(device), cfg) == want
+    assert resolve_compile("auto", torch.device(device), cfg) == want
     for mode in ("none", "model", "step", "graphs"):  # an explicit mode is kept as given
-        assert trainer_mod.resolve_compile(mode, torch.device(device), cfg) == mode
+        assert resolve_compile(mode, torch.device(device), cfg) == mode
+
+
+def test_measured_cuda_is_what_the_committed_benchmark_files_say():
+    """Each figure of MEASURED_CUDA is a row of a committed benchmark file (rounded to 0.1): its
+    steps/s, and its compile seconds or those of the step row measured before it in the same run."""
+    variant = {(False, "none"): "MT", (True, "none"): "MT+VD", (True, "direct"): "MT+VD+MUR"}
+    files = sorted((Path(__file__).resolve().parents[1] / "benchmarks" / "results").glob(
+        "trainer_throughput_h200_*_mt*.json"))
+    runs = [json.loads(f.read_text()) for f in files]
+    runs = [r for r in runs if not r["bf16"]]
+    for key, modes in MEASURED_CUDA.items():
+        for mode, steps_per_s, compile_s in modes:
+            found = []
+            for run in runs:
+                rows = {r["compile"]: r for r in run["rows"] if r["variant"] == variant[key]}
+                if mode in rows and round(rows[mode]["steps_per_s"], 1) == steps_per_s:
+                    found += [round(rows[m]["compile_s"], 1) for m in (mode, "step") if m in rows]
+            assert compile_s in found, (key, mode, steps_per_s, compile_s, found)
 
 
 def test_auto_on_cpu_is_eager_bit_for_bit(digits):

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from search_spaces import get_sweep
 from search_spaces.common import QUICK
 from trainables import trainer as trainer_module
-from trainables.augment_strong import GEOMETRIC, OPS, _magnitude, apply_op, cutout, strong_augment
+from trainables.augment_strong import GEOMETRIC, OPS, magnitude, apply_op, cutout, strong_augment
 from trainables.config import ConfigError, TrainConfig
 from trainables.data import augment, load_dataset
 from trainables.methods import Views, fixmatch_term, loss_terms, pseudo_labels, weak_logits
@@ -127,7 +127,7 @@ def test_every_op_keeps_shape_and_each_images_range(shape):
     lo, hi = x.amin((1, 2, 3)), x.amax((1, 2, 3))
     for op in OPS:
         for t in (0.0, 0.5, 0.999):  # both ends of each magnitude range and its middle
-            y = apply_op(x, op, _magnitude(op, t))
+            y = apply_op(x, op, magnitude(op, t))
             assert y.shape == x.shape and torch.isfinite(y).all(), op
             if op not in GEOMETRIC:  # photometric: inside the image's own [min, max]
                 assert (y.amin((1, 2, 3)) >= lo - 1e-5).all() and (y.amax((1, 2, 3)) <= hi + 1e-5).all(), op

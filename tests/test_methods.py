@@ -11,7 +11,7 @@ from trainables.models import build_model
 L, U = 4, 6
 
 
-def _setup(**kw):
+def tiny_setup(**kw):
     cfg = TrainConfig(**{"num_labels": 100, **kw})
     torch.manual_seed(0)
     student = build_model(cfg)
@@ -33,7 +33,7 @@ CASES = [dict(method=m, vd=vd, mur=mur, entmin_coef=0.1)
 
 @pytest.mark.parametrize("kw", CASES, ids=lambda k: f"{k['method']}-vd{int(k['vd'])}-{k['mur']}")
 def test_each_term_reaches_student_only(kw):
-    cfg, student, teacher, v = _setup(**kw, mur_steps=2)
+    cfg, student, teacher, v = tiny_setup(**kw, mur_steps=2)
     if teacher is not None:  # let the teacher *could* receive gradient: it must not
         for p in teacher.parameters():
             p.requires_grad_(True)
@@ -60,7 +60,7 @@ def test_each_term_reaches_student_only(kw):
 @pytest.mark.parametrize("method", ["pi", "mt", "ict"])
 def test_consistency_trains_on_unlabeled_rows(method):
     """The well-known MT bug: the unlabeled consistency gradient silently lost."""
-    cfg, student, teacher, v = _setup(method=method)
+    cfg, student, teacher, v = tiny_setup(method=method)
     v.x.requires_grad_(True)
     terms, _ = loss_terms(cfg, student, teacher, v, torch.Generator().manual_seed(0))
     gx = torch.autograd.grad(terms["cons"], v.x)[0]  # (B, 1, 8, 8)
@@ -75,7 +75,7 @@ def test_consistency_trains_on_unlabeled_rows(method):
 @pytest.mark.parametrize("mur", ["direct", "pga", "ga", "random"])
 def test_mur_gradient_does_not_flow_through_x_star(mur):
     """d L_MUR / d x0 is zero: x* is detached and the target is stop-gradient."""
-    cfg, student, teacher, v = _setup(method="mt", mur=mur, mur_steps=3)
+    cfg, student, teacher, v = tiny_setup(method="mt", mur=mur, mur_steps=3)
     student.eval()  # no batch coupling, no noise: any x0-gradient would come through x* or target
     terms, _ = loss_terms(cfg, student, teacher, v, torch.Generator().manual_seed(0))
     g = torch.autograd.grad(terms["mur"], v.x, allow_unused=True)[0]
@@ -93,11 +93,11 @@ def test_softmax_mse_closed_form():
 @pytest.mark.parametrize("mur", ["none", "direct", "pga", "ga", "random"])
 def test_bn_statistics_policy_only_real_passes_update(mur):
     """The documented policy: the x* search and the x* loss pass never update BN running stats."""
-    cfg, student, teacher, v = _setup(method="mt", mur=mur, mur_steps=3)
+    cfg, student, teacher, v = tiny_setup(method="mt", mur=mur, mur_steps=3)
     bn = [m for m in student.modules() if isinstance(m, torch.nn.BatchNorm2d)]
     loss_terms(cfg, student, teacher, v, torch.Generator().manual_seed(0))
     assert all(int(m.num_batches_tracked) == 1 for m in bn)  # the main pass on x0 only
-    _, s2, _, v2 = _setup(method="mt")  # same init, input and noise: the main pass alone
+    _, s2, _, v2 = tiny_setup(method="mt")  # same init, input and noise: the main pass alone
     s2(v2.x)
     for a, b in zip(bn, [m for m in s2.modules() if isinstance(m, torch.nn.BatchNorm2d)]):
         assert torch.allclose(a.running_mean, b.running_mean, atol=1e-6)

@@ -189,7 +189,7 @@ def test_other_papers_mnist_100_have_sources_and_are_never_the_papers_number():
     for r in rows:
         assert not r.is_ours and r.method is None and r.source in CITATIONS and CITATIONS[r.source]
         assert 0 < r.mean < 5 and (r.std is None or r.std > 0)
-    # the values as the issue listed them (Improved GAN: 93 +- 6.5 errors of 10,000 = 0.93 +- 0.065 %)
+    # the values as the cited papers give them (Improved GAN: 93 +- 6.5 errors of 10,000 = 0.93 +- 0.065 %)
     by_source = {}
     for r in rows:
         by_source.setdefault(r.source, []).append((r.mean, r.std))

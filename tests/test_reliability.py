@@ -8,6 +8,7 @@ stops again; leftovers of a killed driver are found by PID and process start tim
     pytest tests/test_reliability.py -q                # fast: bad input, atomic writes (~20 s)
     pytest tests/test_reliability.py -q -m slow -s     # real Ray: kills and resumes (~4 min on 2 cores)
 """
+import builtins
 import hashlib
 import io
 import json
@@ -33,8 +34,9 @@ import yaml
 from search_spaces import get_sweep
 from sweeper import check_cluster, report
 from sweeper import run as sweeper_run
-from sweeper.aggregate import atomic_write, write_summary, write_trials
+from sweeper.aggregate import write_summary, write_trials
 from trainables.config import TrainConfig
+from trainables.files import atomic_write
 from trainables.trainer import TERMS, Diverged, Trainer, train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -369,7 +371,7 @@ class KillPoint:
 def test_killed_driver_resumes_without_rerunning_finished_trials(tmp_path):
     temp, storage = short_tmp("rrdrv"), tmp_path / "results"
     # 200 steps: the LabelSpreading row ends at once, so the MUR trials must run long enough to be killed
-    # mid-run twice (at 100 a fresh-check's driver once finished the sweep before the second kill point)
+    # mid-run twice (at 100 the sweep can finish before the second kill point)
     argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *TINY, "--set", "steps=200",
             "--storage", str(storage)]
     sweep, _, trials = cli_trials(*argv)
@@ -844,7 +846,7 @@ def test_trainer_save_killed_mid_write_leaves_the_previous_checkpoint(where, sma
 
     def block(signal_parent):
         if where == "while writing the bytes":
-            real = os.fdopen
+            real = builtins.open
 
             class Torn:
                 def __init__(self, f):
@@ -861,7 +863,7 @@ def test_trainer_save_killed_mid_write_leaves_the_previous_checkpoint(where, sma
                     self.f.flush()
                     _stall(signal_parent)
 
-            os.fdopen = lambda fd, *a, **k: Torn(real(fd, *a, **k))
+            builtins.open = lambda f, *a, **k: Torn(real(f, *a, **k)) if str(f).endswith(".tmp") else real(f, *a, **k)
         else:
             os.replace = lambda *a, **k: _stall(signal_parent)
 

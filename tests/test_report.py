@@ -24,8 +24,11 @@ from sweeper.aggregate import AggregateError, load_trials, summarize
 from sweeper.paper_results import paper_value
 from sweeper.plots import plot_virtual_points
 from sweeper.report import build_report, main
-from sweeper.tables import (_same, baseline_diffs, cell_text, ranking_frame, row_labels, table_frame, to_latex,
-                            to_markdown)
+from sweeper.layout import row_labels
+from sweeper.paired import baseline_diffs, same_value
+from sweeper.ranking import ranking_frame
+from sweeper.render import to_latex, to_markdown
+from sweeper.tables import cell_text, table_frame
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -125,7 +128,7 @@ def test_table_cells_paper_values_and_delta(table_built):
     assert header.startswith("| Model | CIFAR-10 1000 | paper | Δ | CIFAR-100 10000 | paper | Δ |")
     assert "1 diverged" in md and "entmin" not in header and "no Δ" not in md
     assert paths["table"] == paths["table.md"]
-    # no baseline in the sweep: no paired differences anywhere, as before baselines existed
+    # no baseline in the sweep: no paired differences anywhere
     assert "diff_vs_baseline" not in pd.read_csv(paths["summary.csv"]).columns and " · " not in md
 
 
@@ -146,7 +149,7 @@ def test_row_labels_name_the_bn_statistics_pass_of_a_paper_table():
     """The paper preset's rows as sweep modules make them: non-VD MT carries the authors' clean BN pass,
     MT + VD does not; the labels name both knobs in which the rows differ."""
     from search_spaces import get_sweep
-    from sweeper.tables import row_labels
+    from sweeper.layout import row_labels
 
     rows = [t for t in get_sweep("table_cifar", "paper").trials()
             if t["dataset"] == "cifar10" and t["num_labels"] == 1000 and t["method"] == "mt" and t["seed"] == 0]
@@ -160,7 +163,7 @@ def test_row_labels_name_the_bn_statistics_pass_of_a_paper_table():
 def test_row_labels_leave_out_keys_that_do_not_apply_to_a_row():
     """mut_radius-like rows: LabelSpreading has no α or s, direct MUR no α or s; MT without VD no KL
     coefficient. Where leaving a key out would merge two rows, every label keeps it."""
-    from sweeper.tables import row_labels
+    from sweeper.layout import row_labels
 
     summary = pd.DataFrame([
         {"method": "labelspreading", "mur": "none", "vd": False, "mur_step_size": 1.0, "mur_steps": 1, "kl_coef": 0.05},
@@ -172,7 +175,7 @@ def test_row_labels_leave_out_keys_that_do_not_apply_to_a_row():
     assert list(row_labels(summary, ("method", "vd", "mur"))) == [
         "LabelSpreading", "MUT + MUR", "MUT + MUR (PGA) (α 0.3, s 5)", "MT", "MT + VD (KL coef 0.2)"]
     # VAT alone (methods.cons_vat): epsilon is mur_radius, iterations mur_steps, its coefficient cons_coef
-    from sweeper.tables import applies
+    from sweeper.layout import applies
     vat = {"method": "vat", "mur": "none", "vd": False}
     assert [applies(k, vat) for k in ("mur_radius", "mur_steps", "mur_coef", "mur_step_size", "kl_coef", "cons_coef")] == \
         [True, True, False, False, False, True]
@@ -319,9 +322,9 @@ def test_every_table_interval_changes_the_variant_or_the_method_never_both(tmp_p
         if r["is_baseline"] or r["method"] == "labelspreading":
             continue
         same_col = [j for j in out.index if labels[j] == r["baseline"]
-                    and all(_same(out.loc[j, c], r[c]) for c in sweep.cols)]
+                    and all(same_value(out.loc[j, c], r[c]) for c in sweep.cols)]
         assert len(same_col) == 1 and r["n_paired"] == sweep.seeds, (labels[i], r["baseline"], r["n_paired"])
-        changed = {k for k in keys if not _same(r[k], out.loc[same_col[0], k])}
+        changed = {k for k in keys if not same_value(r[k], out.loc[same_col[0], k])}
         if r["within_baseline"] or r["method"] == "mt":
             assert changed and changed <= variant, (labels[i], r["baseline"], changed)
         elif preset == "quick":
@@ -569,13 +572,13 @@ def test_build_report_rejects_bad_arguments_before_writing(table_exp):
 
 
 def test_pooled_histograms_keep_every_test_point():
-    from sweeper.plots import _pool
+    from sweeper.plots import pool_histograms
 
-    same = _pool([(np.array([1.0, 2.0]), np.array([0.0, 1.0, 2.0])), (np.array([3.0, 0.0]), np.array([0.0, 1.0, 2.0]))])
+    same = pool_histograms([(np.array([1.0, 2.0]), np.array([0.0, 1.0, 2.0])), (np.array([3.0, 0.0]), np.array([0.0, 1.0, 2.0]))])
     np.testing.assert_array_equal(same[0], [4.0, 2.0])
     a = (np.array([2.0, 1.0, 0.0]), np.array([0.0, 0.1, 0.2, 0.3]))
     b = (np.array([0.0, 5.0, 1.0]), np.array([0.2, 0.3, 0.4, 0.5]))
-    counts, edges = _pool([a, b])
+    counts, edges = pool_histograms([a, b])
     assert counts.sum() == 9.0 and edges[0] == 0.0 and edges[-1] == 0.5
     centres = np.repeat([0.05, 0.15, 0.25, 0.35, 0.45], [2, 1, 0, 5, 1])        # each count at its bin centre
     np.testing.assert_array_equal(counts, np.histogram(centres, bins=edges)[0])
@@ -612,7 +615,7 @@ def test_virtual_points_stored_by_the_trial_are_plotted_without_torch(tmp_path):
     import json as _json
 
     from search_spaces.common import QUICK
-    from sweeper.plots import _virtual_points_from_trainer
+    from sweeper.plots import virtual_points_from_trainer
     from trainables.config import TrainConfig
     from trainables.mur import virtual_point_examples
     from trainables.trainer import Trainer
@@ -625,7 +628,7 @@ def test_virtual_points_stored_by_the_trial_are_plotted_without_torch(tmp_path):
     tr.save(ck / "trainer.pt")
     stored = virtual_point_examples(tr.student, tr.data.x_test[:8], cfg.mur_radius)
     np.savez(ck / "virtual_points.npz", **stored)
-    again = _virtual_points_from_trainer(ck / "trainer.pt", 8)
+    again = virtual_points_from_trainer(ck / "trainer.pt", 8)
     for k in ("x", "radii", "xstar"):
         np.testing.assert_allclose(again[k], stored[k], rtol=1e-5, atol=1e-6)
     (ck.parent / "params.json").write_text(_json.dumps(cfg.to_dict()))
@@ -633,7 +636,7 @@ def test_virtual_points_stored_by_the_trial_are_plotted_without_torch(tmp_path):
     code = (BLOCK_TORCH +
             "from pathlib import Path\n"
             "from sweeper.aggregate import load_trials\n"
-            "from sweeper.report import virtual_points_from_checkpoint\n"
+            "from sweeper.plots import virtual_points_from_checkpoint\n"
             f"exp = Path({str(tmp_path)!r})\n"
             "png = virtual_points_from_checkpoint(exp, load_trials(exp), exp / 'vp.png')\n"
             "print(png.stat().st_size)")
@@ -722,7 +725,7 @@ def test_a_search_ranks_its_trials_by_validation_error(tmp_path):
 
 
 def test_a_search_without_validation_errors_is_listed_unranked(tmp_path):
-    """Trials from before the validation split: nothing to select on, so no ranking (and none by test
+    """Trials without a validation split (val_size=0): nothing to select on, so no ranking (and none by test
     error); they are listed by steps then trial id, with a note saying why."""
     trials = load_trials(make_search_exp(tmp_path / "hpo-1", with_val=False))
     ranked = ranking_frame(trials, ["lr", "mur_radius"])
@@ -743,15 +746,15 @@ def test_hpo_without_a_validation_split_is_refused_before_ray(capsys):
 
 def test_other_papers_mnist_numbers_are_listed_under_an_mnist_table_with_sources():
     from sweeper.paper_results import OTHER_PAPERS
-    from sweeper.tables import _other_papers_notes
+    from sweeper.tables import other_papers_notes
 
     t = pd.DataFrame({"dataset": ["mnist", "digits"], "num_labels": [100, 100], "metric": ["test_error"] * 2})
-    notes = _other_papers_notes(t)
+    notes = other_papers_notes(t)
     mnist = [r for r in OTHER_PAPERS if r.dataset == "mnist" and r.num_labels == 100]
     assert len(notes) == 1 and len(mnist) >= 3
     assert all(f"{r.mean:.2f}" in notes[0] and r.source in notes[0] for r in mnist)
     assert notes[0].count(", not checked)") == sum(not r.checked for r in mnist) > 0
-    assert _other_papers_notes(t[t["dataset"] == "digits"]) == []  # no other papers' digits numbers
+    assert other_papers_notes(t[t["dataset"] == "digits"]) == []  # no other papers' digits numbers
 
 
 def test_classical_note_sorts_rows_into_better_no_difference_and_worse_than_labelspreading(tmp_path):

@@ -241,7 +241,7 @@ def test_quick_settings_compares_the_paper_values_with_the_quick_ones_on_fresh_s
 
 def test_a_quick_only_sweep_runs_its_quick_preset_without_preset(capsys, tmp_path):
     """No --preset means paper where a sweep has it, else its only preset (also on --resume, whose early
-    name check ran the paper preset before the stored one was read)."""
+    name check runs before the stored preset is read)."""
     from search_spaces import default_preset
 
     assert default_preset("quick_settings") == "quick" and default_preset("table_cifar") == "paper"
@@ -299,7 +299,7 @@ def test_precision_rows_differ_in_bf16_only(preset):
     """One knob per row: the bf16 row is the fp32 row's config with bf16 on, seed for seed (paired)."""
     import torch
 
-    from trainables.trainer import resolve_compile
+    from trainables.compile_policy import resolve_compile
 
     s = get_sweep("precision", preset)
     by_seed = {}

@@ -10,7 +10,7 @@ import torch.nn as nn
 
 from search_spaces import get_sweep
 from trainables.config import ConfigError, TrainConfig
-from test_methods import _setup as methods_setup
+from test_methods import tiny_setup
 from trainables.methods import loss_terms, softmax_mse
 from trainables.models import GaussianNoise
 from trainables.mur import kl_logits, vat_direction, virtual_point
@@ -131,7 +131,7 @@ def test_kl_logits_closed_form():
 
 # ---------------------------------------------------------------- VAT alone and inside MUR
 def _setup(**kw):
-    return methods_setup(**{"input_noise": 0.0, **kw})  # test_methods' tiny model and views, no input noise
+    return tiny_setup(**{"input_noise": 0.0, **kw})  # test_methods' tiny model and views, no input noise
 
 
 def test_vat_alone_is_kl_at_the_vat_point():

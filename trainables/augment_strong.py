@@ -99,7 +99,7 @@ def apply_op(x: torch.Tensor, op: str, m: float) -> torch.Tensor:
     return u * scale + lo
 
 
-def _magnitude(op: str, t: float) -> float:
+def magnitude(op: str, t: float) -> float:
     """Map t ~ U[0, 1) to op's range; posterize gets an integer number of bits in [4, 8]."""
     if op not in RANGES:
         return 0.0
@@ -121,7 +121,7 @@ def rand_augment(x: torch.Tensor, generator: torch.Generator, n_ops: int = 2, gr
     for g, chunk in enumerate(torch.tensor_split(x, G)):  # (n_g, C, H, W) each
         for k in range(n_ops):
             op = OPS[op_idx[g][k]]
-            chunk = apply_op(chunk, op, _magnitude(op, t[g][k]))
+            chunk = apply_op(chunk, op, magnitude(op, t[g][k]))
         out.append(chunk)
     return torch.cat(out)
 

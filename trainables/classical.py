@@ -16,7 +16,7 @@ a plateau of ~3-4 % from ~16x to ~1000x (label spreading wants a local graph), a
 kernel rows of some points underflow to zero; hence multipliers 2^-2 .. 2^10 in factors of 2.
 
 Memory: the rbf kernel is a dense N x N float64 matrix (plus copies), so more than
-MAX_RBF_ROWS fit rows is refused with the fix; kernel="knn" (a sparse k-nearest-neighbour graph,
+config.MAX_RBF_ROWS fit rows is refused with the fix; kernel="knn" (a sparse k-nearest-neighbour graph,
 n_neighbors chosen on validation) runs on larger sets.
 """
 from __future__ import annotations
@@ -28,23 +28,11 @@ import time
 
 import numpy as np
 
-from trainables.config import ConfigError
+from trainables.config import check_size
 
 GAMMA_MULTIPLIERS = tuple(2.0 ** k for k in range(-2, 11))  # x 1 / median ||x - x'||^2 of the fit rows
 N_NEIGHBORS = (5, 10, 20, 40)  # kernel="knn" grid
-MAX_RBF_ROWS = 20_000  # dense N x N float64 kernel: 3.2 GB at 20k rows, and LabelSpreading holds ~3 copies
 MEDIAN_ROWS = 2_000  # rows (a fixed random subset when there are more) for the median distance
-
-
-def check_size(n_rows: int, kernel: str = "rbf") -> None:
-    """ConfigError (one line, with the fix) when an rbf LabelSpreading of n_rows fit rows is too large."""
-    if kernel not in ("rbf", "knn"):
-        raise ConfigError(f"unknown LabelSpreading kernel {kernel!r}; choose 'rbf' or 'knn'")
-    if kernel == "rbf" and n_rows > MAX_RBF_ROWS:
-        gb = n_rows ** 2 * 8 / 1e9
-        raise ConfigError(f"LabelSpreading's rbf kernel is a dense N x N matrix: {n_rows} training images need "
-                          f"{gb:.1f} GB per copy; use kernel 'knn' or a data set of at most {MAX_RBF_ROWS} "
-                          f"training images (labeled + unlabeled)")
 
 
 def median_sq_distance(x: np.ndarray, max_rows: int = MEDIAN_ROWS) -> float:

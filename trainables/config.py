@@ -15,7 +15,7 @@ METHODS = ("supervised", "pi", "mt", "ict", "mut", "fixmatch", "vat", "labelspre
 DATASETS = ("digits", "mnist", "cifar10", "cifar100", "svhn")
 MUR_METHODS = ("none", "direct", "pga", "ga", "random", "vat")  # random = RR, vat = VAT point
 ARCHS = ("convnet13", "convnet_small")
-COMPILE_MODES = ("none", "model", "step", "graphs", "auto")  # trainer.py: what each compiles; auto: resolve_compile
+COMPILE_MODES = ("none", "model", "step", "graphs", "auto")  # trainer.py: what each compiles; auto: compile_policy.py
 NUM_CLASSES = {"digits": 10, "mnist": 10, "cifar10": 10, "cifar100": 100, "svhn": 10}
 TRAIN_SIZE = {"digits": 1347, "mnist": 60000, "cifar10": 50000, "cifar100": 50000, "svhn": 73257}
 # Validation images held out of the training set (val_size=-1 picks these), as the SSL literature
@@ -102,7 +102,7 @@ class TrainConfig:
     channels_last: bool = False     # channels_last memory format on CUDA
     compile: str = "none"           # torch.compile: none (eager) | model (student, teacher) | step (the loss terms' whole
                                     # forward+backward: MUR, VD, consistency) | graphs (step replayed as CUDA
-                                    # graphs) | auto (the fastest measured; see trainer.resolve_compile);
+                                    # graphs) | auto (the fastest measured; see compile_policy.resolve_compile);
                                     # compile_s reports its cost
     nan_check_every: int = 10       # steps between host-side NaN checks (1: every step, before its update)
 
@@ -165,8 +165,6 @@ class TrainConfig:
              f"{self.dataset}; a balanced labeled subset needs a multiple of {k}")
         n_train = TRAIN_SIZE[self.dataset] - self.n_val
         if self.method == "labelspreading":
-            from trainables.classical import check_size  # numpy only; raises ConfigError with the fix
-
             check_size(n_train)
         need(self.num_labels <= n_train, f"num_labels={self.num_labels} exceeds the {n_train} training "
              f"images of {self.dataset} left after {self.n_val} validation images; use at most {n_train}")
@@ -199,6 +197,22 @@ class TrainConfig:
              "across a graph break); use compile='step' or 'none'")
         need(self.arch != "convnet13" or self.dataset != "digits",
              "arch convnet13 needs 32x32 inputs; use arch convnet_small for digits")
+
+
+# ---------------------------------------------------------------- the size rule of LabelSpreading (trainables/classical.py)
+
+MAX_RBF_ROWS = 20_000  # dense N x N float64 kernel: 3.2 GB at 20k rows, and LabelSpreading holds ~3 copies
+
+
+def check_size(n_rows: int, kernel: str = "rbf") -> None:
+    """ConfigError (one line, with the fix) when an rbf LabelSpreading of n_rows fit rows is too large."""
+    if kernel not in ("rbf", "knn"):
+        raise ConfigError(f"unknown LabelSpreading kernel {kernel!r}; choose 'rbf' or 'knn'")
+    if kernel == "rbf" and n_rows > MAX_RBF_ROWS:
+        gb = n_rows ** 2 * 8 / 1e9
+        raise ConfigError(f"LabelSpreading's rbf kernel is a dense N x N matrix: {n_rows} training images need "
+                          f"{gb:.1f} GB per copy; use kernel 'knn' or a data set of at most {MAX_RBF_ROWS} "
+                          f"training images (labeled + unlabeled)")
 
 
 def _coerce(f: dataclasses.Field, v: Any) -> Any:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from trainables import remote
+from trainables.files import one_line
 from trainables.remote import is_uri
 
 NAMES = ("digits", "mnist", "cifar10", "cifar100", "svhn")
@@ -57,7 +59,6 @@ def check_available(name: str, data_dir="./data", download: bool = False) -> Non
     if name == "digits":
         return
     if is_uri(data_dir):  # in a bucket: names and sizes checked there; read_raw copies them to this node
-        from trainables.remote import check_dataset
         check_dataset(name, str(data_dir), download)
         return
     root = _root(name, data_dir, download)
@@ -97,7 +98,6 @@ def read_raw(name: str, data_dir="./data", download: bool = False):
     if name == "digits":
         raise DataError("digits come from scikit-learn, not from files; use data.load_dataset('digits')")
     if is_uri(data_dir):  # this node's copy, made once by the first trial here (trainables/remote.py)
-        from trainables.remote import local_dataset
         data_dir, download = local_dataset(name, str(data_dir), download), False
     check_available(name, data_dir, download)  # fetches with download, then the files must be there
     root = Path(data_dir).expanduser()
@@ -162,7 +162,7 @@ def _read_cifar(name, root: Path):
             ds = cls(str(root), train=train)
         except Exception as e:  # parsers raise many types; name the file, keep the cause
             bad, err = _find_bad_cifar_file(folder, files, meta_file, cls.meta["key"]) or (folder, e)
-            raise DataError(f"cannot read {name} file {bad} ({_one_line(err)}); it is corrupt or truncated: "
+            raise DataError(f"cannot read {name} file {bad} ({one_line(err)}); it is corrupt or truncated: "
                             f"delete it and {fix}") from e
         x = np.ascontiguousarray(np.asarray(ds.data).transpose(0, 3, 1, 2))  # (N,32,32,3) -> (N,3,32,32)
         splits.append((x, np.asarray(ds.targets, dtype=np.int64)))
@@ -199,7 +199,7 @@ def _read_svhn(root: Path):
             if ds.data.ndim != 4 or ds.data.shape[1:] != (3, 32, 32) or ds.labels.shape != (len(ds.data),):
                 raise ValueError(f"X {ds.data.shape} and y {ds.labels.shape}, expected (32, 32, 3, N) and (N, 1)")
         except Exception as e:  # scipy raises IndexError, OSError, MatReadError, ... on bad bytes
-            raise DataError(f"cannot read svhn file {root / f} ({_one_line(e)}); it is corrupt or truncated: "
+            raise DataError(f"cannot read svhn file {root / f} ({one_line(e)}); it is corrupt or truncated: "
                             f"delete it and {fix}") from e
         splits.append((np.ascontiguousarray(ds.data), np.asarray(ds.labels, dtype=np.int64)))
     return splits
@@ -274,7 +274,7 @@ def _read_idx(path: Path, kind: str, root: Path) -> np.ndarray:
             raise ValueError(f"{data.size} data bytes, the header says {dims} = {int(np.prod(dims))}")
         return data.reshape(dims)
     except Exception as e:  # OSError, EOFError, zlib.error, ValueError: name the file, keep the cause
-        raise DataError(f"cannot read mnist file {path} ({_one_line(e)}); it is corrupt or truncated: "
+        raise DataError(f"cannot read mnist file {path} ({one_line(e)}); it is corrupt or truncated: "
                         f"delete it and {_mnist_fix(root)}") from e
 
 
@@ -296,7 +296,7 @@ def _read_mnist_pickle(path: Path, root: Path):
             out.append((x.astype(np.float32).reshape(-1, 1, 28, 28), y.astype(np.int64)))
         return out
     except Exception as e:  # unpickling garbage raises many types: name the file, keep the cause
-        raise DataError(f"cannot read mnist file {path} ({_one_line(e)}); it is corrupt or not the classic "
+        raise DataError(f"cannot read mnist file {path} ({one_line(e)}); it is corrupt or not the classic "
                         f"((train, valid, test)) pickle: delete it and {_mnist_fix(root)}") from e
 
 
@@ -311,10 +311,58 @@ def _download(name, root: Path, make, url):
     try:
         make()
     except (OSError, RuntimeError) as e:  # no network, HTTP error, MD5 mismatch of the download
-        raise DataError(f"downloading {name} into {root} failed ({_one_line(e)}); check the network, "
+        raise DataError(f"downloading {name} into {root} failed ({one_line(e)}); check the network, "
                         f"or download {url} by hand into {root} and load without download") from e
 
 
-def _one_line(e: BaseException) -> str:
-    msg = " ".join(str(e).split())
-    return f"{type(e).__name__}: {msg[:200]}"
+# ---------------------------------------------------------------- data sets behind a URI (trainables/remote.py copies them)
+
+def dataset_layouts(name: str) -> list[list[tuple[str, ...]]]:
+    """The layouts `name` may have under its data folder, in the order datafiles reads them: each a list
+    of files, each file a tuple of acceptable names (first preferred), relative to the folder."""
+    if name == "mnist":
+        idx = MNIST_IDX["train"] + MNIST_IDX["test"]
+        return [[(f"{MNIST_FOLDER}/{f}", f"{MNIST_FOLDER}/{f}.gz") for f in idx], [(MNIST_PICKLE,)]]
+    if name == "svhn":
+        svhn = _readers()["svhn"]
+        return [[(svhn.split_list[s][1],) for s in ("train", "test")]]
+    cls = _readers()[name]
+    files = [f for f, _ in cls.train_list + cls.test_list] + [cls.meta["filename"]]
+    return [[(f"{cls.base_folder}/{f}",) for f in files]]
+
+
+def upload_hint(uri: str) -> str:
+    return (f"`gcloud storage rsync -r ./data {uri}`" if remote.scheme(uri) in ("gs", "gcs")
+            else f"`aws s3 sync ./data {uri}`" if remote.scheme(uri) == "s3" else f"copy a local data folder to {uri}")
+
+
+def check_dataset(name: str, uri: str, download: bool = False) -> list[str]:
+    """The files of `name` at `uri` (names and sizes checked, nothing read or copied), as paths relative
+    to uri; DataError with the fix if a file is missing, the bucket cannot be read, or download is asked."""
+    if download:
+        raise DataError(f"download=true fetches into a local folder, not into {uri}; download once with a "
+                        f"local --data-dir, upload that folder ({upload_hint(uri)}), then pass --data-dir {uri}")
+    layouts = dataset_layouts(name)
+    names = sorted({alt for layout in layouts for f in layout for alt in f})
+    try:
+        sizes = remote.stat(uri, names)
+    except Exception as e:  # ArrowInvalid (unknown scheme), OSError (no bucket, refused credentials, network)
+        raise DataError(f"cannot read the data folder {uri} ({one_line(e)}); check the URI, that the bucket "
+                        f"exists and that this machine's credentials may read it") from None
+    for layout in layouts:
+        chosen = [next((alt for alt in f if sizes[alt] is not None), None) for f in layout]
+        if None not in chosen:
+            return chosen
+    missing = [f[0] for f in layouts[0] if all(sizes[alt] is None for alt in f)]
+    raise DataError(f"{name} files missing in {uri}: {', '.join(missing)}; upload a data folder that holds "
+                    f"them ({upload_hint(uri)})")
+
+
+def local_dataset(name: str, uri: str, download: bool = False) -> Path:
+    """This node's copy of `name` from `uri` (copied on first use, sizes checked); its local data folder."""
+    files = check_dataset(name, uri, download)
+    try:
+        return remote.fetch(uri, files)
+    except OSError as e:
+        raise DataError(f"copying {name} from {uri} to {remote.cache_folder(uri, 'data')} failed ({one_line(e)}); "
+                        f"check the disk space and the credentials, then run again") from None

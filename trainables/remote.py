@@ -18,8 +18,9 @@ import contextlib
 import os
 import re
 import shutil
-import uuid
 from pathlib import Path
+
+from trainables.files import atomic_write
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 CHUNK = 8 << 20  # bytes copied at a time
@@ -61,18 +62,15 @@ def cache_folder(uri: str, kind: str) -> Path:
 def download(fs, src: str, dest: Path, size: int | None) -> Path:
     """Copy fs:src to dest through a temporary file beside it, checked against `size`, then renamed."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
+
+    def copy(tmp):
         with fs.open_input_stream(src) as i, open(tmp, "wb") as o:
             shutil.copyfileobj(i, o, CHUNK)
-        got = tmp.stat().st_size
+        got = os.path.getsize(tmp)
         if size is not None and got != size:
             raise RemoteError(f"{src}: copied {got} bytes, the source has {size}")
-        os.replace(tmp, dest)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return dest
+
+    return atomic_write(dest, copy)
 
 
 @contextlib.contextmanager
@@ -116,62 +114,3 @@ def fetch(uri: str, names: list[str], dest: Path | None = None) -> Path:
             if not (local.is_file() and local.stat().st_size == info.size):
                 download(fs, info.path, local, info.size)
     return dest
-
-
-# ---------------------------------------------------------------- data sets behind a URI (datafiles calls these)
-
-def dataset_layouts(name: str) -> list[list[tuple[str, ...]]]:
-    """The layouts `name` may have under its data folder, in the order datafiles reads them: each a list
-    of files, each file a tuple of acceptable names (first preferred), relative to the folder."""
-    from trainables import datafiles as df
-
-    if name == "mnist":
-        idx = df.MNIST_IDX["train"] + df.MNIST_IDX["test"]
-        return [[(f"{df.MNIST_FOLDER}/{f}", f"{df.MNIST_FOLDER}/{f}.gz") for f in idx], [(df.MNIST_PICKLE,)]]
-    if name == "svhn":
-        svhn = df._readers()["svhn"]
-        return [[(svhn.split_list[s][1],) for s in ("train", "test")]]
-    cls = df._readers()[name]
-    files = [f for f, _ in cls.train_list + cls.test_list] + [cls.meta["filename"]]
-    return [[(f"{cls.base_folder}/{f}",) for f in files]]
-
-
-def upload_hint(uri: str) -> str:
-    return (f"`gcloud storage rsync -r ./data {uri}`" if scheme(uri) in ("gs", "gcs")
-            else f"`aws s3 sync ./data {uri}`" if scheme(uri) == "s3" else f"copy a local data folder to {uri}")
-
-
-def check_dataset(name: str, uri: str, download: bool = False) -> list[str]:
-    """The files of `name` at `uri` (names and sizes checked, nothing read or copied), as paths relative
-    to uri; DataError with the fix if a file is missing, the bucket cannot be read, or download is asked."""
-    from trainables.datafiles import DataError, _one_line
-
-    if download:
-        raise DataError(f"download=true fetches into a local folder, not into {uri}; download once with a "
-                        f"local --data-dir, upload that folder ({upload_hint(uri)}), then pass --data-dir {uri}")
-    layouts = dataset_layouts(name)
-    names = sorted({alt for layout in layouts for f in layout for alt in f})
-    try:
-        sizes = stat(uri, names)
-    except Exception as e:  # ArrowInvalid (unknown scheme), OSError (no bucket, refused credentials, network)
-        raise DataError(f"cannot read the data folder {uri} ({_one_line(e)}); check the URI, that the bucket "
-                        f"exists and that this machine's credentials may read it") from None
-    for layout in layouts:
-        chosen = [next((alt for alt in f if sizes[alt] is not None), None) for f in layout]
-        if None not in chosen:
-            return chosen
-    missing = [f[0] for f in layouts[0] if all(sizes[alt] is None for alt in f)]
-    raise DataError(f"{name} files missing in {uri}: {', '.join(missing)}; upload a data folder that holds "
-                    f"them ({upload_hint(uri)})")
-
-
-def local_dataset(name: str, uri: str, download: bool = False) -> Path:
-    """This node's copy of `name` from `uri` (copied on first use, sizes checked); its local data folder."""
-    from trainables.datafiles import DataError, _one_line
-
-    files = check_dataset(name, uri, download)
-    try:
-        return fetch(uri, files)
-    except OSError as e:
-        raise DataError(f"copying {name} from {uri} to {cache_folder(uri, 'data')} failed ({_one_line(e)}); "
-                        f"check the disk space and the credentials, then run again") from None

@@ -4,8 +4,9 @@
 
 One `Trainer` owns the student, the teacher (MT, ICT), the optimizer, the step counter and every
 random generator, so that `load(save())` continues bit-for-bit like an uninterrupted run on CPU.
-TrainConfig.compile picks eager or torch.compile'd training steps (`compile_for_training`); the
-NaN check reads the loss values on the host every nan_check_every steps (`Trainer.check_finite`).
+TrainConfig.compile picks eager or torch.compile'd training steps (`compile_for_training`; what
+"auto" picks: trainables/compile_policy.py); the NaN check reads the loss values on the host every
+nan_check_every steps (`Trainer.check_finite`).
 """
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,9 +25,11 @@ from torch import nn
 
 from trainables import schedules
 from trainables.augment_strong import strong_augment
+from trainables.compile_policy import resolve_compile
 from trainables.config import ConfigError, TrainConfig
 from trainables.data import Batcher, Dataset, augment, labeled_split, load_dataset, validation_indices
 from trainables.datafiles import DataError, check_available
+from trainables.files import atomic_write
 from trainables.methods import Views, loss_terms, needs_input_grad
 from trainables.metrics import error_rate, histogram, sensitivity
 from trainables.models import build_model
@@ -50,42 +52,6 @@ def resolve_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("device='cuda' but no CUDA GPU is visible; use device='auto' or 'cpu'")
     return torch.device(name)
-
-
-# What auto may pick on CUDA: Mean Teacher's variants measured side by side with eager in one process
-# (H200, torch 2.11, ConvNet-13, batch 25+75, fp32 with TF32 convolutions, CIFAR-shaped data, no
-# bn_clean_pass; benchmarks/results/trainer_throughput_h200_{graphs,compile}_*.json). Per (vd, mur): the
-# compiled modes clearly faster than eager (slowest round above eager's fastest), fastest first, as
-# (mode, steps/s, compile seconds counted). graphs compiles what step compiles, then records: where its
-# row ran after step's in the same process (inductor's caches partly warm: MT 10.2 s, MT+VD+MUR 45.0 s
-# measured) it is counted at step's cold figure; MT+VD's 27.6 s ran alone in its process, but after
-# MT+VD+MUR on the same machine (shared kernels may have been cached): a lower bound. Eager: MT 126.8,
-# MT+VD 50.4 (38.9 in the first session, whose step row is used), MT+VD+MUR 31.0 steps/s. MT's step
-# (1.18x, 0.96x in the first session) is a tie.
-MEASURED_CUDA = {
-    (False, "none"): [("graphs", 233.9, 18.7)],                          # 1.84x
-    (True, "none"): [("graphs", 127.8, 27.6), ("step", 93.3, 26.1)],      # 2.54x, 2.40x (first session)
-    (True, "direct"): [("graphs", 46.7, 60.7), ("step", 44.6, 60.7)],     # 1.50x, 1.44x
-}
-MAX_COMPILE_SHARE = 0.01  # issue 14: compiling may cost at most 1 % of the run
-
-
-def resolve_compile(mode: str, device: torch.device, cfg: TrainConfig) -> str:
-    """TrainConfig.compile as run. "auto" is, on CUDA, the fastest mode in MEASURED_CUDA for the config
-    whose compile is at most MAX_COMPILE_SHARE of the run at the measured speed, i.e. the run has at
-    least 99 x compile_s x steps/s steps. 280k-step paper runs: MT+VD and MT+VD+MUR (direct) step;
-    graphs from 350k (MT+VD), 281k (MT+VD+MUR) and 433k steps (MT, eager below). Everything else runs
-    eagerly: configs the table did not measure (other methods and architectures, bf16, bn_clean_pass,
-    MT+MUR: 1.00x; PGA: 0.79x, and it fails under graphs), shorter runs, and the CPU, where eager is
-    bit-for-bit as before. --set compile=graphs takes the faster mode whatever its compile share."""
-    if mode != "auto":
-        return mode
-    if device.type != "cuda" or cfg.method != "mt" or cfg.arch != "convnet13" or cfg.bf16 or cfg.bn_clean_pass:
-        return "none"
-    for m, steps_per_s, compile_s in MEASURED_CUDA.get((cfg.vd, cfg.mur), []):
-        if compile_s <= MAX_COMPILE_SHARE * (cfg.steps / steps_per_s + compile_s):
-            return m
-    return "none"
 
 
 def param_groups(model: nn.Module, weight_decay: float, scope: str = "all") -> list[dict]:
@@ -113,7 +79,7 @@ def param_groups(model: nn.Module, weight_decay: float, scope: str = "all") -> l
 def compile_for_training(mode: str, student: nn.Module, teacher: nn.Module | None):
     """(student_fn, teacher_fn, loss_fn) that Trainer.train_step calls, for TrainConfig.compile = mode.
 
-    none:  the modules and methods.loss_terms themselves: eager, bit-for-bit as before.
+    none:  the modules and methods.loss_terms themselves: eager.
     model: torch.compile of each module. The wrappers share the modules' parameters and buffers, so
            the Trainer keeps the plain modules (state_dict keys without torch.compile's "_orig_mod."
            prefix; evaluation stays eager). MUR's autograd.grad to the input, the BN-freezing and
@@ -474,16 +440,14 @@ class Trainer:
         path.parent.mkdir(parents=True, exist_ok=True)
         buf = io.BytesIO()
         torch.save(self.state_dict(), buf)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
+
+        def write(tmp):
+            with open(tmp, "wb") as f:
                 f.write(buf.getvalue())
                 f.flush()
                 os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+
+        atomic_write(path, write)
 
     def load(self, path: str | os.PathLike):
         self.load_state_dict(torch.load(path, map_location=self.device, weights_only=False))
@@ -496,8 +460,8 @@ def train(cfg: TrainConfig, data: Dataset | None = None, log=print) -> dict:
     unlabeled images and validation split (trainables/classical.py), reported once like an evaluation.
     """
     if cfg.method == "labelspreading":
-        from trainables.classical import check_size, run_label_spreading
-        from trainables.config import TRAIN_SIZE
+        from trainables.classical import run_label_spreading
+        from trainables.config import TRAIN_SIZE, check_size
 
         check_size(TRAIN_SIZE[cfg.dataset] - cfg.n_val)  # refuse before loading anything
         if data is None:  # scikit-learn runs on the CPU

@@ -1,39 +1,35 @@
 #!/usr/bin/env bash
-# Issue 14's GPU measurements, for a session that is lent an H100/H200 (15 minutes of device time in
-# all, a machine start included, at most 10 minutes a command). One call runs this:
+# The training step's GPU benchmarks, in priority order, on one CUDA GPU (about 10 minutes):
 #
-#     run(command="OUT=$OUT bash benchmarks/gpu_session.sh", timeout_s=590)
+#     OUT=/tmp/gpu bash benchmarks/gpu_benchmarks.sh
 #
-# The first run (H200, 2026-11-26) measured every variant eager/model/step:
-# benchmarks/results/trainer_throughput_h200_compile_*.json (MT+VD 2.40x: met; MT 0.96x and
-# MT+VD+MUR 1.34x: not; profile_step.py: MT is bound by the host's ~400 launches a step, MT+VD+MUR
-# compiled has 4.3 ms of host gaps around 21.5 ms of kernels). The second run (this script) measured
-# graphs: ..._h200_graphs_*.json (MT 1.84x, MT+VD 2.54x, MT+VD+MUR 1.50x, 3.37x in bf16). It measures
-# TrainConfig.compile="graphs" (the compiled step recorded and replayed as CUDA graphs), in priority order:
+# Eager against TrainConfig.compile="step" and "graphs" (the compiled step recorded and replayed as
+# CUDA graphs), ConvNet-13 on CIFAR-shaped data, batch 25 + 75 (benchmarks/trainer_throughput.py):
 #   1. mt:      MT none/step/graphs, 5 rounds                                               <= 100 s
 #   2. mur:     MT+VD+MUR none/step/graphs                                                  <= 190 s
 #   3. tests:   the compiled-vs-eager equivalence test on CUDA, graphs then step (TF32 off),
 #               and the EMA's bit-for-bit test; exit codes logged                           <= 150 + 30 s
 #   4. vd:      MT+VD none/graphs                                                           <= 90 s
 #   5. bf16:    MT+VD+MUR in bf16 + channels_last, none/graphs                              <= 150 s
-#   6. pga, fixmatch: MT+MUR PGA 5 steps and FixMatch, none/graphs (the first run's time cut them)
-# Then copy $OUT/*.json into benchmarks/results/ (named after the card) and update the README table.
+#   6. pga, fixmatch: MT+MUR PGA 5 steps none/step, FixMatch none/graphs                    <= 120 s each
 # Each part has its own timeout and the benchmark rewrites its JSON after every row, so a part cut
-# short keeps what it measured; the script stops starting parts when TOTAL seconds are spent. If device
-# time is left, a second call runs the rest at once, while the machine is warm (inductor's cache kept):
-#     run(command="OUT=$OUT PARTS=vd,bf16,pga,fixmatch TOTAL=250 bash benchmarks/gpu_session.sh", timeout_s=280)
-# Test it on the CPU first:  GPU_SESSION_DEVICE=cpu STEPS=2 TOTAL=90 OUT=/tmp/gs bash benchmarks/gpu_session.sh
+# short keeps what it measured; no part starts once TOTAL seconds are spent. PARTS picks the parts,
+# e.g. the rest of a run cut short, at once while inductor's cache is warm:
+#     OUT=/tmp/gpu PARTS=vd,bf16,pga,fixmatch TOTAL=250 bash benchmarks/gpu_benchmarks.sh
+# To keep the figures, copy $OUT/<part>.json to benchmarks/results/trainer_throughput_<card>_graphs_<part>.json
+# (trainables/compile_policy.py's MEASURED_CUDA cites those files) and $OUT/gpu_benchmarks.log beside them.
+# A check that it runs, on the CPU:  DEVICE=cpu STEPS=2 TOTAL=90 OUT=/tmp/gb bash benchmarks/gpu_benchmarks.sh
 set -u
-OUT=${OUT:-benchmarks/results/gpu_session}
-DEVICE=${GPU_SESSION_DEVICE:-cuda}
+OUT=${OUT:-benchmarks/results/gpu}
+DEVICE=${DEVICE:-cuda}
 STEPS=${STEPS:-100}
 TOTAL=${TOTAL:-560}   # seconds for the whole script: a part gets min(its limit, what is left), none under 20 s
-PARTS=${PARTS:-mt,mur,tests,vd,bf16,pga,fixmatch}   # which parts run; a second call can run the rest
+PARTS=${PARTS:-mt,mur,tests,vd,bf16,pga,fixmatch}   # which parts run
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
-LOG="$OUT/session.log"   # one log for every part: the device tool returns at most 8 files
+LOG="$OUT/gpu_benchmarks.log"   # one log for every part
 limit_for() {  # limit_for SECONDS: min(SECONDS, what TOTAL leaves); prints nothing if under 20 s
     local left=$((TOTAL - SECONDS)) limit=$1
     (( left < limit )) && limit=$left

@@ -1,0 +1,84 @@
+"""A table as Markdown, LaTeX and CSV, written atomically beside the results.
+
+    python -m sweeper.report results/table_cifar-20260101-120000 --format latex   # writes table.{md,tex,csv}
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from sweeper.tables import cell_text, signed, table_notes
+from trainables.files import atomic_write
+
+
+def _grid(table: pd.DataFrame) -> tuple[list[str], list[list[str]], list[int]]:
+    """Header, body cells and each column's width: ours, then paper and Δ where the paper has a value."""
+    rows = list(dict.fromkeys(table["row"]))
+    cols = list(dict.fromkeys(table.sort_values("col_order", kind="stable")["col"]))
+    has_paper = {c: table.loc[table["col"] == c, "paper_mean"].notna().any() for c in cols}
+    header = ["Model"]
+    for c in cols:
+        header += [c, "paper", "Δ"] if has_paper[c] else [c]
+    body = []
+    for rl in rows:
+        line = [rl]
+        for c in cols:
+            hit = table[(table["row"] == rl) & (table["col"] == c)]
+            r = hit.iloc[0] if len(hit) else None
+            line.append(cell_text(r) if r is not None else "")
+            if has_paper[c]:
+                if r is None or pd.isna(r["paper_mean"]):
+                    line += ["", ""]
+                else:
+                    p = f"{r['paper_mean']:.2f}" + ("" if pd.isna(r["paper_std"]) else f" ± {r['paper_std']:.2f}")
+                    note = r.get("paper_note", "")
+                    d = note if isinstance(note, str) and note else "" if pd.isna(r["delta"]) else signed(r["delta"])
+                    line += [p, d]
+        body.append(line)
+    return header, body, [3 if has_paper[c] else 1 for c in cols]
+
+
+def to_markdown(table: pd.DataFrame, title: str = "", notes=()) -> str:
+    """The table as Markdown, its notes (what a cell is, the baseline, the paper) as a list below it."""
+    header, body, _ = _grid(table)
+
+    def md_row(cells: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    lines = [f"### {title}", ""] if title else []
+    lines += [md_row(header), "|" + "|".join(["---"] + [":-:"] * (len(header) - 1)) + "|"]
+    lines += [md_row(line) for line in body]
+    return "\n".join(lines + [""] + [f"- {n}" for n in table_notes(table, notes)]) + "\n"
+
+
+_TEX_ESCAPE = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+               "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+_TEX_UNICODE = {"Π": r"$\Pi$", "α": r"$\alpha$", "±": r"$\pm$", "Δ": r"$\Delta$", "−": "-", "—": "--",
+                "·": r"$\cdot$"}
+
+
+def tex(s: str) -> str:
+    """Text -> LaTeX: special characters escaped, the few Greek letters and ± in math mode."""
+    s = "".join(_TEX_ESCAPE.get(ch, ch) for ch in s)
+    return "".join(_TEX_UNICODE.get(ch, ch) for ch in s)
+
+
+def to_latex(table: pd.DataFrame, title: str = "", notes=()) -> str:
+    """The table as a plain LaTeX tabular, title and notes as % comments above it."""
+    header, body, widths = _grid(table)
+    spec = "l|" + "|".join("c" * w for w in widths)
+    lines = [f"% {title}"] if title else []
+    lines += [f"% {n}" for n in table_notes(table, notes)]
+    lines += [rf"\begin{{tabular}}{{{spec}}}", r"\hline", " & ".join(map(tex, header)) + r" \\", r"\hline"]
+    lines += [" & ".join(map(tex, line)) + r" \\" for line in body]
+    lines += [r"\hline", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_tables(table: pd.DataFrame, folder: Path, stem: str, title: str = "", notes=()) -> dict[str, Path]:
+    """<stem>.md, <stem>.tex and <stem>.csv in folder, each written atomically."""
+    md, tx = to_markdown(table, title, notes), to_latex(table, title, notes)
+    return {f"{stem}.md": atomic_write(folder / f"{stem}.md", lambda t: Path(t).write_text(md)),
+            f"{stem}.tex": atomic_write(folder / f"{stem}.tex", lambda t: Path(t).write_text(tx)),
+            f"{stem}.csv": atomic_write(folder / f"{stem}.csv", lambda t: table.to_csv(t, index=False))}

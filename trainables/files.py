@@ -1,0 +1,33 @@
+"""Two helpers every module that writes or reads files shares: an atomic write, and an error in one line.
+
+    python -c "from trainables.files import atomic_write; atomic_write('x.txt', lambda t: open(t, 'w').write('hi'))"
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import Callable
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[str], object]) -> Path:
+    """Call write(tmp) on a temporary file in path's folder, then os.replace it onto path: a reader sees
+    the old file or the new one, never a half-written one. On any failure the temporary file is removed."""
+    path = Path(path)
+    tmp = str(path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"))  # made by write: umask applies
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def one_line(e: BaseException | str, limit: int = 240) -> str:
+    """An error (or a text) for a one-line message: whitespace squeezed, cut to `limit` characters; an
+    exception is led by its type's name."""
+    text = " ".join(str(e).split())
+    text = text if len(text) <= limit else text[: limit - 3] + "..."
+    return f"{type(e).__name__}: {text}" if isinstance(e, BaseException) else text
