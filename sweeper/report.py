@@ -41,7 +41,7 @@ from sweeper.layout import paper_error, paper_sens
 from sweeper.paired import baseline_diffs
 from sweeper.ranking import write_ranking
 from sweeper.render import write_tables
-from sweeper.tables import classical_note, table_frame, test_beside_note, val_note
+from sweeper.tables import classical_note, subset_note, table_frame, test_beside_note, val_note
 
 FORMATS = {"md": "table.md", "latex": "table.tex", "csv": "table.csv"}
 
@@ -77,7 +77,7 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
     no_val = val_note(trials)
     summary, notes = baseline_diffs(summarize(trials, metric, which), trials, baseline, rows, cols, within=within,
                                     baseline_for=named)
-    notes = notes + classical_note(summary, trials, rows, cols)
+    notes = notes + classical_note(summary, trials, rows, cols) + [subset_note(trials)]
     if metric == SELECT_METRIC:  # a table to choose from (--confirm): the test error beside, not used
         notes += test_beside_note(trials, baseline, rows, cols, which, within, named)
     paths.update(write_summary(summary, exp))

@@ -237,6 +237,7 @@ def print_dry_run(sweep: Sweep, trials: list[dict], args) -> None:
 def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources: dict):
     from ray import tune
 
+    from sweeper import stopping
     from sweeper.live import live_callback
     from sweeper.mlflow_log import mlflow_callback
     from trainables.tune import train_tune
@@ -256,7 +257,7 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
         failure_config=tune.FailureConfig(max_failures=3),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         # hpo in a bucket: the SQLite study goes up after every trial, so another machine can resume it
-        callbacks=result_loggers(args.tensorboard) + [live_callback(exp_dir, args.live_every)]
+        callbacks=result_loggers(args.tensorboard) + [stopping.StopAfterSaves(), live_callback(exp_dir, args.live_every)]
         + ([mlflow_callback(args.mlflow, exp_dir.name, sweep.name, args.preset,
                             [k for k in (*sweep.rows, *varying) if k not in sweep.cols], list(sweep.cols))]
            if args.mlflow else [])
@@ -372,7 +373,32 @@ def connect_ray(address: str | None, dashboard: bool = False):
 
     if address:
         return ray.init(address=address, log_to_driver=True)
-    return ray.init(address="local", include_dashboard=dashboard, dashboard_host="127.0.0.1")
+    with own_process_group():
+        return ray.init(address="local", include_dashboard=dashboard, dashboard_host="127.0.0.1")
+
+
+@contextlib.contextmanager
+def own_process_group():
+    """The Ray processes started in this block (a local Ray's GCS, raylet, ...; the raylet's workers
+    follow it) run in a session and process group of their own. `timeout`, shells and job runtimes
+    signal a job's whole process group; the SIGTERM then reaches only the driver, which stops Tune
+    gracefully (graceful_stop) and shuts its Ray down itself. In the driver's group, Ray's processes
+    would die at once on it (Ray blocks SIGINT in them, for Ctrl+C, but not SIGTERM) and leave the
+    driver waiting for a dead GCS, with no report. Ray does the same on Windows (CREATE_NEW_PROCESS_GROUP).
+    They still die with the driver: Ray sets PR_SET_PDEATHSIG in them, so a killed driver leaks none."""
+    from ray._private import services
+
+    popen = services.ConsolePopen  # the Popen that Ray's start_ray_process uses for every process
+
+    class SessionPopen(popen):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **{**kwargs, "start_new_session": True})
+
+    services.ConsolePopen = SessionPopen
+    try:
+        yield
+    finally:
+        services.ConsolePopen = popen
 
 
 def main(argv=None) -> int:
@@ -393,7 +419,8 @@ def main(argv=None) -> int:
         return 2
     tuner = make_tuner(sweep, trials, args, exp_dir, resources)
     # loggers: result_loggers(); Ctrl+C and SIGTERM: graceful_stop()
-    with env_set(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1", TUNE_DISABLE_SIGINT_HANDLER="1"), graceful_stop() as stopped:
+    with env_set(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1", TUNE_DISABLE_SIGINT_HANDLER="1"), graceful_stop() as stopped, \
+            credentials_from_each_node():
         grid = tuner.fit()
     return finish(grid, sweep, exp_dir, stopped.is_set())
 
@@ -502,10 +529,13 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
 @contextlib.contextmanager
 def graceful_stop():
     """Ctrl+C and SIGTERM (what `ray job stop` and most schedulers send) stop the sweep through Tune's
-    own interrupt (SIGUSR1): it ends the running trials and saves the experiment state, then fit()
+    own interrupt (SIGUSR1), sent once the checkpoints the trials reported are registered
+    (sweeper/stopping.py): it ends the running trials and saves the experiment state, then fit()
     returns. Yields an Event that tells whether that happened (Tune marks the trials it stopped
     done=True, so the results cannot). A second signal acts at once. Tune's own SIGINT handler must
     be off (TUNE_DISABLE_SIGINT_HANDLER=1) or it would replace this one inside fit()."""
+    from sweeper import stopping
+
     stopped = threading.Event()
     if threading.current_thread() is not threading.main_thread():
         yield stopped
@@ -515,7 +545,9 @@ def graceful_stop():
         stopped.set()
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGUSR1)
+        stopping.request()  # SIGUSR1 once no trial is saving a checkpoint it reported
+
+    stopping.reset()
 
     old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -523,6 +555,23 @@ def graceful_stop():
     finally:
         for sig, h in old.items():
             signal.signal(sig, h)
+
+
+@contextlib.contextmanager
+def credentials_from_each_node():
+    """Tune copies the driver's AWS keys (the secret key, session tokens) into every trial actor's
+    runtime env, where Ray's runtime env agent logs them in plain text (runtime_env_agent.log) and
+    its GCS keeps them (actor table, dashboard). Inside this block it copies none: storage
+    credentials come from each node's own settings (environment, profile, instance role; see the
+    README), and a local Ray's workers inherit the driver's environment anyway."""
+    from ray.tune.execution import class_cache
+
+    keys = {k for k in class_cache.ENV_VARS_TO_PROPAGATE if k.startswith("AWS_")}
+    class_cache.ENV_VARS_TO_PROPAGATE -= keys
+    try:
+        yield
+    finally:
+        class_cache.ENV_VARS_TO_PROPAGATE |= keys
 
 
 @contextlib.contextmanager
