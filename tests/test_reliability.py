@@ -724,12 +724,13 @@ def test_a_cluster_ray_cannot_reach_is_one_line_exit_2(stored, capsys, monkeypat
     assert snapshot(stored) == before
 
 
-def test_report_of_a_results_root_names_the_experiment_inside(stored, capsys):
+def test_report_of_a_results_root_is_its_index_and_touches_nothing_stored(stored, capsys):
     before = snapshot(stored)
-    assert report.main([str(stored)]) == 2
-    err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and "holds 1 experiment folder(s), not trials" in err
-    assert "ablation_radius-20200101-000000" in err and snapshot(stored) == before
+    assert report.main([str(stored)]) == 0  # a results root: index.html, one row per experiment inside
+    out = capsys.readouterr().out
+    assert out.startswith("ablation_radius-20200101-000000  ?  ") and f"index: {stored / 'index.html'}" in out
+    after = snapshot(stored)
+    assert set(after) - set(before) == {"index.html"} and {k: after[k] for k in before} == before
 
 
 @pytest.mark.slow
