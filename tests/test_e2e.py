@@ -167,3 +167,21 @@ def test_hpo_runs_optuna_with_asha_and_ranks_the_trials(tmp_path):
     base = {k: QUICK[k] for k in ("cons_coef", "kl_coef", "mur_coef", "mur_radius", "lr")}
     assert study.trials[0].params == base
     assert "The search's first sample is the base values (λ1 2.4, " in (exp / "table_ranked.md").read_text()
+    # the study says which trials ASHA stopped (Ray tells it each is COMPLETE), with the ranked table's values
+    by_id = {t.user_attrs["tune_trial_id"]: t for t in study.trials}
+    assert set(by_id) == set(ranked["trial_id"])
+    for _, r in ranked.iterrows():
+        t = by_id[r["trial_id"]]
+        assert t.value == pytest.approx(r["final_val_error"]) and t.user_attrs["step"] == r["steps"]
+        assert t.user_attrs["stopped_early"] == (r["status"] == "stopped")
+    # its page in Chromium: the ranked table and Optuna's figures, nothing from the network
+    from browser import CHROMIUM, open_page
+    if CHROMIUM.is_file():
+        seen = open_page(exp / "report.html", tmp_path / "hpo_report.png")
+        assert seen["blocked"] == [] and seen["errors"] == []
+        assert len(seen["images"]) >= 3 and all(ok and w > 0 for ok, w in seen["images"])
+        for fig in ("Optimisation history", "Parallel coordinates", "Parameter importances", "Search: trials ranked"):
+            assert fig in seen["text"], fig
+        assert seen["progress"] == (f"{(df['status'] == 'finished').sum()} of 12 trials finished, 0 running, 0 failed, "
+                                    f"0 diverged, {len(stopped)} stopped early by ASHA")
+        assert (tmp_path / "hpo_report.png").stat().st_size > 1000

@@ -166,3 +166,27 @@ def test_channels_last_on_the_cpu_changes_the_layout_not_the_maths(digits, kw):
         assert a.keys() == b.keys()
         for k in a:
             torch.testing.assert_close(b[k], a[k], rtol=1e-5, atol=1e-6)
+
+
+def test_label_seed_fixes_the_labeled_subset_across_seeds_and_seed_draws_it_otherwise(digits):
+    from trainables.trainer import splits
+
+    y = digits.y_train
+    per_seed = [splits(_cfg(seed=s), y)[0] for s in (0, 1)]
+    fixed = [splits(_cfg(seed=s, label_seed=1003), y)[0] for s in (0, 1)]
+    assert not torch.equal(*per_seed)  # label_seed=-1 (default): a new subset per seed
+    assert torch.equal(*fixed)         # fixed: one subset whatever the seed
+    assert torch.equal(fixed[0], splits(_cfg(seed=1003), y)[0])  # the subset seed 1003 draws
+    assert not torch.equal(fixed[0], per_seed[0])
+    # training randomness still follows seed: the first batches differ
+    a, b = (Trainer(_cfg(seed=s, label_seed=1003), digits) for s in (0, 1))
+    assert torch.equal(a.idx_l, b.idx_l) and not torch.equal(a.batcher.next()[0], b.batcher.next()[0])
+    with pytest.raises(ValueError, match="label_seed"):
+        _cfg(label_seed=-2)
+
+
+def test_trainer_fits_the_preprocessing_outside_its_validation_split():
+    cfg = _cfg()  # val_size=-1: digits holds 300 images out
+    assert cfg.n_val == 300
+    assert torch.equal(Trainer(cfg).data.x_test, load_dataset("digits", n_val=300).x_test)
+    assert torch.equal(Trainer(_cfg(val_size=0)).data.x_test, load_dataset("digits", n_val=0).x_test)
