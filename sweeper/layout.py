@@ -1,7 +1,7 @@
 """Which keys make a table's rows and columns, the labels that tell rows apart, and the paper's value
 of a cell.
 
-    pytest tests/test_report.py -q -k "row_labels or applies"
+    pytest tests/test_report.py -q -k "row_labels or applies"   (applies itself: trainables/config.py)
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pandas as pd
 from sweeper.aggregate import train_config_defaults
 from sweeper.labels import NAME_KEYS, py_value, row_label
 from sweeper.paper_results import SENSITIVITY_DATA, paper_sensitivity, paper_value
+from trainables.config import applies
 
 STAT_COLS = ("metric", "which", "mean", "std", "n", "n_failed", "n_diverged", "n_incomplete", "n_trials", "seeds")
 # Columns baseline_diffs adds to a summary: ours - baseline (percent points for errors), its t-interval,
@@ -54,32 +55,6 @@ def cell_configs(summary: pd.DataFrame) -> list[dict]:
     defaults = train_config_defaults()
     keys = config_keys(summary)
     return [{**defaults, **{k: py_value(summary.at[i, k]) for k in keys}} for i in summary.index]
-
-
-def applies(key: str, cfg: dict) -> bool:
-    """Whether a config key changes what a run with this full config does: LabelSpreading uses none of
-    the network's keys; the MUR keys need a MUR point (the radius is also VAT's epsilon), the step
-    keys an iterative one (or VAT's power iterations), the KL coefficient VD, lambda1 a consistency term
-    (supervised and MUT have none)."""
-    if key in NAME_KEYS:
-        return True
-    if cfg.get("method") == "labelspreading":
-        return key in ("dataset", "num_labels", "val_size")
-    point = cfg.get("mur", "none") != "none"  # a MUR / RR / VAT point and its lambda3 term
-    vat_alone = cfg.get("method") == "vat"    # VAT's loss: epsilon = mur_radius, power iterations = mur_steps,
-    if key == "mur_coef":                     # its coefficient cons_coef
-        return point
-    if key == "mur_radius":
-        return point or vat_alone
-    if key == "mur_step_size":
-        return cfg.get("mur") in ("pga", "ga")
-    if key == "mur_steps":
-        return cfg.get("mur") in ("pga", "ga", "vat") or vat_alone
-    if key == "kl_coef":
-        return bool(cfg.get("vd"))
-    if key == "cons_coef":                    # lambda1: no consistency term (methods.cons_none)
-        return cfg.get("method") not in ("supervised", "mut")
-    return True
 
 
 def row_labels(summary: pd.DataFrame, rows=("method", "vd", "mur"), cols=()) -> pd.Series:

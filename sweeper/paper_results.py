@@ -12,18 +12,21 @@ does not give is None.
 Every authors' row also records the settings that define it (radius r, KL coefficient,
 step size and steps of GA/PGA), so that an ablation cell at r=4 is not compared with the
 r=10 number. `protocol_reason` says why a run that matches a row is still not comparable with
-it (fewer steps, other batch sizes than the paper's training protocol), so that a table shows
-Δ = ours − paper only where the run followed the protocol.
+it: any field that applies to it differs from the paper preset's own row for that cell
+(fewer steps, another lr, bf16, entmin, ...), so that a table shows Δ = ours − paper only for
+the paper's own configuration.
 
     python -m sweeper.paper_results        # prints every transcribed value
     pytest tests/test_paper_results.py -q
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
-from trainables.config import held_out
+from search_spaces import get_sweep
+from trainables.config import TrainConfig, applies
 
 
 @dataclass(frozen=True)
@@ -223,15 +226,13 @@ def _setting_matches(row: PaperResult, setting: dict) -> bool:
     return True
 
 
-def paper_value(method: str, vd: bool, mur: str, dataset: str, num_labels: int,
-                **setting) -> tuple[float, float | None] | None:
-    """The authors' published (mean, std) error in percent, or None where the paper has none.
+def paper_result(method: str, vd: bool, mur: str, dataset: str, num_labels: int, **setting) -> PaperResult | None:
+    """The authors' row (Tables 1-2 or the text) for this cell, or None where the paper has none.
 
     method in {pi, mt, ict, mut, fixmatch}; mur "none" or "direct" (the paper's "+MUR"),
     "ga"/"pga" for the iterative ablation. `setting` may give mur_radius, kl_coef,
     mur_step_size, mur_steps: a row whose defining setting differs gives None, so an
-    ablation cell at r=4 is not compared with the r=10 value. std is None where the paper
-    prints a mean only.
+    ablation cell at r=4 is not compared with the r=10 value.
     """
     hits = [r for r in RESULTS if r.is_ours and r.method == method and r.vd == bool(vd)
             and r.mur == mur and r.dataset == dataset and r.num_labels == int(num_labels)
@@ -239,37 +240,87 @@ def paper_value(method: str, vd: bool, mur: str, dataset: str, num_labels: int,
     if len(hits) > 1:
         raise ValueError(f"ambiguous paper value for {method, vd, mur, dataset, num_labels}: "
                          f"{[h.where for h in hits]}; pass the setting (e.g. mur_radius) that tells them apart")
-    return (hits[0].mean, hits[0].std) if hits else None
+    return hits[0] if hits else None
 
 
-# The training protocol behind the authors' numbers (appendix "Training Settings", CIFAR and SVHN:
-# "The total number of training steps is 280k", "Each batch contains 100 samples with 25 labeled
-# and 75 unlabeled"). MUT (SVHN ablation) and the GA/PGA text values come from the same setup.
-PROTOCOL = {"steps": 280_000, "batch_labeled": 25, "batch_unlabeled": 75}
-# FixMatch (appendix): the paper gives no settings; assumed FixMatch's own protocol (Sohn et al.
-# 2020: 2^20 steps, 64 labeled + 7 x 64 unlabeled), which search_spaces/fixmatch.py follows.
-PROTOCOLS = {"fixmatch": {"steps": 2 ** 20, "batch_labeled": 64, "batch_unlabeled": 448}}
+def paper_value(method: str, vd: bool, mur: str, dataset: str, num_labels: int,
+                **setting) -> tuple[float, float | None] | None:
+    """The authors' published (mean, std) error in percent of `paper_result`'s row, or None; std is
+    None where the paper prints a mean only."""
+    r = paper_result(method, vd, mur, dataset, num_labels, **setting)
+    return (r.mean, r.std) if r is not None else None
+
+
+SETTING_KEYS = ("mur_radius", "kl_coef", "mur_step_size", "mur_steps")  # what may define a row (PaperResult.setting)
+
+
+def result_of(cfg: dict) -> PaperResult | None:
+    """The authors' row a full config dict reproduces, or None."""
+    return paper_result(cfg["method"], cfg["vd"], cfg["mur"], cfg["dataset"], cfg["num_labels"],
+                        **{k: cfg.get(k) for k in SETTING_KEYS})
+
+
+# Δ = ours - paper only for a run configured as the paper preset's own row for that cell. These sweeps'
+# paper presets define the rows: Tables 1-3 come from table_cifar and table_svhn, the text's values
+# from the ablation that reproduces each (GA / PGA, MUT) and the FixMatch appendix; where two define
+# the same cell the first one wins (the tables, whose rows are the authors' Table 1-2 runs).
+REFERENCE_SWEEPS = ("table_cifar", "table_svhn", "ablation_mur_steps", "mut_radius", "fixmatch")
+# TrainConfig fields that cannot change a run's numbers, never compared: the seed (the paper's ± is over
+# seeds), where the data live and whether to fetch them, the device, the NaN-check period and the
+# evaluation batch size (bookkeeping), compile mode and channels_last (the same computation: compiled
+# code draws its random numbers from another stream, like another seed, and a memory layout changes
+# only float rounding; bf16 is compared: it changes the arithmetic).
+NOT_COMPARED = ("seed", "data_dir", "download", "device", "nan_check_every", "eval_batch", "compile",
+                "channels_last")
+MAX_NAMED = 3  # differing fields a reason names, in TrainConfig's order
+
+
+@functools.cache
+def reference_configs() -> dict[PaperResult, dict]:
+    """Each authors' row -> the full config (TrainConfig defaults filled in) of the paper-preset trial
+    that reproduces it, from REFERENCE_SWEEPS."""
+    out: dict[PaperResult, dict] = {}
+    for name in REFERENCE_SWEEPS:
+        for t in get_sweep(name, "paper").trials(seeds=1):
+            cfg = TrainConfig.from_dict(t).to_dict()
+            r = result_of(cfg)
+            if r is not None:
+                out.setdefault(r, cfg)
+    return out
 
 
 def protocol_reason(cfg: dict) -> str | None:
-    """Why a run (a full TrainConfig dict) is not comparable with the paper's value, e.g.
-    "no Δ: 2000 of 280k steps"; None when it followed the paper's protocol (steps, batch sizes, and
-    every training image trained on: no validation split; paper_value already matches the data set,
-    label count and the row's settings)."""
-    want = PROTOCOLS.get(cfg.get("method"), PROTOCOL)
-    reasons = []
-    steps, paper_steps = int(cfg["steps"]), want["steps"]
-    if steps != paper_steps:
-        reasons.append(f"{_count(steps)} of {_count(paper_steps)} steps" if steps < paper_steps
-                       else f"{_count(steps)} steps, not {_count(paper_steps)}")
-    batch = (int(cfg["batch_labeled"]), int(cfg["batch_unlabeled"]))
-    paper_batch = (want["batch_labeled"], want["batch_unlabeled"])
-    if batch != paper_batch:
-        reasons.append(f"batch {batch[0]}+{batch[1]}, not {paper_batch[0]}+{paper_batch[1]}")
-    held = held_out(cfg["dataset"], int(cfg.get("val_size", -1)))
-    if held:  # the authors train on every training image (no validation split)
-        reasons.append(f"{held} training images held out for validation (the paper's runs: val_size=0)")
-    return "no Δ: " + "; ".join(reasons) if reasons else None
+    """Why a run (a full TrainConfig dict) that matches one of the authors' rows is not comparable with
+    it, e.g. "no Δ: lr 0.05, not 0.1"; None when it is configured as the paper preset's own row for that
+    cell (reference_configs) in every field that applies to it (trainables.config.applies) but
+    NOT_COMPARED. The reason names the first MAX_NAMED differing fields in TrainConfig's order."""
+    r = result_of(cfg)
+    ref = reference_configs().get(r) if r is not None else None
+    if ref is None:
+        return "no Δ: no paper-preset row reproduces this cell"
+    diff = [k for k in ref if k not in NOT_COMPARED and (applies(k, ref) or applies(k, cfg))
+            and not _same(cfg.get(k), ref[k])]
+    if not diff:
+        return None
+    named = "; ".join(f"{k} {_show(cfg.get(k))}, not {_show(ref[k])}" for k in diff[:MAX_NAMED])
+    return "no Δ: " + named + (f" (+{len(diff) - MAX_NAMED} more)" if len(diff) > MAX_NAMED else "")
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
+        return a == b
+    return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _show(v) -> str:
+    """A field's value as a reason prints it: 280000 -> 280k (step counts), 0.05 -> 0.05, True -> true."""
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, int):
+        return _count(v)
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
 
 
 def _count(n: int) -> str:

@@ -9,11 +9,14 @@ and Δ = ours − paper where the run followed the paper's protocol (sweeper/pap
 Written as table.md, table.tex (plain tabular) and table.csv (tidy: one line per cell), plus
 table_sensitivity.* when the trials report a sensitivity (Table 3), table_ranked.* for a search
 (hpo, ranked by validation error), trials.parquet, summary.parquet/.csv, and PNG plots, each made
-only when the sweep varies what it shows. This module arranges them: the tables are
-sweeper/tables.py (labels.py, layout.py, paired.py, render.py, ranking.py), the plots sweeper/plots.py.
+only when the sweep varies what it shows, and report.html, all of it on one self-contained page.
+This module arranges them: the tables are sweeper/tables.py (labels.py, layout.py, paired.py,
+render.py, ranking.py), the plots sweeper/plots.py, the page sweeper/html.py. Given a results root
+instead, it writes the root's index.html (sweeper/index.py).
 Ray is neither imported nor needed.
 
     python -m sweeper.report results/ablation_radius-20260101-120000 [--format md|latex|csv] [--which final|best_val|best_test]
+    python -m sweeper.report results/          # index.html: one row per sweep folder, with a link to its page
     pytest tests/test_report.py -q
 """
 from __future__ import annotations
@@ -29,6 +32,8 @@ from sweeper.aggregate import (SELECT_METRIC, WHICH, WHICH_ALIASES, AggregateErr
                                check_experiment, load_history, load_trials, read_sweep, summarize, write_summary,
                                write_trials)
 from sweeper import storage
+from sweeper.html import PAGE, write_page
+from sweeper.index import index_at, index_text, is_results_root
 from sweeper.plots import (plot_g0, plot_ga_vs_pga, plot_kl, plot_mur_vs_rr, plot_paired_diffs, plot_radius,
                            plot_sensitivity_hist, virtual_points_from_checkpoint)
 from sweeper.labels import WHICH_TITLE, metric_name
@@ -36,7 +41,7 @@ from sweeper.layout import paper_error, paper_sens
 from sweeper.paired import baseline_diffs
 from sweeper.ranking import write_ranking
 from sweeper.render import write_tables
-from sweeper.tables import classical_note, table_frame, test_beside_note, val_note
+from sweeper.tables import classical_note, subset_note, table_frame, test_beside_note, val_note
 
 FORMATS = {"md": "table.md", "latex": "table.tex", "csv": "table.csv"}
 
@@ -72,7 +77,7 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
     no_val = val_note(trials)
     summary, notes = baseline_diffs(summarize(trials, metric, which), trials, baseline, rows, cols, within=within,
                                     baseline_for=named)
-    notes = notes + classical_note(summary, trials, rows, cols)
+    notes = notes + classical_note(summary, trials, rows, cols) + [subset_note(trials)]
     if metric == SELECT_METRIC:  # a table to choose from (--confirm): the test error beside, not used
         notes += test_beside_note(trials, baseline, rows, cols, which, within, named)
     paths.update(write_summary(summary, exp))
@@ -108,6 +113,7 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
         out = plot(exp / name)
         if out is not None:
             paths[name] = out
+    paths[PAGE] = write_page(exp, which)  # report.html: all of the above on one self-contained page
     paths["table"] = paths[FORMATS[fmt]]
     return paths
 
@@ -135,13 +141,23 @@ def report_at(exp: str | storage.Folder, fmt: str = "md", which: str = "final") 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m sweeper.report", description=__doc__.splitlines()[0])
     p.add_argument("results_dir", help="a Ray Tune experiment folder, e.g. results/<sweep>-<stamp> "
-                                       "or s3://BUCKET/results/<sweep>-<stamp> (see sweeper/storage.py)")
+                                       "or s3://BUCKET/results/<sweep>-<stamp> (see sweeper/storage.py); "
+                                       "a results root (results/, s3://BUCKET/results): its index.html")
     p.add_argument("--format", choices=sorted(FORMATS), default="md", help="table printed (all are written)")
     p.add_argument("--which", choices=(*WHICH, *WHICH_ALIASES), default="final",
                    help="final: last evaluation (default); best_val: test error where the validation error "
                         "is lowest; best_test (alias best): minimum test error over evaluations, selected on "
                         "the test set (optimistic), as the paper's authors kept")
     args = p.parse_args(argv)
+    try:
+        if is_results_root(args.results_dir):  # a results root: its index.html, one row per sweep
+            path, rows = index_at(args.results_dir)
+            print(index_text(rows))
+            print(f"index: {path}")
+            return 0
+    except (AggregateError, storage.StorageError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     try:
         paths = report_at(args.results_dir, args.format, args.which)
     except AggregateError as e:

@@ -21,7 +21,7 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 
 # Tune's classic CLI table (set before Ray is imported): compact rows of the varying keys and metrics.
@@ -50,6 +50,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="folder or URI (s3://, gs://) with CIFAR-10/100 or SVHN (default ./data); "
                         "a URI is copied to each node once")
     p.add_argument("--seeds", type=int, default=None, help="seeds per grid point (default: the sweep's, 3)")
+    p.add_argument("--seed-start", type=int, default=None, metavar="N",
+                   help="first seed (default: the sweep's, 0); e.g. --seed-start 8 --seeds 8 runs seeds 8-15")
     p.add_argument("--storage", default="./results",
                    help="results root: a folder or a URI pyarrow accepts, s3://BUCKET/PREFIX, gs://... "
                         "(default ./results)")
@@ -69,6 +71,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "2-core machine while trials run; a head's dashboard, see --address, outlives the sweep)")
     p.add_argument("--tensorboard", action="store_true",
                    help="also write TensorBoard event files per trial (imports torch in this driver, ~3-5 s)")
+    p.add_argument("--live-every", type=float, default=30.0, metavar="SECONDS",
+                   help="rebuild the report (report.html) after trials end, at most every SECONDS (default 30; "
+                        "0: only at the end), uploaded on a bucket (sweeper/live.py)")
+    p.add_argument("--mlflow", default=None, metavar="URI",
+                   help="log every trial as an MLflow run (experiment: the sweep folder's name) to this tracking "
+                        "URI, e.g. http://127.0.0.1:5000; needs pip install -e '.[mlflow]' (sweeper/mlflow_log.py)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a TrainConfig key in every trial, e.g. --set mur_radius=2 (repeatable; a "
                         "shorter run also needs its schedules: --set steps=600 --set lr_rampdown=150)")
@@ -91,6 +99,10 @@ def trial_configs(sweep: Sweep, args: argparse.Namespace) -> list[dict]:
     """Every trial's config dict, validated by TrainConfig (raises ConfigError)."""
     if args.seeds is not None and args.seeds < 1:
         raise InputError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.seed_start is not None and args.seed_start < 0:
+        raise InputError(f"--seed-start must be >= 0, got {args.seed_start}")
+    if args.seed_start is not None:
+        sweep = replace(sweep, first_seed=args.seed_start)
     overrides = dict(_parse_override(s) for s in args.set)
     data_dir = args.data_dir or sweep.base.get("data_dir", "./data")
     overrides["data_dir"] = data_dir if is_uri(data_dir) else str(Path(data_dir).expanduser().resolve())  # trials run in other folders
@@ -144,6 +156,8 @@ def check_resources(args: argparse.Namespace) -> None:
         raise InputError(f"--gpus-per-trial must be >= 0 (fractions share a GPU), got {args.gpus_per_trial:g}")
     if args.max_concurrent < 0:
         raise InputError(f"--max-concurrent must be >= 0 (0: as resources allow), got {args.max_concurrent}")
+    if not args.live_every >= 0:
+        raise InputError(f"--live-every must be >= 0 seconds (0: the report only at the end), got {args.live_every:g}")
 
 
 def check_storage(storage: str) -> Path | store.Location:
@@ -229,6 +243,9 @@ def print_dry_run(sweep: Sweep, trials: list[dict], args) -> None:
 def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources: dict):
     from ray import tune
 
+    from sweeper import stopping
+    from sweeper.live import live_callback
+    from sweeper.mlflow_log import mlflow_callback
     from trainables.tune import train_tune
 
     trainable = tune.with_resources(train_tune, resources)
@@ -246,21 +263,25 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
         failure_config=tune.FailureConfig(max_failures=3),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         # hpo in a bucket: the SQLite study goes up after every trial, so another machine can resume it
-        callbacks=result_loggers(args.tensorboard)
+        callbacks=result_loggers(args.tensorboard) + [stopping.StopAfterSaves(), live_callback(exp_dir, args.live_every)]
+        + ([mlflow_callback(args.mlflow, exp_dir.name, sweep.name, args.preset,
+                            [k for k in (*sweep.rows, *varying) if k not in sweep.cols], list(sweep.cols))]
+           if args.mlflow else [])
         + ([store.study_upload_callback(exp_dir)] if sweep.search and not isinstance(exp_dir, Path) else []),
         progress_reporter=reporter, verbose=1)
     if sweep.search:  # hpo: Optuna TPE + ASHA over the search space, study kept in SQLite
         import optuna
         from ray.tune.schedulers import ASHAScheduler
-        from ray.tune.search.optuna import OptunaSearch
+
+        from sweeper.optuna_search import MarkedOptunaSearch  # says which trials ASHA stopped (user attrs)
 
         s = sweep.search
         select = s.get("metric", "val_error")  # selection never looks at the test set
         space = {k: _tune_domain(tune, spec) for k, spec in s["space"].items()}
         param_space = {**trials[0], **space}
         storage = optuna.storages.RDBStorage(f"sqlite:///{store.local_file(exp_dir, 'optuna.db')}")
-        algo = OptunaSearch(metric=select, mode="min", study_name=sweep.name,
-                            storage=storage, seed=0, points_to_evaluate=start_points(sweep, trials))
+        algo = MarkedOptunaSearch(metric=select, mode="min", study_name=sweep.name, storage=storage, seed=0,
+                                  points_to_evaluate=start_points(sweep, trials), steps=trials[0]["steps"])
         # ASHA takes metric / mode (val_error, min) from the TuneConfig: Tune rejects them set in both
         sched = ASHAScheduler(time_attr="step", max_t=trials[0]["steps"],
                               grace_period=grace_period(s, trials[0]["steps"], trials[0]["eval_every"]),
@@ -322,6 +343,23 @@ def _tune_domain(tune, spec):
     raise SweepError(f"unknown search domain {kind!r}; use loguniform, uniform or choice")
 
 
+def source_commit() -> str | None:
+    """The git commit of this checkout ("+dirty" with uncommitted changes to tracked files), for the
+    report's provenance; None outside a git checkout (e.g. `ray job submit --working-dir`)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):  # no git installed
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
 def use_token_if_available(env=os.environ) -> bool:
     """Ray 2.60 heads enable token auth by default, and a client sends its token only with
     RAY_AUTH_MODE=token. When a token is at hand (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or
@@ -341,7 +379,32 @@ def connect_ray(address: str | None, dashboard: bool = False):
 
     if address:
         return ray.init(address=address, log_to_driver=True)
-    return ray.init(address="local", include_dashboard=dashboard, dashboard_host="127.0.0.1")
+    with own_process_group():
+        return ray.init(address="local", include_dashboard=dashboard, dashboard_host="127.0.0.1")
+
+
+@contextlib.contextmanager
+def own_process_group():
+    """The Ray processes started in this block (a local Ray's GCS, raylet, ...; the raylet's workers
+    follow it) run in a session and process group of their own. `timeout`, shells and job runtimes
+    signal a job's whole process group; the SIGTERM then reaches only the driver, which stops Tune
+    gracefully (graceful_stop) and shuts its Ray down itself. In the driver's group, Ray's processes
+    would die at once on it (Ray blocks SIGINT in them, for Ctrl+C, but not SIGTERM) and leave the
+    driver waiting for a dead GCS, with no report. Ray does the same on Windows (CREATE_NEW_PROCESS_GROUP).
+    They still die with the driver: Ray sets PR_SET_PDEATHSIG in them, so a killed driver leaks none."""
+    from ray._private import services
+
+    popen = services.ConsolePopen  # the Popen that Ray's start_ray_process uses for every process
+
+    class SessionPopen(popen):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **{**kwargs, "start_new_session": True})
+
+    services.ConsolePopen = SessionPopen
+    try:
+        yield
+    finally:
+        services.ConsolePopen = popen
 
 
 def main(argv=None) -> int:
@@ -362,7 +425,8 @@ def main(argv=None) -> int:
         return 2
     tuner = make_tuner(sweep, trials, args, exp_dir, resources)
     # loggers: result_loggers(); Ctrl+C and SIGTERM: graceful_stop()
-    with env_set(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1", TUNE_DISABLE_SIGINT_HANDLER="1"), graceful_stop() as stopped:
+    with env_set(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1", TUNE_DISABLE_SIGINT_HANDLER="1"), graceful_stop() as stopped, \
+            credentials_from_each_node():
         grid = tuner.fit()
     return finish(grid, sweep, exp_dir, stopped.is_set())
 
@@ -389,6 +453,12 @@ def prepare(args):
     check_search(sweep, trials)
     check_baseline(sweep, trials)
     check_resources(args)
+    if args.mlflow:  # mlflow installed, its server answering: before Ray starts
+        from sweeper.mlflow_log import MLflowError, check_mlflow
+        try:
+            check_mlflow(args.mlflow)
+        except MLflowError as e:
+            raise InputError(str(e)) from None
     if exp_dir is None:  # on --resume the trials run their stored configs, data_dir included
         for name in sorted({(t["dataset"], t["data_dir"], t.get("download", False)) for t in trials}):
             check_readable(*name)  # parses the files: a corrupt one fails now, not in every trial
@@ -433,7 +503,7 @@ def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict)
         return tune.Tuner.restore(trainable=tune.with_resources(train_tune, resources), resume_unfinished=True,
                                   resume_errored=True, **store.prepare_restore(exp_dir))
     meta = {**asdict(sweep), "preset": args.preset, "n_trials": len(trials), "argv": sys.argv,
-            "start_points": start_points(sweep, trials)}
+            "start_points": start_points(sweep, trials), "commit": source_commit()}
     store.create_experiment(exp_dir, json.dumps(meta, indent=1, default=str))
     return build_tuner(sweep, trials, args, exp_dir, resources)
 
@@ -465,10 +535,13 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
 @contextlib.contextmanager
 def graceful_stop():
     """Ctrl+C and SIGTERM (what `ray job stop` and most schedulers send) stop the sweep through Tune's
-    own interrupt (SIGUSR1): it ends the running trials and saves the experiment state, then fit()
+    own interrupt (SIGUSR1), sent once the checkpoints the trials reported are registered
+    (sweeper/stopping.py): it ends the running trials and saves the experiment state, then fit()
     returns. Yields an Event that tells whether that happened (Tune marks the trials it stopped
     done=True, so the results cannot). A second signal acts at once. Tune's own SIGINT handler must
     be off (TUNE_DISABLE_SIGINT_HANDLER=1) or it would replace this one inside fit()."""
+    from sweeper import stopping
+
     stopped = threading.Event()
     if threading.current_thread() is not threading.main_thread():
         yield stopped
@@ -478,7 +551,9 @@ def graceful_stop():
         stopped.set()
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGUSR1)
+        stopping.request()  # SIGUSR1 once no trial is saving a checkpoint it reported
+
+    stopping.reset()
 
     old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -486,6 +561,23 @@ def graceful_stop():
     finally:
         for sig, h in old.items():
             signal.signal(sig, h)
+
+
+@contextlib.contextmanager
+def credentials_from_each_node():
+    """Tune copies the driver's AWS keys (the secret key, session tokens) into every trial actor's
+    runtime env, where Ray's runtime env agent logs them in plain text (runtime_env_agent.log) and
+    its GCS keeps them (actor table, dashboard). Inside this block it copies none: storage
+    credentials come from each node's own settings (environment, profile, instance role; see the
+    README), and a local Ray's workers inherit the driver's environment anyway."""
+    from ray.tune.execution import class_cache
+
+    keys = {k for k in class_cache.ENV_VARS_TO_PROPAGATE if k.startswith("AWS_")}
+    class_cache.ENV_VARS_TO_PROPAGATE -= keys
+    try:
+        yield
+    finally:
+        class_cache.ENV_VARS_TO_PROPAGATE |= keys
 
 
 @contextlib.contextmanager

@@ -35,7 +35,7 @@ from trainables.remote import is_uri
 
 # What the report reads from an experiment folder (sweeper/aggregate.py, sweeper/report.py).
 REPORT_INPUTS = ("sweep.json", "params.json", "result.json", "progress.csv", "error.txt", "error.pkl",
-                 "virtual_points.npz")
+                 "virtual_points.npz", "live.json")
 EXPERIMENT_STATE = re.compile(r"experiment_state-.*\.json")
 CHECKPOINT = "trainer.pt"          # trainables/tune.py's checkpoint file
 VIRTUAL_POINTS = "virtual_points.npz"

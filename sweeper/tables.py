@@ -3,8 +3,9 @@
 Rows are methods and variants ("MT", "MT + VD (entmin 0.1)", "MT + MUR (r 1)": the sweep's `rows`
 keys plus every other knob in which the rows differ), columns are data sets and label counts (the
 sweep's `cols` keys), cells `mean ± std` over seeds (sample std, ddof=1). Beside them:
-  - the paper's published value, and Δ = ours − paper only where the run followed the paper's
-    protocol (sweeper/paper_results.py: `paper_value`, `protocol_reason`); otherwise the reason;
+  - the paper's published value, and Δ = ours − paper only where the run is configured as the paper
+    preset's own row for that cell (sweeper/paper_results.py: `paper_value`, `protocol_reason`);
+    otherwise the reason, naming the fields that differ;
   - with a baseline row (Sweep.baseline), each other cell's paired difference from its baseline
     cell over the seeds both ran, with its 95% t-interval (sweeper/stats.py), `*` where it excludes 0:
     "4.67 ± 0.80 · −1.90 [−2.80, −1.00]*".
@@ -34,7 +35,7 @@ from sweeper.stats import excludes_zero
 def table_frame(summary: pd.DataFrame, rows=("method", "vd", "mur"), cols=(), paper=paper_error,
                 protocol=protocol_reason) -> pd.DataFrame:
     """The tidy table: one line per cell with row/col labels, ours (mean, std, n, counts), the paper's
-    (paper_mean, paper_std), delta = mean - paper_mean where the run followed the paper's protocol,
+    (paper_mean, paper_std), delta = mean - paper_mean where the run is the paper preset's own row,
     else NaN with the reason in paper_note, and the DIFF_COLS of baseline_diffs when the summary has
     them (the baseline row's label then ends in "(baseline)"). `paper(cfg) -> (mean, std) | None` and
     `protocol(cfg) -> reason | None` get the cell's full config (TrainConfig defaults for keys the
@@ -135,8 +136,9 @@ def table_notes(table: pd.DataFrame, extra=()) -> list[str]:
                      "Δ = ours − paper. The paper's errors are the best test error seen during training "
                      "(--which best_test compares like with like, and is as optimistic).")
     if has_paper and "paper_note" in table.columns and (table["paper_note"].fillna("") != "").any():
-        notes.append("no Δ: the run did not follow the paper's protocol (280k steps, batches of 25 labeled + "
-                     "75 unlabeled; FixMatch: 2^20 steps, 64 + 448), so it is not compared with the paper's value.")
+        notes.append("no Δ: the run is not configured as the paper preset's own row for that cell (it names the "
+                     "first fields that differ, ours then the paper row's), so it is not compared with the paper's "
+                     "value.")
     notes += other_papers_notes(table)
     return notes + list(extra)
 
@@ -200,6 +202,22 @@ def other_papers_notes(table: pd.DataFrame) -> list[str]:
                        f"protocols, not comparable cell by cell: {items}. 'not checked': transcribed, not yet "
                        f"compared with the paper (sweeper/paper_results.py).")
     return out
+
+
+def subset_note(trials: pd.DataFrame) -> str:
+    """Which labeled subset the seeds trained on: one fixed subset (label_seed >= 0, the authors' rule) or a
+    new one per seed (label_seed = -1; trials without the key ran before it existed and drew per seed)."""
+    ls = pd.to_numeric(trials["label_seed"], errors="coerce").fillna(-1) if "label_seed" in trials.columns \
+        else pd.Series(-1, index=trials.index)
+    fixed = ", ".join(str(v) for v in sorted({int(v) for v in ls if v >= 0}))
+    if fixed and (ls < 0).any():
+        return (f"Labeled subset: fixed (label_seed={fixed}) in some trials, drawn anew for each seed "
+                f"(label_seed=-1) in the others, whose ± also covers which images are labeled.")
+    if fixed:
+        return (f"Labeled subset: the same for every seed (label_seed={fixed}, the authors' rule), so a cell's ± "
+                f"covers training randomness only, as the paper's does.")
+    return ("Labeled subset: drawn anew for each seed (label_seed=-1), so a cell's ± and its paired interval "
+            "also cover which images are labeled.")
 
 
 def val_note(trials: pd.DataFrame) -> str | None:

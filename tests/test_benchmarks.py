@@ -53,3 +53,28 @@ def test_ratios_and_compile_share_by_hand():
     assert [r["slowdown_vs_base"] for r in rows] == [1.0, 1.0, 2.5, 1.25]
     # 280k steps at 50 steps/s = 5600 s; 56 s of compiling is 56 / 5656 of the run, just under 1 %
     assert bench.compile_share(56.0, 50.0, 280_000) == pytest.approx(0.990099, rel=1e-6)
+
+
+def load_cpu_step():
+    spec = importlib.util.spec_from_file_location("cpu_step", ROOT / "benchmarks" / "cpu_step.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_cpu_step_against_the_same_tree_gives_the_same_losses_and_every_row(tmp_path):
+    """This tree against itself: two processes from one seed take bit-identical steps (same_losses), and
+    the JSON holds every variant's before/after rounds and their ratio."""
+    out = tmp_path / "cs.json"
+    load_cpu_step().main(["--before", str(ROOT), "--steps", "2", "--rounds", "1", "--warmup", "2", "--out", str(out)])
+    d = json.loads(out.read_text())
+    assert [r["variant"] for r in d["rows"]] == ["MT", "MT+MUR", "MT+VD+MUR"] and d["threads"] == 1
+    for r in d["rows"]:
+        assert r["same_losses"] is True and len(r["rounds_before"]) == len(r["rounds_after"]) == 1
+        assert r["speedup"] == pytest.approx(r["steps_per_s_after"] / r["steps_per_s_before"])
+
+
+def test_cpu_step_refuses_a_before_that_is_no_checkout(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        load_cpu_step().main(["--before", str(tmp_path)])
+    assert e.value.code == 2 and "holds no trainables/trainer.py" in capsys.readouterr().err

@@ -19,7 +19,7 @@ import torch
 import torchvision
 
 from trainables.data import (DataError, Batcher, augment, fit_zca, apply_zca, labeled_split, load_dataset,
-                             ZCA_EPS)
+                             validation_indices, ZCA_EPS)
 
 
 # ----------------------------------------------------------------------------- real on-disk formats
@@ -214,6 +214,26 @@ def test_cifar100_fine_labels_and_zca(tmp_path, rng):
     np.testing.assert_allclose(ds.x_test.flatten(1).numpy(), ref_te, atol=1e-4 * scale)
 
 
+def _outside(dataset, n_train, n_val):
+    """Boolean mask of the training images outside the validation split: what a run may train on."""
+    keep = np.ones(n_train, bool)
+    keep[validation_indices(dataset, n_train, n_val).numpy()] = False
+    assert keep.sum() == n_train - n_val
+    return keep
+
+
+def test_cifar10_zca_is_fitted_outside_the_validation_split(tmp_path, rng):
+    x_tr, _, x_te, _ = _write_cifar10(tmp_path, rng, per_batch=4)  # 20 training images
+    ds = load_dataset("cifar10", tmp_path, n_val=6)
+    keep = _outside("cifar10", 20, 6)
+    ref = _zca_reference(x_tr[keep] / 255.0, np.concatenate([x_tr, x_te]) / 255.0, ZCA_EPS)[1]
+    scale = np.abs(ref).max()
+    np.testing.assert_allclose(ds.x_train.flatten(1).numpy(), ref[:20], atol=1e-4 * scale)
+    np.testing.assert_allclose(ds.x_test.flatten(1).numpy(), ref[20:], atol=1e-4 * scale)
+    # the fit can tell: with the validation images included the numbers differ
+    assert not np.allclose(load_dataset("cifar10", tmp_path).x_test.flatten(1).numpy(), ref[20:], atol=1e-2 * scale)
+
+
 def test_dataset_to_returns_a_copy(tmp_path, rng):
     ds = load_dataset("digits")
     moved = ds.to("cpu")
@@ -282,6 +302,18 @@ def test_svhn_per_feature_standardisation_by_default(tmp_path, rng):
         load_dataset("svhn", tmp_path, svhn_norm="pixel")
 
 
+def test_svhn_standardisation_is_fitted_outside_the_validation_split(tmp_path, rng):
+    X_tr, _, X_te, _ = _write_svhn(tmp_path, rng, n_train=12)
+    ds = load_dataset("svhn", tmp_path, n_val=4)
+    img_tr, img_te = (X.transpose(3, 2, 0, 1).astype(np.float64) for X in (X_tr, X_te))  # (N, C, H, W)
+    keep = _outside("svhn", 12, 4)
+    mu, sd = img_tr[keep].mean(axis=0), np.maximum(img_tr[keep].std(axis=0), 1e-8)  # (C, H, W) each
+    np.testing.assert_allclose(ds.x_train.numpy(), (img_tr - mu) / sd, atol=1e-3)
+    np.testing.assert_allclose(ds.x_test.numpy(), (img_te - mu) / sd, atol=1e-3)
+    np.testing.assert_allclose(ds.x_train.numpy()[keep].mean(0), 0, atol=1e-4)  # zero mean on the fitted ones
+    assert np.abs(ds.x_train.numpy()[~keep].mean(0)).max() > 0.1  # not on the validation images
+
+
 def test_svhn_labels_and_per_image_standardisation(tmp_path, rng):
     X_tr, y_tr, X_te, y_te = _write_svhn(tmp_path, rng)
     ds = load_dataset("svhn", tmp_path, svhn_norm="image")
@@ -316,6 +348,32 @@ def test_mnist_idx_pixels_labels_padding_and_standardisation(tmp_path, rng, gz):
     background = ds.x_train[0, 0, 0, 0].item()
     assert background < 0 and ds.x_train[:, :, :6].eq(background).all()  # rows 0-5: 2 padded + 4 black
     assert ds.x_test[:, :, :, -6:].eq(background).all()
+
+
+def test_mnist_standardisation_is_fitted_outside_the_validation_split(tmp_path, rng):
+    (x_tr, y_tr), (x_te, y_te) = _mnist_pixels(rng, 9), _mnist_pixels(rng, 3)
+    _write_mnist_idx(tmp_path, x_tr, y_tr, x_te, y_te)
+    ds = load_dataset("mnist", tmp_path, n_val=4)  # the LAST 4 training images are validation
+    assert _outside("mnist", 9, 4).tolist() == [True] * 5 + [False] * 4
+    pad = lambda x: np.pad(x.astype(np.float64) / 255, ((0, 0), (2, 2), (2, 2)))[:, None]
+    a = pad(x_tr[:5])
+    np.testing.assert_allclose(ds.x_train.numpy(), (pad(x_tr) - a.mean()) / a.std(), atol=1e-5)
+    np.testing.assert_allclose(ds.x_test.numpy(), (pad(x_te) - a.mean()) / a.std(), atol=1e-5)
+
+
+def test_digits_standardisation_is_fitted_outside_the_validation_split():
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    d = load_digits()
+    x_tr, x_te, _, _ = train_test_split(d.images.astype(np.float64), d.target, test_size=450,
+                                        stratify=d.target, random_state=0)
+    keep = _outside("digits", 1347, 300)
+    mu, sd = x_tr[keep].mean(), x_tr[keep].std()
+    ds = load_dataset("digits", n_val=300)
+    np.testing.assert_allclose(ds.x_train[:, 0].numpy(), (x_tr - mu) / sd, atol=1e-5)
+    np.testing.assert_allclose(ds.x_test[:, 0].numpy(), (x_te - mu) / sd, atol=1e-5)
+    assert not torch.equal(ds.x_test, load_dataset("digits").x_test)  # the fit can tell (a shift of ~1e-4)
 
 
 def test_mnist_pickle_train_then_valid_then_test(tmp_path, rng):

@@ -79,7 +79,7 @@ def setup(method, seed=0, **kw):
     g = torch.Generator().manual_seed(seed + 1)
     x = torch.randn(B, 1, 2, 3, generator=g, dtype=torch.float64)
     v = Views(x=x.clone(), x2=x + 0.3 * torch.randn(x.shape, generator=g, dtype=torch.float64),
-              y_l=torch.tensor([0, 3, 1]))
+              y_l=torch.tensor([0, 3, 1]), x0=x.clone())  # x0: the batch before augmentation
     return cfg, student, teacher, v
 
 
@@ -120,30 +120,31 @@ def test_mt_consistency_value():
 
 def test_ict_consistency_value_with_the_drawn_lambda_and_permutation():
     """lambda ~ Beta(a, a) per sample from the global RNG, perm from the trainer's generator; the
-    student sees lam x + (1 - lam) x[perm], the target is the same mix of the teacher's predictions."""
-    cfg, student, teacher, v = setup("ict", ict_alpha=1.0)
+    student sees lam x0 + (1 - lam) x0[perm] of the raw batch, the target is the same mix of the teacher's
+    predictions on its own views (x2 and x0[perm]); translate=0 makes the augmentation the identity."""
+    cfg, student, teacher, v = setup("ict", ict_alpha=1.0, translate=0)
     torch.manual_seed(123)
     terms, _ = loss_terms(cfg, student, teacher, v, torch.Generator().manual_seed(9))
     torch.manual_seed(123)  # the same draws, outside the code under test
     lam = torch.distributions.Beta(1.0, 1.0).sample((B,)).double().numpy()[:, None]  # (B, 1)
     perm = torch.randperm(B, generator=torch.Generator().manual_seed(9)).numpy()
     assert len(set(perm.tolist())) == B and (perm != np.arange(B)).any() and lam.std() > 0.05
-    X = flat(v.x)
-    pt = probs(teacher[1], X)  # the teacher on the student's own view, unmixed
-    x_mix = lam * X + (1 - lam) * X[perm]
-    target = lam * pt + (1 - lam) * pt[perm]
+    X0, X2 = flat(v.x0), flat(v.x2)
+    pt, pt_rand = probs(teacher[1], X2), probs(teacher[1], X0[perm])  # the teacher's own views
+    x_mix = lam * X0 + (1 - lam) * X0[perm]
+    target = lam * pt + (1 - lam) * pt_rand
     assert terms["cons"].item() == pytest.approx(sq_err(probs(student[1], x_mix), target), rel=1e-5)
 
 
 def test_ict_mixing_formula_with_a_known_lambda(monkeypatch):
-    """lambda fixed at 0.3 for every row (Beta.sample patched): the mix is exactly 0.3 x + 0.7 x[perm]."""
-    cfg, student, teacher, v = setup("ict")
+    """lambda fixed at 0.3 for every row (Beta.sample patched): the mix is exactly 0.3 x0 + 0.7 x0[perm]."""
+    cfg, student, teacher, v = setup("ict", translate=0)
     monkeypatch.setattr(torch.distributions.Beta, "sample", lambda self, shape=(): torch.full(shape, 0.3))
     terms, _ = loss_terms(cfg, student, teacher, v, torch.Generator().manual_seed(4))
     perm = torch.randperm(B, generator=torch.Generator().manual_seed(4)).numpy()
-    X = flat(v.x)
-    pt = probs(teacher[1], X)
-    expected = sq_err(probs(student[1], 0.3 * X + 0.7 * X[perm]), 0.3 * pt + 0.7 * pt[perm])
+    X0 = flat(v.x0)
+    expected = sq_err(probs(student[1], 0.3 * X0 + 0.7 * X0[perm]),
+                      0.3 * probs(teacher[1], flat(v.x2)) + 0.7 * probs(teacher[1], X0[perm]))
     assert terms["cons"].item() == pytest.approx(expected, rel=1e-5)
 
 

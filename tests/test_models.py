@@ -255,3 +255,26 @@ def test_build_model_takes_the_channels_of_the_data():
         m(torch.randn(2, 3, 32, 32))
     m = build_model(cfg, in_channels=3)  # what the loaded data says wins over the data set's default
     assert _convs(m)[0].in_channels == 3 and m(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+
+
+# ---------------------------------------------------------------- Dropout (CPU mask)
+def test_dropout_cpu_mask_law_scale_gradient_and_eval():
+    """Train mode: each entry is 0 or x / (1 - p), kept with probability 1 - p, the gradient is the same
+    mask / (1 - p); the mask is drawn in logical order (the same for a channels_last input); eval: identity."""
+    from trainables.models import Dropout
+
+    p, d = 0.3, Dropout(0.3)
+    x = (torch.rand(400, 8, 6, 6) + 0.5).requires_grad_(True)  # no zeros: a dropped entry is exactly 0
+    torch.manual_seed(0)
+    y = d(x)
+    kept = y != 0
+    torch.testing.assert_close(y[kept], x[kept] / (1 - p), rtol=1e-6, atol=0)
+    n = kept.numel()
+    assert abs(kept.float().mean().item() - (1 - p)) < 4 * math.sqrt(p * (1 - p) / n)  # 4 sigma
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, kept.float() / (1 - p))
+    torch.manual_seed(0)
+    y_cl = d(x.detach().contiguous(memory_format=torch.channels_last))
+    assert torch.equal(y_cl != 0, kept)
+    d.eval()
+    assert torch.equal(d(x), x)

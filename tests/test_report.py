@@ -6,6 +6,7 @@ that name every knob, the hpo ranking by validation error, plots, CLI.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -92,6 +93,30 @@ def make_table_exp(tmp_path, baseline=None, steps=PAPER_STEPS, within=()):
     return exp, curves
 
 
+def _fixture_rows() -> dict:
+    """make_table_exp's cells at the paper's steps, every other field at TrainConfig's default, as the paper
+    rows protocol_reason compares a run with (the real ones, the paper presets', are checked in
+    tests/test_paper_results.py): the table's mechanics are under test here, not the presets."""
+    from sweeper.aggregate import train_config_defaults
+    from sweeper.paper_results import result_of
+
+    out = {}
+    for method, vd, mur, entmin in VARIANTS:
+        for ds, n, r in COLS:
+            cfg = {**train_config_defaults(), "method": method, "vd": vd, "mur": mur, "entmin_coef": entmin,
+                   "dataset": ds, "num_labels": n, "mur_radius": r, "steps": PAPER_STEPS, "val_size": 0}
+            out[result_of(cfg)] = cfg
+    return out
+
+
+@contextlib.contextmanager
+def fixture_is_paper():
+    """Inside: the fixture's own cells are the paper rows (sweeper.paper_results.reference_configs)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("sweeper.paper_results.reference_configs", _fixture_rows)
+        yield
+
+
 @pytest.fixture
 def table_exp(tmp_path):
     return make_table_exp(tmp_path)
@@ -101,7 +126,8 @@ def table_exp(tmp_path):
 def table_built(tmp_path_factory):
     """make_table_exp's folder with its report built once (markdown) for the read-only tests."""
     exp, curves = make_table_exp(tmp_path_factory.mktemp("built"))
-    return exp, curves, build_report(exp)
+    with fixture_is_paper():
+        return exp, curves, build_report(exp)
 
 
 def test_table_cells_paper_values_and_delta(table_built):
@@ -175,7 +201,7 @@ def test_row_labels_leave_out_keys_that_do_not_apply_to_a_row():
     assert list(row_labels(summary, ("method", "vd", "mur"))) == [
         "LabelSpreading", "MUT + MUR", "MUT + MUR (PGA) (α 0.3, s 5)", "MT", "MT + VD (KL coef 0.2)"]
     # VAT alone (methods.cons_vat): epsilon is mur_radius, iterations mur_steps, its coefficient cons_coef
-    from sweeper.layout import applies
+    from trainables.config import applies
     vat = {"method": "vat", "mur": "none", "vd": False}
     assert [applies(k, vat) for k in ("mur_radius", "mur_steps", "mur_coef", "mur_step_size", "kl_coef", "cons_coef")] == \
         [True, True, False, False, False, True]
@@ -396,13 +422,18 @@ def test_a_baseline_that_matches_no_row_is_a_note_not_a_crash(table_built):
 def test_delta_only_where_the_run_followed_the_papers_protocol(tmp_path):
     """2000-step runs of Table 1's cells: the paper's value is shown, Δ is not, and the reason is."""
     exp, _ = make_table_exp(tmp_path, steps=2000)
-    table = table_frame(summarize(load_trials(exp)), ("method", "vd", "mur"), ("dataset", "num_labels"))
+    with fixture_is_paper():
+        table = table_frame(summarize(load_trials(exp)), ("method", "vd", "mur"), ("dataset", "num_labels"))
     assert table["paper_mean"].notna().all() and table["delta"].isna().all()
-    assert set(table["paper_note"]) == {"no Δ: 2000 of 280k steps"}
+    assert set(table["paper_note"]) == {"no Δ: steps 2000, not 280k"}
     md = to_markdown(table)
     mt = next(line for line in md.splitlines() if line.startswith("| MT (entmin 0) |"))
-    assert "| 19.63 ± 0.33 | no Δ: 2000 of 280k steps |" in mt
-    assert "did not follow the paper's protocol" in md
+    assert "| 19.63 ± 0.33 | no Δ: steps 2000, not 280k |" in mt
+    assert "not configured as the paper preset's own row for that cell" in md
+    # against the real paper presets these fixture runs (TrainConfig's defaults: another network, ...)
+    # are no paper configuration either
+    real = table_frame(summarize(load_trials(exp)), ("method", "vd", "mur"), ("dataset", "num_labels"))
+    assert real["delta"].isna().all() and all(n.startswith("no Δ: ") for n in real["paper_note"])
 
 
 def test_which_best_val_reports_the_test_error_at_the_best_validation_step(tmp_path, capsys):
@@ -864,3 +895,15 @@ def test_a_validation_table_shows_the_test_error_beside_with_its_paired_interval
     note = next(line for line in md.splitlines() if line.startswith("- Test error (%), beside and not used for the choice: "))
     assert f"MT (lr 0.16) {np.mean(test[0.16]):.2f}" in note
     assert f"MT (lr 0.07) {np.mean(test[0.07]):.2f} · {_minus(d)} [{_minus(ci.low)}, {_minus(ci.high)}]{star}" in note
+
+
+def test_subset_note_says_whether_the_labeled_subset_was_fixed_or_drawn_per_seed():
+    from sweeper.tables import subset_note
+
+    per_seed = subset_note(pd.DataFrame({"seed": [0, 1], "label_seed": [-1, -1]}))
+    fixed = subset_note(pd.DataFrame({"seed": [0, 1], "label_seed": [1003, 1003]}))
+    assert "drawn anew for each seed (label_seed=-1)" in per_seed and "fixed" not in per_seed
+    assert "the same for every seed (label_seed=1003" in fixed and "training randomness only" in fixed
+    assert subset_note(pd.DataFrame({"seed": [0, 1]})) == per_seed  # trials from before the key
+    mixed = subset_note(pd.DataFrame({"seed": [0, 1], "label_seed": [1003, -1]}))
+    assert "fixed (label_seed=1003) in some trials" in mixed and "label_seed=-1" in mixed

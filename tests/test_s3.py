@@ -11,6 +11,7 @@ moto accepts any, except while its own authentication is switched on (refused cr
 import json
 import logging
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -131,6 +132,26 @@ def test_report_of_a_uri_that_holds_nothing_is_one_line_exit_2(s3, capsys):
     assert report.main([f"s3://{BUCKET}/results/nothing-here"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and f"s3://{BUCKET}/results/nothing-here does not exist" in err
+
+
+def test_report_page_and_index_of_a_bucket(s3, tmp_path, capsys):
+    """A sweep folder in the bucket: its report (report.html included) is uploaded beside it; the
+    bucket's results root gets index.html, one row linking to that page."""
+    from test_report import make_table_exp
+
+    exp, _ = make_table_exp(tmp_path, baseline={"method": "mt", "vd": False, "mur": "none"})
+    for f in exp.rglob("*"):
+        if f.is_file():
+            s3.upload_file(str(f), BUCKET, f"pages/{exp.name}/{f.relative_to(exp).as_posix()}")
+    assert report.main([f"s3://{BUCKET}/pages/{exp.name}"]) == 0
+    have = objects(s3, prefix="pages/")
+    assert have[f"pages/{exp.name}/report.html"] > 10_000 and f"pages/{exp.name}/table.csv" in have
+    capsys.readouterr()
+    assert report.main([f"s3://{BUCKET}/pages"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith(f"{exp.name}  ?  ") and "  36/37  finished  MT + " in out
+    index = s3.get_object(Bucket=BUCKET, Key="pages/index.html")["Body"].read().decode()
+    assert f'<a href="{exp.name}/report.html">report.html</a>' in index
 
 
 def test_storage_writes_lists_and_reads_back(s3):
@@ -343,3 +364,53 @@ def test_confirm_reads_a_search_from_the_bucket(s3, tmp_path):
     assert (s.variants, s.baseline, s.first_seed) == ([{"lr": 0.05, "mur_radius": 0.3},
                                                       {"lr": 0.10, "mur_radius": 1.0}], {"lr": 0.05, "mur_radius": 0.3}, 1)
     assert not any(k.endswith(("table_ranked.csv", "trials.parquet")) for k in objects(s3, prefix="searches/"))  # read only
+
+
+def files_holding(root: Path, needles: dict[str, bytes]) -> list[str]:
+    """'file: names' for every file under root whose bytes contain needles' values."""
+    out = []
+    for p in root.rglob("*"):
+        if p.is_file() and not p.is_symlink():
+            data = p.read_bytes()
+            if found := [k for k, v in needles.items() if v in data]:
+                out.append(f"{p}: {', '.join(found)}")
+    return out
+
+
+@pytest.mark.slow
+def test_no_credential_reaches_any_file_the_sweep_writes(s3, tmp_path):
+    """A sweep on S3 with a unique S3 secret key and Ray token in its environment: neither value (nor the
+    access key id) is in any object of the bucket or any file written on this machine: the results
+    cache, Tune's local staging, Ray's temp dir with its session logs, the working folder and $HOME."""
+    secret, key_id, token = secrets.token_hex(20), "AKIA" + secrets.token_hex(8).upper(), secrets.token_hex(32)
+    needles = {"AWS_SECRET_ACCESS_KEY": secret.encode(), "AWS_ACCESS_KEY_ID": key_id.encode(),
+               "RAY_AUTH_TOKEN": token.encode()}
+    temp, home, work = Path(tempfile.mkdtemp(prefix="rrkey", dir="/tmp")), tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": str(temp),
+           "PYTHONPATH": str(ROOT), "VBI_MUR_CACHE": str(tmp_path / "cache"), "HOME": str(home),
+           "AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret, "RAY_AUTH_TOKEN": token}
+    prefix = "leak/"
+    try:
+        p = subprocess.run([sys.executable, "-m", "sweeper.run", "ablation_radius", "--preset", "quick", *TINY,
+                            "--storage", f"s3://{BUCKET}/{prefix}results"], cwd=work, env=env,
+                           capture_output=True, text=True, timeout=400)
+        assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+        assert not any(v.decode() in p.stdout + p.stderr for v in needles.values()), "a credential was printed"
+        written = [d for d in (temp, home, work, tmp_path / "cache") if d.is_dir()]
+        n_files = sum(1 for d in written for f in d.rglob("*") if f.is_file())
+        leaks = [f for d in written for f in files_holding(d, needles)]
+        keys = objects(s3, prefix=prefix)
+        assert any(k.endswith("/trials.parquet") for k in keys) and any(k.endswith("/trainer.pt") for k in keys)
+        leaks += [f"s3://{BUCKET}/{k}" for k in keys
+                  if any(v in s3.get_object(Bucket=BUCKET, Key=k)["Body"].read() for v in needles.values())]
+        assert leaks == [], f"credentials written to {leaks}"
+        # the places searched hold what the sweep wrote: the report's cache, Tune's staging, Ray's logs
+        assert any((tmp_path / "cache").rglob("trials.parquet")) and any(temp.rglob("driver_artifacts"))
+        assert any(temp.rglob("raylet.out"))
+    finally:
+        for pid in pids_naming(str(temp)):  # the driver's own local Ray, if one outlived it
+            os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(temp, ignore_errors=True)
+    print(json.dumps({"test": "no credential in written files", "local_files": n_files, "objects": len(keys)}))

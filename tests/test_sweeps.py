@@ -57,6 +57,10 @@ def test_every_trial_config_validates(name, preset):
         assert 0 not in held, f"{name} --preset {preset}: every trial needs a validation split"
     else:
         assert held == {0}, f"{name} --preset paper: the authors' protocol trains on every image"
+    # the labeled subset: paper presets fix it as the authors' train.py (--seed 1003 for every run), the
+    # others draw a new one per seed
+    subset_seeds = {TrainConfig.from_dict(t).label_seed for t in trials}
+    assert subset_seeds == ({1003} if preset == "paper" else {-1}), (name, preset, subset_seeds)
 
 
 def test_grid_counts_and_seeds_are_an_axis():
@@ -70,19 +74,18 @@ def test_grid_counts_and_seeds_are_an_axis():
     cifar100 = [x for x in t.trials() if x["dataset"] == "cifar100"]
     assert cifar100 and all(x["mur_radius"] == 20.0 and x["num_labels"] == 10000 for x in cifar100)
     q = get_sweep("ablation_radius", "quick")
-    assert len({t["mur_radius"] for t in q.trials() if t["mur"] == "direct"}) >= 3 and q.seeds >= 3
+    assert {t["mur_radius"] for t in q.trials() if t["mur"] == "direct"} == {1.0} and q.seeds == 8
 
 
 def test_quick_tables_run_quick_seeds_but_the_costliest():
     """QUICK_SEEDS (5) seeds in every quick table, so that a paired t-interval can exclude 0 (3 seeds: t = 4.30);
-    only the quick start (ablation_radius) keeps 3, to finish within 5 minutes on 2 cores; searches run one seed
-    per sample."""
+    the quick start (ablation_radius: three rows, one radius) runs 8; searches run one seed per sample."""
     from search_spaces.common import QUICK_SEEDS
 
     costly = {"ablation_radius"}
     for name in sorted(EXPECTED):
         s = get_sweep(name, "quick")
-        want = 1 if s.search else 3 if name in costly else QUICK_SEEDS
+        want = 1 if s.search else 8 if name in costly else QUICK_SEEDS
         assert s.seeds == want, (name, s.seeds)
 
 
@@ -259,7 +262,7 @@ def test_rows_that_set_different_keys_keep_every_key_in_every_trial():
     from sweeper.run import trial_configs
 
     sweep = get_sweep("ablation_mur_steps", "quick")
-    args = SimpleNamespace(seeds=1, set=[], data_dir=None)
+    args = SimpleNamespace(seeds=1, seed_start=None, set=[], data_dir=None)
     trials = trial_configs(sweep, args)
     assert len({tuple(t) for t in trials}) == 1  # one key set
     by_row = {(t["method"], t["mur"], t["mur_steps"], t["mur_step_size"]) for t in trials}
@@ -314,3 +317,80 @@ def test_precision_rows_differ_in_bf16_only(preset):
         assert resolve_compile(c32.compile, cuda, c32) == resolve_compile(c16.compile, cuda, c16)
         assert c32.vd and c32.mur == "direct" and c32.method == "mt"
     assert s.baseline == {"bf16": False}
+
+
+def test_seed_start_moves_every_rows_seeds_and_refuses_a_negative_start():
+    """--seed-start 8 --seeds 8 runs seeds 8-15 in every row (a disjoint seed set); a negative start is refused."""
+    from sweeper.run import InputError, parse_args, trial_configs
+
+    sweep = get_sweep("ablation_radius", "quick")
+    trials = trial_configs(sweep, parse_args(["ablation_radius", "--preset", "quick", "--seed-start", "8"]))
+    rows = {(t["method"], t["mur"]) for t in trials}
+    assert len(rows) == 3 and len(trials) == 3 * sweep.seeds
+    for row in rows:
+        assert sorted(t["seed"] for t in trials if (t["method"], t["mur"]) == row) == list(range(8, 8 + sweep.seeds))
+    with pytest.raises(InputError, match="--seed-start must be >= 0"):
+        trial_configs(sweep, parse_args(["ablation_radius", "--preset", "quick", "--seed-start", "-1"]))
+
+
+# The entropy-minimisation coefficient (cent_u_coeff_max) of the run series each ablation figure came
+# from, transcribed from clarken92/ConsistencySSL working/semi_supervised/<file> at HEAD, independently
+# of search_spaces/: (sweep, the row's keys, entmin, file, runs). MeanTeacher_VD/run_cifar10.py's KL
+# series overrides cent_u_coeff_max to 0.0 in each run; MeanTeacher_MUR/run_cifar10.py's DEFAULT_CONFIG
+# has 0.0 and its runs 0-22 keep it. Rows with file None have no run file: the stated choice applies.
+_MUR = "MeanTeacher_MUR/run_cifar10.py"
+_MTVD = "MeanTeacher_VD/run_cifar10.py"
+_GA_PGA = [  # (run, steps, step size, mode) of MeanTeacher_MUR/run_cifar10.py: "<run>_MT_MUR_L1000_Nesterov_Step<s>_Lr<a>_<LambdaGrad|PGA>"
+    (0, 2, 1.0, "ga"), (1, 5, 1.0, "ga"), (2, 2, 1.0, "pga"), (3, 5, 1.0, "pga"), (4, 2, 0.1, "ga"),
+    (5, 5, 0.1, "ga"), (6, 2, 10.0, "ga"), (7, 2, 0.1, "pga"), (8, 5, 0.1, "pga"), (9, 2, 10.0, "pga"),
+    (10, 5, 10.0, "ga"), (11, 5, 10.0, "pga"), (12, 8, 1.0, "ga"), (13, 8, 1.0, "pga"), (14, 8, 0.1, "ga"),
+    (15, 8, 10.0, "ga"), (16, 8, 0.1, "pga"), (17, 8, 10.0, "pga")]
+_RADIUS_RUNS = {4.0: "18/18a/18b_MT_MUR_L1000_Nesterov_Step1_Rad4", 7.0: "19/19a/19b_MT_MUR_L1000_Nesterov_Step1_Rad7",
+                10.0: "20/20a/20b/20c_MT_MUR_L1000_Nesterov_Step1_Rad10",
+                20.0: "21/21a/21b_MT_MUR_L1000_Nesterov_Step1_Rad20", 40.0: "22/22a/22b_MT_MUR_L1000_Nesterov_Step1_Rad40"}
+ABLATION_ENTMIN = [
+    # Fig. 3(a), (b): the KL series, three seeds each
+    ("ablation_kl", dict(method="mt", vd=True, kl_coef=0.005), 0.0, _MTVD,
+     "15/15a/15b_MTVD_L1000_Nesterov_like12_CEnt0.0_KLD0.005 (its run_config sets 0.01)"),
+    ("ablation_kl", dict(method="mt", vd=True, kl_coef=0.01), 0.0, _MTVD, "13/13a/13b_MTVD_L1000_Nesterov_like12_CEnt0.0_KLD0.01"),
+    ("ablation_kl", dict(method="mt", vd=True, kl_coef=0.05), 0.0, _MTVD, "12/12a/12b_MTVD_L1000_Nesterov_like3_CEnt0.0"),
+    ("ablation_kl", dict(method="mt", vd=True, kl_coef=0.1), 0.0, _MTVD, "14/14a/14b_MTVD_L1000_Nesterov_like12_CEnt0.0_KLD0.1"),
+    ("ablation_kl", dict(method="mt", vd=True, kl_coef=0.5), 0.0, _MTVD, "16/16a/16b_MTVD_L1000_Nesterov_like12_CEnt0.0_KLD0.5"),
+    # the MT rows: no MT run in these series (MeanTeacher/run_cifar10.py, Table 1's MT, has 0.1); 0 so
+    # that each row differs from the figure's runs in the figure's knob only
+    ("ablation_kl", dict(method="mt", vd=False), 0.0, None, "none: the KL series' value"),
+    ("ablation_radius", dict(method="mt", mur="none"), 0.0, None, "none: the radius series' value"),
+    # Fig. 3(c): the radius series
+    *[("ablation_radius", dict(method="mt", mur="direct", mur_radius=r), 0.0, _MUR, run)
+      for r, run in _RADIUS_RUNS.items()],
+    # Fig. 4(a), (b) and the appendix: GA / PGA at r = 10, against direct (run 20)
+    ("ablation_mur_steps", dict(method="mt", mur="direct"), 0.0, _MUR, _RADIUS_RUNS[10.0]),
+    *[("ablation_mur_steps", dict(method="mt", mur=m, mur_steps=s, mur_step_size=a), 0.0, _MUR,
+       f"{n}/{n}a/{n}b_MT_MUR_L1000_Nesterov_Step{s}_Lr{a}_{'LambdaGrad' if m == 'ga' else 'PGA'}")
+      for n, s, a, m in _GA_PGA],
+    # Fig. 4(c): MUR over r (the radius series); RR: MeanTeacher_RR (models/semi_supervised/mean_teacher.py)
+    # has no run file, MUR's value
+    *[("ablation_mur_vs_rr", dict(method="mt", mur="direct", mur_radius=r), 0.0, _MUR, run)
+      for r, run in _RADIUS_RUNS.items()],
+    ("ablation_mur_vs_rr", dict(method="mt", mur="random"), 0.0, None, "none: MeanTeacher_RR has no run file"),
+    # Fig. MUT (SVHN 1000): the MUT class (models/semi_supervised/pi.py) has no run file; PiModel/run_svhn.py's 0.0
+    ("mut_radius", dict(method="mut"), 0.0, "PiModel/run_svhn.py", "DEFAULT_CONFIG_500 (no MUT run)"),
+    # MUR vs VAT: MT's points as the radius series; MUT as mut_radius; VAT + EntMin is Miyato et al.'s (1.0)
+    ("mur_vs_vat", dict(method="mt"), 0.0, _MUR, "DEFAULT_CONFIG_1000 (no VAT-point run)"),
+    ("mur_vs_vat", dict(method="mut"), 0.0, "PiModel/run_svhn.py", "DEFAULT_CONFIG_500 (no MUT run)"),
+    ("mur_vs_vat", dict(method="vat"), 1.0, None, "none: VAT + EntMin (Miyato et al. 2018)"),
+]
+
+
+@pytest.mark.parametrize("name", sorted({r[0] for r in ABLATION_ENTMIN}))
+def test_ablation_paper_presets_use_the_entmin_of_the_run_series_behind_their_figure(name):
+    rows = [r for r in ABLATION_ENTMIN if r[0] == name]
+    used = set()
+    for t in get_sweep(name, "paper").trials(seeds=1):
+        cfg = TrainConfig.from_dict(t)
+        hits = [i for i, (_, keys, *_) in enumerate(rows) if all(getattr(cfg, k) == v for k, v in keys.items())]
+        assert len(hits) == 1, (name, cfg.method, cfg.vd, cfg.mur, cfg.kl_coef, cfg.mur_radius, hits)
+        _, _, want, file, run = rows[hits[0]]
+        assert cfg.entmin_coef == want, (name, file, run, cfg.entmin_coef)
+        used.add(hits[0])
+    assert used == set(range(len(rows))), f"{name}: rows of the table no trial matched"

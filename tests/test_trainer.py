@@ -148,3 +148,45 @@ def test_trainer_cli_refuses_bad_input_in_one_line_before_any_work(tmp_path, cap
         assert e.value.code == 2
         assert capsys.readouterr().err.strip() == want
     assert not (tmp_path / "none").exists()
+
+
+@pytest.mark.parametrize("kw", [dict(mur="direct"), dict(vd=True, mur="direct", entmin_coef=0.1)], ids=["mt-mur", "mt-vd-mur"])
+def test_channels_last_on_the_cpu_changes_the_layout_not_the_maths(digits, kw):
+    """channels_last=True (the quick preset) runs the same network, draws and updates as NCHW: the
+    student's weights are channels_last, and the first steps' loss terms agree to float32 rounding
+    (only the order of the convolutions' and BatchNorm's sums differs). Each Trainer runs alone: both
+    draw from the global generator, which Trainer() seeds."""
+    losses = {}
+    for cl in (False, True):
+        tr = Trainer(_cfg(method="mt", channels_last=cl, **kw), digits)
+        w = tr.student.layers[1].theta if kw.get("vd") else tr.student.layers[1].weight  # (32, 1, 3, 3)
+        assert w.stride() == ((9, 1, 3, 1) if cl else (9, 9, 3, 1))
+        losses[cl] = [{k: t.detach() for k, t in tr.train_step().items()} for _ in range(3)]
+    for a, b in zip(losses[False], losses[True]):
+        assert a.keys() == b.keys()
+        for k in a:
+            torch.testing.assert_close(b[k], a[k], rtol=1e-5, atol=1e-6)
+
+
+def test_label_seed_fixes_the_labeled_subset_across_seeds_and_seed_draws_it_otherwise(digits):
+    from trainables.trainer import splits
+
+    y = digits.y_train
+    per_seed = [splits(_cfg(seed=s), y)[0] for s in (0, 1)]
+    fixed = [splits(_cfg(seed=s, label_seed=1003), y)[0] for s in (0, 1)]
+    assert not torch.equal(*per_seed)  # label_seed=-1 (default): a new subset per seed
+    assert torch.equal(*fixed)         # fixed: one subset whatever the seed
+    assert torch.equal(fixed[0], splits(_cfg(seed=1003), y)[0])  # the subset seed 1003 draws
+    assert not torch.equal(fixed[0], per_seed[0])
+    # training randomness still follows seed: the first batches differ
+    a, b = (Trainer(_cfg(seed=s, label_seed=1003), digits) for s in (0, 1))
+    assert torch.equal(a.idx_l, b.idx_l) and not torch.equal(a.batcher.next()[0], b.batcher.next()[0])
+    with pytest.raises(ValueError, match="label_seed"):
+        _cfg(label_seed=-2)
+
+
+def test_trainer_fits_the_preprocessing_outside_its_validation_split():
+    cfg = _cfg()  # val_size=-1: digits holds 300 images out
+    assert cfg.n_val == 300
+    assert torch.equal(Trainer(cfg).data.x_test, load_dataset("digits", n_val=300).x_test)
+    assert torch.equal(Trainer(_cfg(val_size=0)).data.x_test, load_dataset("digits", n_val=0).x_test)

@@ -252,3 +252,30 @@ def test_bf16_autocast_and_channels_last():
     assert y.dtype == torch.bfloat16 and torch.isfinite(y).all()
     y.float().sum().backward()
     assert torch.isfinite(layer.log_sigma2.grad).all()
+
+
+def test_vd_noise_is_drawn_in_logical_order_whatever_the_memory_format():
+    """A VD conv in train mode draws its N(0, 1) noise in logical (NCHW) order: from one seed an NCHW and a
+    channels_last layer and input give the same sample to float rounding (noise drawn in memory order
+    would put other draws at most positions: differences of order sigma), and the NCHW sample is
+    mean + sqrt(var + eps) * torch.randn(shape)."""
+    from trainables.variational import EPS
+
+    torch.manual_seed(0)
+    layer = VDConv2d(3, 5, 3, padding=1)
+    with torch.no_grad():
+        layer.log_sigma2.fill_(0.0)  # large variance: the noise dominates the output
+    x = torch.randn(4, 3, 6, 6)
+    out = {}
+    for fmt in (torch.contiguous_format, torch.channels_last):
+        m = VDConv2d(3, 5, 3, padding=1)
+        m.load_state_dict(layer.state_dict())
+        m = m.to(memory_format=fmt)
+        torch.manual_seed(1)
+        out[fmt] = m(x.contiguous(memory_format=fmt)).detach()
+    torch.testing.assert_close(out[torch.channels_last], out[torch.contiguous_format], rtol=1e-5, atol=1e-5)
+    mean = F.conv2d(x, layer.theta, layer.bias, padding=1)
+    var = F.conv2d(x * x, torch.exp(layer.log_alpha) * layer.theta ** 2, padding=1)
+    torch.manual_seed(1)
+    want = mean + torch.sqrt(var.clamp_min(0) + EPS) * torch.randn(mean.shape)
+    torch.testing.assert_close(out[torch.contiguous_format], want.detach(), rtol=1e-5, atol=1e-5)

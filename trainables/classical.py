@@ -157,7 +157,7 @@ def main(argv=None):
     p.add_argument("--num-labels", type=int, default=100)
     p.add_argument("--kernel", default="rbf", choices=("rbf", "knn"))
     a = p.parse_args(argv)
-    data = load_dataset("digits")
+    data = load_dataset("digits", n_val=TrainConfig(dataset="digits").n_val)  # fitted outside validation
     rows = []
     for seed in range(a.seeds):
         cfg = TrainConfig(method="labelspreading", dataset="digits", num_labels=a.num_labels, seed=seed)

@@ -45,7 +45,9 @@ class TrainConfig:
     data_dir: str = "./data"        # folder holding the torchvision data sets
     download: bool = False          # let torchvision download into data_dir (needs network)
     num_labels: int = 100           # labeled training images, balanced over classes
-    seed: int = 0                   # labeled subset, init, batches, noise: everything (not the validation split)
+    seed: int = 0                   # init, batches, noise, and the labeled subset unless label_seed fixes it
+    label_seed: int = -1            # labeled subset: -1 = drawn with seed (a new subset per seed) | >= 0 = drawn with
+                                    # this seed in every run (authors' train.py: 1003), so seeds vary training only
     val_size: int = -1              # validation images held out of training (-1: VAL_SIZE[dataset]; 0: none)
     svhn_norm: str = "feature"      # SVHN: feature = per-pixel train mean/std (authors) | image = per image (old)
     # --- schedule (in optimizer steps) ------------------------------------------
@@ -99,7 +101,7 @@ class TrainConfig:
     sensitivity_samples: int = 200  # test images used for the Jacobian sensitivity
     device: str = "auto"            # auto | cpu | cuda
     bf16: bool = False              # bf16 autocast in training steps (CUDA; CPU autocast where asked, as a proxy)
-    channels_last: bool = False     # channels_last memory format on CUDA
+    channels_last: bool = False     # channels_last memory format (the quick preset's CPU step: trainer.py)
     compile: str = "none"           # torch.compile: none (eager) | model (student, teacher) | step (the loss terms' whole
                                     # forward+backward: MUR, VD, consistency) | graphs (step replayed as CUDA
                                     # graphs) | auto (the fastest measured; see compile_policy.resolve_compile);
@@ -135,6 +137,11 @@ class TrainConfig:
         return held_out(self.dataset, self.val_size)
 
     @property
+    def subset_seed(self) -> int:
+        """The seed the labeled subset is drawn with: label_seed where fixed, else the run's seed."""
+        return self.label_seed if self.label_seed >= 0 else self.seed
+
+    @property
     def uses_teacher(self) -> bool:
         # fixmatch: an EMA copy used only for evaluation (FixMatch reports its EMA model)
         return self.method in ("mt", "ict", "fixmatch")
@@ -153,6 +160,8 @@ class TrainConfig:
                          ("teacher_bn", ("student", "own")), ("translate_pad", ("reflect", "zero")),
                          ("compile", COMPILE_MODES)):
             need(getattr(self, name) in ok, f"unknown {name} {getattr(self, name)!r}; choose one of {list(ok)}")
+        need(self.label_seed >= -1, f"label_seed must be >= 0 (or -1 to draw the labeled subset with seed), "
+                                    f"got {self.label_seed}")
         need(self.val_size >= -1, f"val_size must be >= 0 (or -1 for the data set's default), got {self.val_size}")
         need(self.method != "mut" or self.mur != "none",
              "method 'mut' is Pi + MUR without the Pi term: set mur to direct, pga, ga, random or vat")
@@ -197,6 +206,32 @@ class TrainConfig:
              "across a graph break); use compile='step' or 'none'")
         need(self.arch != "convnet13" or self.dataset != "digits",
              "arch convnet13 needs 32x32 inputs; use arch convnet_small for digits")
+
+
+def applies(key: str, cfg: dict) -> bool:
+    """Whether a config key changes what a run with this full config does: LabelSpreading uses none of
+    the network's keys; the MUR keys need a MUR point (the radius is also VAT's epsilon), the step
+    keys an iterative one (or VAT's power iterations), the KL coefficient VD, lambda1 a consistency term
+    (supervised and MUT have none)."""
+    if key in ("method", "vd", "mur"):
+        return True
+    if cfg.get("method") == "labelspreading":
+        return key in ("dataset", "num_labels", "val_size", "seed", "label_seed")
+    point = cfg.get("mur", "none") != "none"  # a MUR / RR / VAT point and its lambda3 term
+    vat_alone = cfg.get("method") == "vat"    # VAT's loss: epsilon = mur_radius, power iterations = mur_steps,
+    if key == "mur_coef":                     # its coefficient cons_coef
+        return point
+    if key == "mur_radius":
+        return point or vat_alone
+    if key == "mur_step_size":
+        return cfg.get("mur") in ("pga", "ga")
+    if key == "mur_steps":
+        return cfg.get("mur") in ("pga", "ga", "vat") or vat_alone
+    if key == "kl_coef":
+        return bool(cfg.get("vd"))
+    if key == "cons_coef":                    # lambda1: no consistency term (methods.cons_none)
+        return cfg.get("method") not in ("supervised", "mut")
+    return True
 
 
 # ---------------------------------------------------------------- the size rule of LabelSpreading (trainables/classical.py)

@@ -5,14 +5,20 @@ float32 tensors on `device`, a `Batcher` yields index tensors into them, and `au
 translates and flips a batch with tensor ops. Nothing here loops over images in Python.
 The files themselves (existence, parsing, raw arrays) are `datafiles.py`'s, which needs no torch.
 
-    digits    scikit-learn's bundled 8x8 digits (offline), fixed split 1347/450, standardised
+    digits    scikit-learn's bundled 8x8 digits (offline), fixed split 1347/450, standardised with one
+              global mean and std
     mnist     60k/10k 28x28 from data_dir/MNIST/raw (idx, torchvision) or data_dir/mnist.pkl.gz, [0,1],
-              zero-padded to 32x32, standardised with the training set's global mean and std;
+              zero-padded to 32x32, standardised with one global mean and std;
               the last 10,000 training images are the classic validation split
-    cifar10   torchvision CIFAR10 from data_dir/cifar-10-batches-py, [0,1] then ZCA (train fit)
-    cifar100  torchvision CIFAR100 from data_dir/cifar-100-python, [0,1] then ZCA (train fit)
-    svhn      torchvision SVHN from data_dir/{train,test}_32x32.mat, per-feature standardisation with
-              the training set's mean and std (authors' input_norm="standard"); svhn_norm="image": per image
+    cifar10   torchvision CIFAR10 from data_dir/cifar-10-batches-py, [0,1] then ZCA
+    cifar100  torchvision CIFAR100 from data_dir/cifar-100-python, [0,1] then ZCA
+    svhn      torchvision SVHN from data_dir/{train,test}_32x32.mat, per-feature standardisation
+              (authors' input_norm="standard"); svhn_norm="image": per image (nothing fitted)
+
+Every fitted statistic (ZCA's mean and W, the standardisations' mean and std) comes from the
+images a run may train on, labeled or unlabeled: the training set minus the n_val validation
+images (`fit_indices`), so validation is as unseen as the test set. The authors fit on their whole
+train.npz, which is the same set: their runs hold nothing out (n_val = 0 reproduces them).
 
     pytest tests/test_data.py -q
 """
@@ -55,11 +61,12 @@ class Dataset:
 # ----------------------------------------------------------------------------- loading
 
 def load_dataset(name: str, data_dir="./data", download: bool = False, device="cpu", *,
-                 svhn_norm: str = "feature") -> Dataset:
+                 svhn_norm: str = "feature", n_val: int = 0) -> Dataset:
     """Load, preprocess and place on `device` one of NAMES; DataError (with the fix) if it cannot.
 
-    svhn_norm (SVHN only): "feature" = per-feature standardisation fitted on the training images
-    (the authors' choice), "image" = per-image standardisation.
+    n_val: validation images the run holds out (TrainConfig.n_val, validation_indices); the
+    preprocessing is fitted on the other training images only. svhn_norm (SVHN only): "feature" =
+    per-feature standardisation (the authors' choice), "image" = per-image standardisation.
     """
     if svhn_norm not in ("feature", "image"):
         raise ValueError(f"unknown svhn_norm {svhn_norm!r}; choose 'feature' or 'image'")
@@ -67,7 +74,7 @@ def load_dataset(name: str, data_dir="./data", download: bool = False, device="c
         raise DataError(f"unknown data set {name!r}; choose one of {list(NAMES)}")
     device = torch.device(device)
     if name == "digits":
-        return _load_digits().to(device)
+        return _load_digits(n_val).to(device)
     num_classes = 100 if name == "cifar100" else 10
     (x_tr, y_tr), (x_te, y_te) = [(torch.from_numpy(x), torch.from_numpy(y))  # uint8 (N,3,32,32), int64 (N,)
                                   for x, y in read_raw(name, data_dir, download)]
@@ -76,23 +83,27 @@ def load_dataset(name: str, data_dir="./data", download: bool = False, device="c
         if y.numel() and (y.min() < 0 or y.max() >= num_classes):
             raise DataError(f"{name} {split} labels lie outside 0..{num_classes - 1} in {root}; "
                             f"the files belong to another data set: replace them (or use --set download=true)")
+    fit = fit_indices(name, len(y_tr), n_val).to(device) if n_val else None  # (N - n_val,); None: all
+    on_fit = (lambda x: x) if fit is None else (lambda x: x[fit])  # the images a run may train on
     if name == "svhn" and svhn_norm == "image":
         x_tr, x_te = per_image_standardize(x_tr.to(device)), per_image_standardize(x_te.to(device))
     elif name == "svhn":
-        mean, std = fit_standardization(x_tr.to(device))  # training images only
-        x_tr, x_te = standardize(x_tr.to(device), mean, std), standardize(x_te.to(device), mean, std)
+        x_tr = x_tr.to(device)
+        mean, std = fit_standardization(on_fit(x_tr))
+        x_tr, x_te = standardize(x_tr, mean, std), standardize(x_te.to(device), mean, std)
     elif name == "mnist":  # float32 (N, 1, 28, 28) in [0, 1] -> (N, 1, 32, 32) standardised
-        x_tr, x_te = pad_and_standardize(x_tr.to(device), x_te.to(device))
+        x_tr, x_te = pad_and_standardize(x_tr.to(device), x_te.to(device), fit=fit)
     else:
         x_tr = x_tr.to(device).float().div_(255)  # (N, 3, 32, 32) in [0, 1]
         x_te = x_te.to(device).float().div_(255)
-        mean, W = fit_zca(x_tr.flatten(1))  # fitted on the training images only
+        mean, W = fit_zca(on_fit(x_tr).flatten(1))
         x_tr, x_te = apply_zca(x_tr, mean, W), apply_zca(x_te, mean, W)
     return Dataset(name, x_tr, y_tr.to(device), x_te, y_te.to(device), num_classes)
 
 
-def _load_digits() -> Dataset:
-    """scikit-learn's 1797 8x8 digits (values 0..16), fixed stratified split, train-standardised."""
+def _load_digits(n_val: int = 0) -> Dataset:
+    """scikit-learn's 1797 8x8 digits (values 0..16), fixed stratified split, standardised with the
+    global mean and std of the training images outside the n_val validation images."""
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
@@ -100,7 +111,8 @@ def _load_digits() -> Dataset:
     x = digits.images.astype(np.float64)  # (1797, 8, 8)
     y = digits.target.astype(np.int64)
     x_tr, x_te, y_tr, y_te = train_test_split(x, y, test_size=DIGITS_TEST_SIZE, stratify=y, random_state=0)
-    mean, std = x_tr.mean(), x_tr.std()  # global statistics of the training images
+    fit = fit_indices("digits", len(y_tr), n_val).numpy()
+    mean, std = x_tr[fit].mean(), x_tr[fit].std()  # global statistics
     prep = lambda a: torch.from_numpy(((a - mean) / std).astype(np.float32)).unsqueeze(1)  # (N, 1, 8, 8)
     return Dataset("digits", prep(x_tr), torch.from_numpy(y_tr), prep(x_te), torch.from_numpy(y_te), 10)
 
@@ -159,20 +171,22 @@ MNIST_PAD = 2  # zero pixels added on each side: 28x28 -> 32x32, ConvNet-13's in
 
 
 def pad_and_standardize(x_tr: torch.Tensor, x_te: torch.Tensor, pad: int = MNIST_PAD,
-                        chunk: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
+                        chunk: int = 4096, fit: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """MNIST: zero-pad both sets by `pad` pixels per side (zero = the black background), then
-    (x - mean) / std with ONE global mean and std (ddof 0) of the padded training images, float32.
+    (x - mean) / std with ONE global mean and std (ddof 0) of the padded training images x_tr[fit]
+    (fit: row indices, None = all), float32.
 
     The statistics are accumulated in float64, `chunk` images at a time, on x_tr's device; the
     padding becomes the standardised background value -mean/std, like the digit's own margins.
     """
     x_tr = F.pad(x_tr.float(), (pad, pad, pad, pad))  # (N, 1, H+2p, W+2p)
     x_te = F.pad(x_te.float(), (pad, pad, pad, pad))  # (M, 1, H+2p, W+2p)
-    n = x_tr.numel()
+    x_fit = x_tr if fit is None else x_tr[fit]
+    n = x_fit.numel()
     if n == 0:
         raise DataError("standardising mnist needs at least one training image")
-    mean = sum(c.double().sum() for c in x_tr.split(chunk)) / n
-    var = sum((c.double() - mean).pow(2).sum() for c in x_tr.split(chunk)) / n  # two passes: no cancellation
+    mean = sum(c.double().sum() for c in x_fit.split(chunk)) / n
+    var = sum((c.double() - mean).pow(2).sum() for c in x_fit.split(chunk)) / n  # two passes: no cancellation
     std = float(var.sqrt().clamp(min=STD_FLOOR))
     mean = float(mean)
     return x_tr.sub_(mean).div_(std), x_te.sub_(mean).div_(std)
@@ -221,6 +235,15 @@ def validation_indices(dataset: str, n_train: int, val_size: int) -> torch.Tenso
         return torch.arange(n_train - val_size, n_train)
     perm = torch.randperm(n_train, generator=torch.Generator().manual_seed(VAL_SEED))
     return perm[:val_size].sort().values
+
+
+def fit_indices(dataset: str, n_train: int, n_val: int) -> torch.Tensor:
+    """The training images a run may train on, labeled or unlabeled: sorted int64 indices of every
+    image outside validation_indices(dataset, n_train, n_val). Preprocessing is fitted on these."""
+    keep = torch.ones(n_train, dtype=torch.bool)
+    if n_val:
+        keep[validation_indices(dataset, n_train, n_val)] = False
+    return keep.nonzero().squeeze(1)
 
 
 def labeled_split(y, num_labels: int, num_classes: int, seed: int,

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from trainables.config import TrainConfig
+from trainables.data import augment
 from trainables.mur import entropy, entropy_grad, frozen_bn_stats, kl_logits, virtual_point
 from trainables.variational import kl_divergence, mean_weights
 
@@ -39,7 +40,7 @@ class Views:
     x2: Tensor   # (B, C, H, W) second view of the same images
     y_l: Tensor  # (L,) int64 labels
     xs: Tensor | None = None  # (U, C, H, W) FixMatch: strong view A(x_u) of the unlabeled rows
-    x0: Tensor | None = None  # (B, C, H, W) the batch before augmentation (bn_clean_pass only)
+    x0: Tensor | None = None  # (B, C, H, W) the batch before augmentation (bn_clean_pass and ICT)
 
 
 def softmax_mse(logits: Tensor, target: Tensor) -> Tensor:
@@ -54,7 +55,12 @@ def cons_none(cfg, student, teacher, v, logits, gen):
 
 
 def cons_pi(cfg, student, teacher, v, logits, gen):
-    with torch.no_grad():  # theta_sg: a second stochastic pass of the student itself
+    # theta_sg, the mean weight of q(w): under VD the target is the student's deterministic mean-weight
+    # pass on the second view, as the authors' PiModel_VD with cons_against_mean=True (its default;
+    # models/semi_supervised/pi.py, `ya_dist_det` in the standard weight mode). Batch statistics, and
+    # the pass updates the BN running statistics like every train-mode Pi pass (their update ops are
+    # all the model's). Without VD mean_weights changes nothing: a second pass of the student itself.
+    with torch.no_grad(), mean_weights(student):
         target = student(v.x2).float().softmax(-1)  # (B, K)
     return softmax_mse(logits, target)
 
@@ -66,16 +72,30 @@ def cons_mt(cfg, student, teacher, v, logits, gen):
 
 
 def cons_ict(cfg, student, teacher, v, logits, gen):
-    B = v.x.shape[0]
-    lam = torch.distributions.Beta(cfg.ict_alpha, cfg.ict_alpha).sample((B,)).to(v.x.device)  # (B,)
-    perm = torch.randperm(B, generator=gen, device=gen.device).to(v.x.device)               # (B,)
-    x = v.x  # (B, C, H, W); gradients may flow to the input leaf, never to the teacher
-    lam_x = lam.view(B, *([1] * (x.dim() - 1)))
-    x_mix = lam_x * x + (1 - lam_x) * x[perm]                       # (B, C, H, W)
+    """ICT as the authors' graph (models/semi_supervised/ict.py, ICT._consistency_loss): the RAW batch x0
+    is mixed with a shuffled copy, x_mix = lam x0 + (1 - lam) x0[perm], and augmented after mixing (their
+    graph_replace swaps x_ph under the input perturber); the target mixes the teacher's predictions on
+    its own views, lam p_t(x2) + (1 - lam) p_t(A(x0[perm])), A a fresh augmentation (graph_replace of
+    y_dist_tea). The student's mixed pass uses the mixed batch's statistics but leaves the BN running
+    statistics alone: a graph_replace copy carries no BN update op, so only the student's main pass
+    (and the clean pass, bn_clean_pass) update them there."""
+    if v.x0 is None:
+        raise ValueError("method 'ict' mixes the batch before augmentation: pass Views.x0 (B, C, H, W), "
+                         "as Trainer._views does")
+    x0 = v.x0  # (B, C, H, W) the batch before augmentation
+    B = x0.shape[0]
+    lam = torch.distributions.Beta(cfg.ict_alpha, cfg.ict_alpha).sample((B,)).to(x0.device)  # (B,)
+    perm = torch.randperm(B, generator=gen, device=gen.device).to(x0.device)               # (B,)
+    lam_x = lam.view(B, *([1] * (x0.dim() - 1)))
+    x_rand = x0[perm]                                                # (B, C, H, W)
+    x_mix = lam_x * x0 + (1 - lam_x) * x_rand                        # (B, C, H, W) mixed, then augmented
+    aug = lambda x: augment(x, cfg.translate, cfg.flip, gen, cfg.translate_pad)
     with torch.no_grad(), mean_weights(teacher):
-        p_t = teacher(x.detach()).float().softmax(-1)                        # (B, K)
-    target = lam[:, None] * p_t + (1 - lam[:, None]) * p_t[perm]    # (B, K) the same mix
-    return softmax_mse(student(x_mix), target)
+        p_t = teacher(v.x2).float().softmax(-1)                      # (B, K) the teacher's view of x0
+        p_t_rand = teacher(aug(x_rand)).float().softmax(-1)          # (B, K) its own view of x0[perm]
+    target = lam[:, None] * p_t + (1 - lam[:, None]) * p_t_rand      # (B, K)
+    with frozen_bn_stats(student):
+        return softmax_mse(student(aug(x_mix)), target)
 
 
 def cons_vat(cfg, student, teacher, v, logits, gen):

@@ -91,7 +91,7 @@ def compile_for_training(mode: str, student: nn.Module, teacher: nn.Module | Non
            MUT, FM, FM+VD: one graph, no break (frozen_bn_stats and mean_weights are traced).
            Breaks, each running its piece eagerly: PGA/GA with >= 2 steps (4 for PGA 5) and FM+MUR
            (3): entropy_grad's x.detach().requires_grad_() leaks out of a graph; ops that take an
-           explicit generator (RR's randn, ICT's randperm; they keep the run's generator stream);
+           explicit generator (RR's randn, ICT's randperm and augmentation; they keep the run's generator stream);
            VAT's fork_rng (12). Without trace_autograd_ops every autograd.grad breaks the graph
            (MT+VD+MUR: 3 graphs).
     graphs: step with mode="reduce-overhead": on CUDA inductor records the forward and the backward
@@ -137,10 +137,11 @@ def compile_for_training(mode: str, student: nn.Module, teacher: nn.Module | Non
 
 
 def splits(cfg: TrainConfig, y_train: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(idx_l, idx_u, idx_val) into the training set: the labeled subset (cfg.seed), the unlabeled rest
-    and the validation split (fixed per data set, validation_indices), disjoint."""
+    """(idx_l, idx_u, idx_val) into the training set: the labeled subset (drawn with cfg.subset_seed: the
+    run's seed, or label_seed where fixed), the unlabeled rest and the validation split (fixed per data
+    set, validation_indices), disjoint."""
     idx_val = validation_indices(cfg.dataset, len(y_train), cfg.n_val)
-    idx_l, idx_u = labeled_split(y_train.cpu(), cfg.num_labels, cfg.num_classes, cfg.seed, val_idx=idx_val)
+    idx_l, idx_u = labeled_split(y_train.cpu(), cfg.num_labels, cfg.num_classes, cfg.subset_seed, val_idx=idx_val)
     return idx_l, idx_u, idx_val
 
 
@@ -151,13 +152,13 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         if data is None:
             data = load_dataset(cfg.dataset, cfg.data_dir, cfg.download, device=self.device,  # ZCA on the device
-                                svhn_norm=cfg.svhn_norm)
+                                svhn_norm=cfg.svhn_norm, n_val=cfg.n_val)
         self.data = data.to(self.device)
         self.cuda = self.device.type == "cuda"
-        if self.cuda and cfg.channels_last:
+        if cfg.channels_last:  # CPU too: ATen's NCHW BatchNorm and max-pool are ~8x slower than channels_last's
             self.data.x_train = self.data.x_train.contiguous(memory_format=torch.channels_last)
         self.student = build_model(cfg).to(self.device)
-        if self.cuda and cfg.channels_last:
+        if cfg.channels_last:
             self.student = self.student.to(memory_format=torch.channels_last)
         self.teacher = None
         if cfg.uses_teacher:
@@ -212,7 +213,7 @@ class Trainer:
         x = d.x_train[idx]                                   # (B, C, H, W)
         v = Views(x=augment(x, cfg.translate, cfg.flip, self.gen, cfg.translate_pad),
                   x2=augment(x, cfg.translate, cfg.flip, self.gen, cfg.translate_pad),
-                  y_l=d.y_train[idx[: len(idx_l)]], x0=x if cfg.bn_clean_pass else None)
+                  y_l=d.y_train[idx[: len(idx_l)]], x0=x if cfg.bn_clean_pass or cfg.method == "ict" else None)
         if cfg.method == "fixmatch":  # strong view A(x_u), drawn after the weak views: they never see it
             x_u = augment(x[len(idx_l):], cfg.translate, cfg.flip, self.gen, cfg.translate_pad)  # (U, C, H, W)
             v.xs = strong_augment(x_u, self.gen, cfg.fm_ops, cfg.fm_cutout, cfg.fm_groups)
@@ -246,7 +247,7 @@ class Trainer:
         # evaluated or saved (train() and tune.py stop on it).
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):  # CPU too: the precision sweep
             terms, g0_norm = self._loss_terms(cfg, self._student_fn, self._teacher_fn, v, self.gen)
-            if v.x0 is not None:  # bn_clean_pass: BN running stats also see the un-augmented batch (noise
+            if cfg.bn_clean_pass:  # BN running stats also see the un-augmented batch (noise
                 with torch.no_grad():  # and dropout still act inside the network, as in the authors' pass)
                     self._student_fn(v.x0)
         coef = self.coefficients(self.step)
@@ -324,11 +325,12 @@ class Trainer:
         - only the student's BN update ops run (get_all_update_ops with update_ops_4_stu_only=True,
           lines 306-314): the teacher's passes never move the moving statistics. (The non-VD
           MeanTeacher also runs the student on the un-augmented batch in the student scope, line 90,
-          so its statistics get a second update per step there; not reproduced here.)
+          so its statistics get a second update per step there: TrainConfig.bn_clean_pass, which the
+          paper presets set where the authors' class has that pass.)
         Here: the teacher runs in train mode (batch statistics), and its buffers are overwritten with
-        the student's after every step (whatever its own passes wrote into them is never read). FixMatch's EMA model (evaluation only) always
-        takes the student's statistics. teacher_bn="own": the teacher's train-mode passes update its
-        own running statistics, which it uses at test time.
+        the student's after every step (whatever its own passes wrote into them is never read).
+        FixMatch's EMA model (evaluation only) always takes the student's statistics. teacher_bn="own":
+        the teacher's train-mode passes update its own running statistics, which it uses at test time.
         """
         return self.teacher is not None and (self.cfg.teacher_bn == "student" or self.cfg.method == "fixmatch")
 
@@ -465,7 +467,8 @@ def train(cfg: TrainConfig, data: Dataset | None = None, log=print) -> dict:
 
         check_size(TRAIN_SIZE[cfg.dataset] - cfg.n_val)  # refuse before loading anything
         if data is None:  # scikit-learn runs on the CPU
-            data = load_dataset(cfg.dataset, cfg.data_dir, cfg.download, device="cpu", svhn_norm=cfg.svhn_norm)
+            data = load_dataset(cfg.dataset, cfg.data_dir, cfg.download, device="cpu", svhn_norm=cfg.svhn_norm,
+                                n_val=cfg.n_val)
         idx_l, idx_u, idx_val = splits(cfg, data.y_train)
         return run_label_spreading(cfg, idx_l, idx_u, idx_val, data, log=log)
     trainer = Trainer(cfg, data)

@@ -31,7 +31,10 @@ def _log_alpha(theta: torch.Tensor, log_sigma2: torch.Tensor) -> torch.Tensor:
 
 def _sample(mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
     # var >= 0 in exact arithmetic; fast conv algorithms can return -1e-9 ish, hence the clamp
-    return mean + torch.sqrt(var.clamp_min(0) + EPS) * torch.randn_like(mean)
+    # noise drawn in logical (NCHW) order: the same draws for any memory format, and no slow strided
+    # normal_ (randn_like of a channels_last tensor)
+    noise = torch.randn(mean.shape, dtype=mean.dtype, device=mean.device)
+    return mean + torch.sqrt(var.clamp_min(0) + EPS) * noise
 
 
 class VDLinear(nn.Module):

@@ -1,0 +1,341 @@
+"""report.html: one self-contained page per sweep, built from the files the report writes.
+
+The page shows what table.md, table_sensitivity.md and table_ranked.md show, cell for cell (it
+renders those Markdown tables), plus the sweep's hypothesis and baseline (its module's docstring),
+the command, preset and provenance (commit, versions, machine, start and wall time), the progress
+line (trials finished / running / failed / diverged of the total), every PNG the report made, each
+cell's per-seed values on demand (<details>), the failed and diverged trials with their error line
+and folder, and for a search (hpo, hpo_base) the figures optuna.visualization draws from the study
+the search used (optuna.db; matplotlib backend). Everything is inline: CSS as a <style>, images as
+base64 data URIs, no script and no request to any network, so the file reads the same offline,
+from a bucket or as an e-mail attachment. While the sweep runs (live.json says so, sweeper/live.py)
+the page reloads itself every 30 s.
+
+    python -m sweeper.report results/ablation_radius-20260101-120000   # writes report.html beside table.md
+    pytest tests/test_html.py -q
+"""
+from __future__ import annotations
+
+import base64
+import html
+import importlib
+import importlib.util
+import io
+import json
+import math
+import shlex
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from sweeper.aggregate import config_columns, metric_column, read_sweep
+from trainables.files import atomic_write
+
+PAGE = "report.html"
+LIVE = "live.json"   # {"state": "running" | "ended", "updated": epoch seconds}: the driver's heartbeat (sweeper/live.py)
+STALE_S = 600        # a "running" heartbeat older than this: the driver is gone (killed, machine lost)
+TABLES = (("table.md", "Results"), ("table_sensitivity.md", "Sensitivity (Table 3)"),
+          ("table_ranked.md", "Search: trials ranked"))
+FIRST_PLOT = "paired_diffs.png"  # drawn right under the table it summarises
+RELOAD_S = 30
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5em auto;max-width:1200px;
+color:#1b1b1b;padding:0 1em}
+h1{font-size:1.5em;margin:.2em 0}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.5em 0}th,td{border:1px solid #ccc;padding:.25em .5em;vertical-align:top}
+th{background:#f3f3f3}td.num{text-align:right}.progress{font-weight:600;font-size:1.05em}
+.state-running{color:#a15c00}.state-finished{color:#176117}.state-interrupted{color:#a11}
+details summary{cursor:pointer;color:#555;font-size:.85em}details table{font-size:.85em}
+img{max-width:100%;border:1px solid #eee}figure{margin:1em 0}figcaption{color:#555;font-size:.9em}
+ul.notes{color:#333;font-size:.9em}code,pre{background:#f6f6f6;padding:.1em .3em}pre{white-space:pre-wrap}
+dl{display:grid;grid-template-columns:max-content auto;gap:.2em 1em}dt{font-weight:600}dd{margin:0}
+"""
+
+
+# ---------------------------------------------------------------- Markdown tables as the report wrote them
+
+def parse_markdown_table(md: str) -> tuple[str, list[str], list[list[str]], list[str]]:
+    """(title, header, body rows, notes) of a table.md written by sweeper's to_markdown /
+    ranking_markdown: "### title", a pipe table, then "- note" lines. Cells come back unescaped
+    ("\\|" -> "|"), exactly the strings the Markdown shows."""
+    title, header, body, notes = "", [], [], []
+    for line in md.splitlines():
+        if line.startswith("### "):
+            title = line[4:]
+        elif line.startswith("|"):
+            cells = [c.strip().replace("\\|", "|")
+                     for c in line.strip()[1:-1].replace("\\|", "\0").split("|")]
+            cells = [c.replace("\0", "|") for c in cells]
+            if all(set(c) <= set(":-") and c for c in cells):
+                continue  # the alignment row
+            if header:
+                body.append(cells)
+            else:
+                header = cells
+        elif line.startswith("- "):
+            notes.append(line[2:])
+    return title, header, body, notes
+
+
+# ---------------------------------------------------------------- per-seed values of a cell
+
+def _equal(a, b) -> bool:
+    """Config values from table.csv and trials.parquet compare equal (10 == 10.0, "True" == True, NaN == NaN)."""
+    if isinstance(a, (bool,)) or isinstance(b, (bool,)):
+        return str(a).lower() == str(b).lower()
+    try:
+        fa, fb = float(a), float(b)
+    except (TypeError, ValueError):
+        return str(a) == str(b)
+    return fa == fb or (math.isnan(fa) and math.isnan(fb))
+
+
+def cell_trials(cells: pd.DataFrame, trials: pd.DataFrame) -> dict[tuple[str, str], pd.DataFrame]:
+    """(row label, column label) of each table.csv line -> the trials of that cell: those whose
+    values of the table's row and column keys are the cell's."""
+    keys = [k for k in config_columns(trials) if k in cells.columns]
+    out = {}
+    for _, c in cells.iterrows():
+        hit = pd.Series(True, index=trials.index)
+        for k in keys:
+            hit &= trials[k].map(lambda v, want=c[k]: _equal(v, want))
+        out[(str(c["row"]), str(c["col"]))] = trials[hit]
+    return out
+
+
+def _seed_table(tr: pd.DataFrame, col: str | None) -> str:
+    rows = "".join(
+        f"<tr><td class=num>{html.escape(str(r['seed']))}</td><td>{html.escape(str(r['status']))}</td>"
+        f"<td class=num>{_num(r.get(col)) if col else '—'}</td><td><code>{html.escape(str(r['trial_dir']))}</code></td></tr>"
+        for _, r in tr.sort_values("seed", kind="stable").iterrows())
+    return (f"<details><summary>{len(tr)} seed(s)</summary><table><tr><th>seed</th><th>status</th>"
+            f"<th>{html.escape(col or 'value')}</th><th>folder</th></tr>{rows}</table></details>")
+
+
+def _num(v) -> str:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return html.escape(str(v))
+    return "—" if math.isnan(f) else f"{f:.2f}"
+
+
+# ---------------------------------------------------------------- where the sweep stands
+
+def sweep_state(exp: Path, trials: pd.DataFrame, total: int, now: float | None = None) -> str:
+    """finished: every one of the `total` trials ended (finished, stopped, failed or diverged);
+    running: the driver's heartbeat (live.json, sweeper/live.py) says running and is fresh (STALE_S),
+    or, for a folder without one, a trial reported within STALE_S; interrupted: anything else
+    (Ctrl+C, a killed driver, a lost machine: `--resume` continues it)."""
+    now = time.time() if now is None else now
+    ended = trials["status"].isin(("finished", "stopped", "failed", "diverged")).sum() if len(trials) else 0
+    if len(trials) >= total and ended == len(trials):
+        return "finished"
+    live = exp / LIVE
+    if live.is_file():
+        beat = json.loads(live.read_text())
+        fresh = beat.get("state") == "running" and now - float(beat.get("updated", 0)) < STALE_S
+    else:
+        newest = max((p.stat().st_mtime for p in exp.glob("*/result.json")), default=0.0)
+        fresh = now - newest < STALE_S
+    return "running" if fresh else "interrupted"
+
+
+# ---------------------------------------------------------------- pieces of the page
+
+def table_html(md: str, cells: pd.DataFrame | None = None, trials: pd.DataFrame | None = None,
+               value_col: str | None = None) -> str:
+    """A Markdown table as an HTML <table> with the same cell strings; with table.csv's `cells` and
+    the trials, each result cell gets its seeds in a <details> below its text."""
+    title, header, body, notes = parse_markdown_table(md)
+    by_cell = cell_trials(cells, trials) if cells is not None and trials is not None else {}
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    lines = []
+    for row in body:
+        tds = [f"<th scope=row>{html.escape(row[0])}</th>"]
+        for h, text in zip(header[1:], row[1:]):
+            tr = by_cell.get((row[0], h))
+            seeds = _seed_table(tr, value_col) if tr is not None and len(tr) else ""
+            tds.append(f"<td><span class=cell>{html.escape(text)}</span>{seeds}</td>")
+        lines.append("<tr>" + "".join(tds) + "</tr>")
+    out = f"<p><b>{html.escape(title)}</b></p>" if title else ""
+    out += f"<table class=results><thead><tr>{head}</tr></thead><tbody>{''.join(lines)}</tbody></table>"
+    if notes:
+        out += "<ul class=notes>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>"
+    return out
+
+
+def img_html(data: bytes, caption: str) -> str:
+    uri = "data:image/png;base64," + base64.b64encode(data).decode()
+    return f"<figure><img src=\"{uri}\" alt=\"{html.escape(caption)}\"><figcaption>{html.escape(caption)}</figcaption></figure>"
+
+
+def hypothesis(name: str) -> str:
+    """The paragraph of search_spaces/<name>.py's docstring that begins "Hypothesis:" (to the first
+    command line or blank line); "" for a sweep without a module (a --confirm run) or without one."""
+    if importlib.util.find_spec(f"search_spaces.{name}") is None:
+        return ""
+    doc = importlib.import_module(f"search_spaces.{name}").__doc__ or ""
+    lines, out = doc.splitlines(), []
+    for line in lines:
+        if line.startswith("Hypothesis:") or out:
+            if not line.strip() or line.startswith("    "):
+                break
+            out.append(line)
+    return " ".join(out)
+
+
+def progress(trials: pd.DataFrame, total: int, state: str) -> str:
+    """"3 of 8 trials finished, 1 running, 0 failed, 0 diverged" (+ stopped early by ASHA, not started):
+    the trials' statuses (sweeper/aggregate.py); an unfinished trial is running while the sweep
+    runs and interrupted otherwise."""
+    n = trials["status"].value_counts() if len(trials) else pd.Series(dtype=int)
+    word = "interrupted" if state == "interrupted" else "running"
+    parts = [f"{int(n.get('finished', 0))} of {total} trials finished", f"{int(n.get('incomplete', 0))} {word}",
+             f"{int(n.get('failed', 0))} failed", f"{int(n.get('diverged', 0))} diverged"]
+    if n.get("stopped", 0):
+        parts.append(f"{int(n['stopped'])} stopped early by ASHA")
+    if total > len(trials):
+        parts.append(f"{total - len(trials)} not started")
+    return ", ".join(parts)
+
+
+def total_trials(meta: dict, trials: pd.DataFrame) -> int:
+    """The sweep's trial count: a search's samples, a grid's trials (sweep.json), else the folders found."""
+    search = meta.get("search") or {}
+    return int(search.get("num_samples") or meta.get("n_trials") or len(trials))
+
+
+def provenance(exp: Path, meta: dict, trials: pd.DataFrame) -> list[tuple[str, str]]:
+    argv = meta.get("argv") or []
+    command = "python -m sweeper.run " + shlex.join([str(a) for a in argv[1:]]) if argv else "unknown"
+    started = (exp / "sweep.json").stat().st_mtime if (exp / "sweep.json").is_file() else None
+    results = [p.stat().st_mtime for p in exp.glob("*/result.json")]
+    wall = (max(results) - started) if started and results and max(results) >= started else None
+    versions = {c: sorted({str(v) for v in trials[c].dropna()}) for c in
+                ("python_version", "torch_version", "ray_version", "hostname") if c in trials.columns}
+    return [("command", command), ("preset", str(meta.get("preset", "unknown"))),
+            ("commit", str(meta.get("commit") or "unknown (not recorded: run outside a git checkout)")),
+            ("machine", ", ".join(versions.get("hostname", [])) or "unknown"),
+            ("versions", "; ".join(f"{k.removesuffix('_version')} {', '.join(v)}" for k, v in versions.items()
+                                   if k != "hostname" and v) or "unknown"),
+            ("started", time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(started)) if started else "unknown"),
+            ("wall time", f"{wall / 60:.1f} min (sweep.json to the newest report)" if wall is not None else "—"),
+            ("folder", str(exp))]
+
+
+def problems_html(exp: Path, trials: pd.DataFrame) -> str:
+    """Failed and diverged trials: status, seed, folder and the error line (the last line of error.txt)
+    or where the loss went non-finite."""
+    bad = trials[trials["status"].isin(("failed", "diverged"))] if len(trials) else trials
+    if not len(bad):
+        return "<p>None.</p>"
+    rows = []
+    for _, r in bad.iterrows():
+        if r["status"] == "failed":
+            err = exp / r["trial_dir"] / "error.txt"
+            lines = [s for s in err.read_text(errors="replace").splitlines() if s.strip()] if err.is_file() else []
+            what = lines[-1].strip() if lines else "no error.txt (Ray marked it ERROR)"
+        else:
+            what = f"non-finite loss; stopped at step {_num(r.get('final_step'))}"
+        rows.append(f"<tr><td>{html.escape(str(r['status']))}</td><td class=num>{html.escape(str(r.get('seed')))}</td>"
+                    f"<td><code>{html.escape(str(exp / r['trial_dir']))}</code></td><td>{html.escape(what)}</td></tr>")
+    return ("<table class=problems><tr><th>status</th><th>seed</th><th>folder</th><th>error</th></tr>"
+            + "".join(rows) + "</table>")
+
+
+def study_figures(db: Path, study_name: str) -> list[tuple[str, bytes]]:
+    """optuna.visualization's optimisation history, parallel coordinates and parameter importances of
+    the search's study, as PNGs (matplotlib backend). Each needs two complete trials; fewer: none."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import optuna
+    import warnings
+    from optuna.visualization import matplotlib as ovm
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.load_study(study_name=study_name, storage=f"sqlite:///{db}")
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if len(complete) < 2:
+        return []
+    out = []
+    figures = [("Optimisation history (Optuna; trials ASHA stopped count with their value where stopped)",
+                ovm.plot_optimization_history),
+               ("Parallel coordinates (Optuna)", ovm.plot_parallel_coordinate)]
+    if len({tuple(sorted(t.params.items())) for t in complete}) > 1:
+        figures.append(("Parameter importances (Optuna, fANOVA)", ovm.plot_param_importances))
+    for caption, plot in figures:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            ax = plot(study)
+        fig = (ax.flat[0] if hasattr(ax, "flat") else ax).figure
+        fig.set_size_inches(9, 5)
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=80)
+        plt.close(fig)
+        out.append((caption, buf.getvalue()))
+    return out
+
+
+# ---------------------------------------------------------------- the page
+
+def build_page(exp: Path, which: str = "final") -> str:
+    """The HTML of report.html for an experiment folder whose report (table.md, table.csv,
+    trials.parquet, PNGs) has been written."""
+    meta = read_sweep(exp) or {}
+    name = meta.get("name") or exp.name
+    trials = pd.read_parquet(exp / "trials.parquet")
+    total = total_trials(meta, trials)
+    state = sweep_state(exp, trials, total)
+    cells = pd.read_csv(exp / "table.csv") if (exp / "table.csv").is_file() else None
+    parts = [f"<h1>{html.escape(name)}</h1>",
+             f"<p>{html.escape(meta.get('description', ''))}"
+             + (f" ({html.escape(meta['paper_ref'])})" if meta.get("paper_ref") else "") + "</p>"]
+    hyp = hypothesis(name)
+    if hyp:
+        parts.append(f"<p class=hypothesis>{html.escape(hyp)}</p>")
+    if meta.get("baseline"):
+        parts.append(f"<p>Baseline (sweep.json): <code>{html.escape(json.dumps(meta['baseline']))}</code></p>")
+    parts.append(f"<p class=\"progress state-{state}\" id=progress>{html.escape(progress(trials, total, state))}</p>"
+                 f"<p>Sweep <span id=state>{state}</span>; page written {time.strftime('%Y-%m-%d %H:%M:%S %Z')}"
+                 + (f", reloads every {RELOAD_S} s" if state == "running" else "") + ".</p>")
+    parts.append("<dl class=provenance>" + "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>"
+                                                    for k, v in provenance(exp, meta, trials)) + "</dl>")
+    shown = set()
+    for fname, heading in TABLES:
+        if not (exp / fname).is_file():
+            continue
+        main = fname == "table.md"
+        value_col = None
+        if main and cells is not None and len(cells):
+            value_col = metric_column(trials, str(cells["metric"].iloc[0]), str(cells["which"].iloc[0]))
+        parts.append(f"<h2>{heading}</h2>" + table_html((exp / fname).read_text(), cells if main else None,
+                                                         trials if main else None, value_col))
+        if main and (exp / FIRST_PLOT).is_file():
+            parts.append(img_html((exp / FIRST_PLOT).read_bytes(), "Paired differences from the baseline "
+                                  "(95% t-intervals over seeds)"))
+            shown.add(FIRST_PLOT)
+    search = meta.get("search") or {}
+    if search.get("space") and (exp / "optuna.db").is_file():
+        figs = study_figures(exp / "optuna.db", name)
+        parts.append("<h2>Search: Optuna's figures</h2>" + ("".join(img_html(png, c) for c, png in figs) if figs
+                     else "<p>Fewer than two complete trials in the study yet.</p>"))
+    plots = [p for p in sorted(exp.glob("*.png")) if p.name not in shown]
+    if plots:
+        parts.append("<h2>Plots</h2>" + "".join(img_html(p.read_bytes(), p.name) for p in plots))
+    parts.append("<h2>Failed and diverged trials</h2>" + problems_html(exp, trials))
+    refresh = f"<meta http-equiv=refresh content={RELOAD_S}>" if state == "running" else ""
+    return (f"<!doctype html><html lang=en><head><meta charset=utf-8>{refresh}"
+            f"<meta name=viewport content=\"width=device-width,initial-scale=1\">"
+            f"<title>{html.escape(name)}: {html.escape(exp.name)}</title><style>{CSS}</style></head>"
+            f"<body>{''.join(parts)}</body></html>\n")
+
+
+def write_page(exp: str | Path, which: str = "final") -> Path:
+    """Write exp/report.html (atomically: a reader never sees half a page)."""
+    exp = Path(exp)
+    page = build_page(exp, which)
+    return atomic_write(exp / PAGE, lambda t: Path(t).write_text(page))

@@ -1,0 +1,128 @@
+"""The report while the sweep runs: a Tune callback that rebuilds it (report.html included) after trials end.
+
+When a trial ends (finished, stopped by ASHA, failed), the report is rebuilt and, on a bucket,
+uploaded, at most once every `every_s` seconds; a trial that ends inside that window is picked up
+by the next rebuild, at most `every_s` later. The rebuild is `python -m sweeper.report EXP` in a
+child process at the lowest priority (nice 19): Tune's loop must not wait for it, since a trial's report()
+waits for the driver to take its result, and on a small machine the trials come first
+(benchmarks/live_report.py measures the quick start with and without it). One rebuild at a time;
+fit() returning waits for the last one, so the final report written after it is the newest. The
+callback also keeps live.json, the driver's heartbeat that tells a running sweep from an
+interrupted one (html.sweep_state): "running" at the start and every `heartbeat_s`, "ended" when
+fit() returns (Tune calls on_experiment_end after an interrupt too).
+
+    python -m sweeper.run ablation_radius --preset quick                  # report.html from the first trial on
+    python -m sweeper.run ablation_radius --preset quick --live-every 0   # the page only at the end
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from sweeper import storage as store
+from sweeper.html import LIVE
+from sweeper.storage import StorageError
+
+EVERY_S = 30.0       # at most one rebuild per this many seconds
+HEARTBEAT_S = 60.0   # live.json's "updated" is refreshed this often (html.STALE_S must be well above it)
+WAIT_S = 300.0       # fit() returning waits at most this long for a rebuild still running
+NICE = 19            # the lowest priority: below the trials (Ray starts its workers at nice 15)
+
+
+def write_heartbeat(exp: store.Folder, state: str) -> None:
+    store.write_text(exp / LIVE, json.dumps({"state": state, "updated": time.time()}))
+
+
+def start_rebuild(exp: store.Folder) -> subprocess.Popen:
+    """`python -m sweeper.report EXP` in a child at low priority; its stderr goes to a temporary file
+    (read when it ends: a pipe could fill and stall it)."""
+    err = tempfile.TemporaryFile(mode="w+")
+    child = subprocess.Popen([sys.executable, "-m", "sweeper.report", str(exp)], stdout=subprocess.DEVNULL,
+                             stderr=err, stdin=subprocess.DEVNULL,
+                             start_new_session=True)  # Ctrl+C stops the sweep, not a page half rebuilt
+    child.err = err
+    try:
+        os.setpriority(os.PRIO_PROCESS, child.pid, NICE)
+    except (AttributeError, OSError):  # no setpriority on this OS, or the child already ended
+        pass
+    return child
+
+
+def live_callback(exp: store.Folder, every_s: float = EVERY_S, heartbeat_s: float = HEARTBEAT_S):
+    """A tune.Callback for tune.RunConfig(callbacks=...); every_s=0 keeps the heartbeat only."""
+    from ray import tune
+
+    class LiveReport(tune.Callback):
+        def __init__(self):
+            self.last_build = self.last_beat = -math.inf
+            self.pending = False
+            self.child = None
+            self.last_error = None
+
+        def __getstate__(self):  # stored with the experiment (tuner.pkl): without a running child
+            return {**self.__dict__, "child": None}
+
+        def setup(self, **info):
+            self.beat("running")
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            self.pending = True
+            self.maybe_build()
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            self.pending = True
+            self.maybe_build()
+
+        def on_step_end(self, iteration, trials, **info):
+            self.maybe_build()
+            if time.monotonic() - self.last_beat >= heartbeat_s:
+                self.beat("running")
+
+        def on_experiment_end(self, trials, **info):
+            if self.child is not None:
+                try:
+                    self.child.wait(timeout=WAIT_S)
+                except subprocess.TimeoutExpired:  # e.g. a bucket that stopped answering
+                    self.child.kill()
+                    self.child.wait()
+                self.reap()
+            self.beat("ended")
+
+        def beat(self, state: str) -> None:
+            try:
+                write_heartbeat(exp, state)
+            except (OSError, StorageError) as e:  # a bucket's hiccup must not end the sweep
+                print(f"live report: heartbeat not written: {e}", file=sys.stderr)
+            self.last_beat = time.monotonic()
+
+        def reap(self) -> None:
+            """The ended child: on failure (e.g. the first trial's results not in the folder yet, a
+            bucket's hiccup) the rebuild is due again, and its error said once per message."""
+            child, self.child = self.child, None
+            if child.returncode != 0:
+                self.pending = True
+                child.err.seek(0)
+                lines = [s for s in child.err.read().splitlines() if s.strip()]
+                msg = lines[-1] if lines else f"exit status {child.returncode}"
+                if msg != self.last_error:
+                    print(f"live report: not rebuilt, trying again in {every_s:g} s: {msg}", file=sys.stderr)
+                self.last_error = msg
+            child.err.close()
+
+        def maybe_build(self) -> None:
+            if self.child is not None:
+                if self.child.poll() is None:
+                    return  # one rebuild at a time
+                self.reap()
+            if not (self.pending and every_s > 0 and time.monotonic() - self.last_build >= every_s):
+                return
+            self.pending = False
+            self.child = start_rebuild(exp)
+            self.last_build = time.monotonic()
+
+    return LiveReport()

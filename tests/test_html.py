@@ -1,0 +1,388 @@
+"""report.html (sweeper/html.py), the index of a results root (sweeper/index.py), the live rebuild
+(sweeper/live.py) and the study's marks of ASHA-stopped trials (sweeper/optuna_search.py).
+
+The fast tests build pages from synthetic experiment folders and read them back with the stdlib's
+HTML parser; the slow ones run a cut-down quick sweep through a real local Ray and open its pages in
+headless Chromium (tests/browser.py).
+
+    pytest tests/test_html.py -q -m "not slow"
+"""
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from browser import need_chromium, open_page
+from test_report import make_search_exp, make_table_exp, write_trial, reports
+
+from sweeper.html import LIVE, STALE_S, parse_markdown_table, sweep_state
+from sweeper.report import build_report, main
+from sweeper.layout import DIFF_COLS, STAT_COLS
+
+ROOT = Path(__file__).resolve().parents[1]
+PNG = b"\x89PNG\r\n\x1a\n"
+BASELINE = {"method": "mt", "vd": False, "mur": "none"}
+
+
+class Page(HTMLParser):
+    """The parts of report.html the tests read: the results table's cells (text of .cell), the
+    progress line, every src / href, <details> count."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.urls, self.rows, self.head, self.progress, self.details = [], [], [], "", 0
+        self._in, self._table, self._row, self._buf = None, 0, None, []
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.urls += [a[k] for k in ("src", "href") if k in a]
+        if self._in == "details":  # a cell's seeds: not part of the cell's text
+            return
+        cls = (a.get("class") or "").split()
+        if tag == "table" and "results" in cls:
+            self._table += 1
+        if self._table == 1:
+            if tag == "tr":
+                self._row = []
+            elif tag in ("th", "td") and self._row is not None:
+                self._in, self._buf = tag, []
+            elif tag == "span" and "cell" in cls:
+                self._in, self._buf = "cell", []
+            elif tag == "details":
+                self.details += 1
+                self._in = "details"
+        if tag == "p" and a.get("id") == "progress":
+            self._in, self._buf = "progress", []
+
+    def handle_endtag(self, tag):
+        if self._in == "details":
+            if tag == "details":
+                self._in = None
+            return
+        if self._in == "cell" and tag == "span":
+            self._row.append("".join(self._buf))
+            self._in = "td-done"
+        elif self._in in ("th", "td") and tag == self._in:
+            if self._row is not None:
+                self._row.append("".join(self._buf))
+            self._in = None
+        elif self._in == "td-done" and tag == "td":
+            self._in = None
+        elif self._in == "progress" and tag == "p":
+            self.progress, self._in = "".join(self._buf), None
+        if tag == "tr" and self._row is not None and self._table == 1:
+            if self.head:
+                self.rows.append(self._row)
+            else:
+                self.head = self._row
+            self._row = None
+        if tag == "table" and self._table == 1:
+            self._table = 2
+
+    def handle_data(self, data):
+        if self._in in ("th", "td", "cell", "progress"):
+            self._buf.append(data)
+
+
+def _signed(x: float) -> str:
+    return f"{x:+.2f}".replace("-", "−")
+
+
+def expected_cells(exp: Path) -> dict[tuple[str, str], str]:
+    """(row, col) -> the cell's leading "mean ± std" and, where it has one, its difference from the
+    baseline with the interval and the star, formatted here from summary.csv's numbers (the star
+    computed from the interval's ends)."""
+    summary, table = pd.read_csv(exp / "summary.csv"), pd.read_csv(exp / "table.csv")
+    keys = [k for k in table.columns if k in summary.columns and k not in (*STAT_COLS, *DIFF_COLS)]
+    out = {}
+    for _, c in table.iterrows():
+        s = summary
+        for k in keys:
+            s = s[s[k].astype(str) == str(c[k])]
+        assert len(s) == 1, (c["row"], c["col"])
+        s = s.iloc[0]
+        text = f"{s['mean']:.2f} ± {s['std']:.2f}" if s["n"] > 1 else f"{s['mean']:.2f}"
+        if not bool(s["is_baseline"]) and s["n_paired"] >= 2:
+            star = "*" if s["diff_ci_low"] > 0 or s["diff_ci_high"] < 0 else ""
+            text += f" · {_signed(s['diff_vs_baseline'])} [{_signed(s['diff_ci_low'])}, {_signed(s['diff_ci_high'])}]{star}"
+        out[(c["row"], c["col"])] = text
+    return out
+
+
+@pytest.fixture(scope="module")
+def table_page(tmp_path_factory):
+    exp, _ = make_table_exp(tmp_path_factory.mktemp("page"), baseline=BASELINE)
+    write_trial(exp, 99, {"method": "mt", "vd": False, "mur": "none", "entmin_coef": 0.0, "dataset": "cifar10",
+                          "num_labels": 1000, "mur_radius": 10.0, "steps": 280_000, "val_size": 0, "seed": 7,
+                          "trial_index": 99}, reports([40.0], done=False), error=True)
+    err = next(exp.glob("train_tune_cd34e_00099_*")) / "error.txt"
+    err.write_text("Failure # 1 (occurred at 2026-01-01)\nTraceback (most recent call last):\n  File x\n"
+                   "RuntimeError: CUDA out of memory\n")
+    meta = json.loads((exp / "sweep.json").read_text())
+    (exp / "sweep.json").write_text(json.dumps({**meta, "n_trials": 40, "preset": "paper", "commit": "abc123",
+                                                "argv": ["sweeper/run.py", "table_cifar", "--seeds", "3"]}))
+    (exp / LIVE).write_text(json.dumps({"state": "ended", "updated": time.time()}))
+    return exp, build_report(exp)
+
+
+def test_page_cells_are_the_markdown_tables_and_summary_csvs(table_page):
+    exp, paths = table_page
+    page = Page(paths["report.html"].read_text())
+    _, md_head, md_body, _ = parse_markdown_table(paths["table.md"].read_text())
+    assert page.head == md_head and [r[0] for r in page.rows] == [r[0] for r in md_body]
+    assert page.rows == md_body  # every cell string as table.md shows it: paper, Δ, "no Δ" reasons
+    want = expected_cells(exp)
+    col_of = {h: j for j, h in enumerate(md_head)}
+    for (row, col), text in want.items():
+        got = page.rows[[r[0] for r in page.rows].index(row)][col_of[col]]
+        assert got.startswith(text), (row, col, got, text)
+    assert page.details == len(want)  # each cell's seeds on demand
+
+
+def test_page_cell_seeds_are_the_trials_of_that_cell(table_page):
+    exp, paths = table_page
+    text = paths["report.html"].read_text()
+    trials = pd.read_parquet(exp / "trials.parquet")
+    one = trials[(trials["method"] == "ict") & trials["vd"] & (trials["dataset"] == "cifar100")]
+    m = re.search(r"<th scope=row>ICT \+ VD \+ MUR[^<]*</th>(.*?)(?=<th scope=row>|</tbody>)", text)
+    cells = re.findall(r"<details>(.*?)</details>", m.group(1))
+    assert len(cells) == 2  # CIFAR-10 and CIFAR-100
+    for _, r in one.iterrows():
+        assert f"{r['final_test_error']:.2f}" in cells[1] and r["trial_dir"] in cells[1]
+
+
+def test_progress_line_and_problems_are_the_trials_statuses(table_page):
+    exp, paths = table_page
+    text = paths["report.html"].read_text()
+    st = pd.read_parquet(exp / "trials.parquet")["status"].value_counts()
+    assert (st["finished"], st["failed"], st["diverged"]) == (36, 1, 1)
+    # 38 folders of 40 trials; live.json "ended": the sweep was interrupted, none is running
+    assert Page(text).progress == "36 of 40 trials finished, 0 interrupted, 1 failed, 1 diverged, 2 not started"
+    assert "RuntimeError: CUDA out of memory" in text and "non-finite loss; stopped at step" in text
+    assert "python -m sweeper.run table_cifar --seeds 3" in text and "abc123" in text
+    assert "Hypothesis: VD and MUR each lower the error" in text  # from search_spaces/table_cifar.py
+
+
+def test_page_is_one_file_with_every_plot_inline(table_page):
+    exp, paths = table_page
+    page = Page(paths["report.html"].read_text())
+    assert page.urls and all(u.startswith("data:image/png;base64,") for u in page.urls)  # no link, no request
+    pngs = {n for n in paths if n.endswith(".png")}
+    assert "paired_diffs.png" in pngs and len(page.urls) == len(pngs)
+    inline = {base64.b64decode(u.split(",", 1)[1]) for u in page.urls}
+    assert inline == {paths[n].read_bytes() for n in pngs}
+
+
+def test_sweep_state_from_the_heartbeat(tmp_path):
+    done = pd.DataFrame({"status": ["finished", "stopped", "failed"]})
+    part = pd.DataFrame({"status": ["finished", "incomplete"]})
+    now = 1e9
+    assert sweep_state(tmp_path, done, 3, now) == "finished"
+    (tmp_path / LIVE).write_text(json.dumps({"state": "running", "updated": now - 10}))
+    assert sweep_state(tmp_path, part, 2, now) == "running"
+    assert sweep_state(tmp_path, done, 4, now) == "running"  # one not started yet
+    assert sweep_state(tmp_path, part, 2, now + STALE_S) == "interrupted"  # the driver stopped beating
+    (tmp_path / LIVE).write_text(json.dumps({"state": "ended", "updated": now}))
+    assert sweep_state(tmp_path, part, 2, now) == "interrupted"
+
+
+def test_search_page_has_the_ranked_table_and_optuna_figures(tmp_path):
+    import optuna
+
+    exp = make_search_exp(tmp_path / "hpo-20260101-000000")
+    study = optuna.create_study(study_name="hpo", storage=f"sqlite:///{exp / 'optuna.db'}")
+    for lr, r, v in ((0.1, 1.0, 8.0), (0.03, 2.0, 12.0), (0.2, 0.5, 10.5)):
+        study.add_trial(optuna.trial.create_trial(
+            params={"lr": lr, "mur_radius": r}, value=v,
+            distributions={"lr": optuna.distributions.FloatDistribution(0.01, 0.3, log=True),
+                           "mur_radius": optuna.distributions.FloatDistribution(0.25, 4.0, log=True)}))
+    text = build_report(exp)["report.html"].read_text()
+    assert "Search: trials ranked" in text and "Optimisation history" in text and "Parameter importances" in text
+    ranked = pd.read_csv(exp / "table_ranked.csv")
+    first = re.search(r"<h2>Search: trials ranked</h2>.*?<tbody>(.*?)</tbody>", text).group(1)
+    assert f"<td><span class=cell>{ranked['trial_id'][0]}</span></td>" in first
+    figs = re.findall(r'<img src="data:image/png;base64,([^"]+)" alt="(Optimisation|Parallel|Parameter)', text)
+    assert len(figs) == 3 and all(base64.b64decode(b).startswith(PNG) for b, _ in figs)
+
+
+def test_index_of_a_results_root(tmp_path, capsys):
+    a, _ = make_table_exp(tmp_path / "a", baseline=BASELINE)
+    root = tmp_path / "results"
+    root.mkdir()
+    a = a.rename(root / "table_cifar-20260101-000000")
+    build_report(a)
+    b = make_search_exp(root / "hpo-20260102-000000")  # report not built yet
+    assert main([str(root)]) == 0
+    out = capsys.readouterr().out
+    rows = Page((root / "index.html").read_text())
+    assert [u for u in rows.urls] == ["table_cifar-20260101-000000/report.html"]
+    lines = out.splitlines()
+    assert lines[0].startswith("hpo-20260102-000000  ?  ") and " 2/7  finished  —" in lines[0]
+    assert lines[1].startswith("table_cifar-20260101-000000  ?  ") and "36/37  " in lines[1]
+    # headline: the non-baseline cell of lowest mean, as table.md writes it
+    t = pd.read_csv(a / "table.csv")
+    best = t[~t["is_baseline"].astype(bool)].sort_values("mean").iloc[0]
+    _, head, body, _ = parse_markdown_table((a / "table.md").read_text())
+    md_row = next(r for r in body if r[0] == best["row"])
+    assert f"{best['row']} ({best['col']}): {md_row[head.index(best['col'])]}" in lines[1]
+    assert f"index: {root / 'index.html'}" in out and b.is_dir()
+
+
+class FakeChild:
+    """A rebuild that runs until the fake clock reaches `until`, then exits with `rc`."""
+
+    def __init__(self, clock, until, rc=0):
+        import io
+
+        self.clock, self.until, self.returncode, self.err = clock, until, None, io.StringIO("boom\n")
+        self.rc = rc
+
+    def poll(self):
+        if self.clock[0] >= self.until:
+            self.returncode = self.rc
+        return self.returncode
+
+    def wait(self, timeout=None):
+        self.returncode = self.rc
+        return self.rc
+
+
+def test_live_callback_rebuilds_at_most_every_window_one_at_a_time(tmp_path, monkeypatch, capsys):
+    from sweeper import live
+
+    builds, clock = [], [0.0]
+    rcs = iter([0, 1, 0, 0])  # the second rebuild fails: due again after the window
+
+    def start(exp):
+        builds.append(clock[0])
+        return FakeChild(clock, clock[0] + 5, next(rcs))
+
+    monkeypatch.setattr(live, "start_rebuild", start)
+    monkeypatch.setattr(live.time, "monotonic", lambda: clock[0])
+    cb = live.live_callback(tmp_path, every_s=30, heartbeat_s=60)
+    cb.setup()
+    assert json.loads((tmp_path / LIVE).read_text())["state"] == "running"
+    for t, event in ((1, "complete"), (10, "complete"), (20, "step"), (31, "step"), (32, "step"), (40, "error"),
+                     (61, "step"), (63, "step"), (70, "complete"), (92, "step"), (95, "step"), (96, "complete")):
+        clock[0] = t
+        if event == "complete":
+            cb.on_trial_complete(0, [], None)
+        elif event == "error":
+            cb.on_trial_error(0, [], None)
+        else:
+            cb.on_step_end(0, [])
+    # the end at 10 waits for the window (31); the rebuild of 31 fails (seen at 40), so one is due again,
+    # at 61; the end at 70 waits for the window (92); the one at 96 for the rebuild of 92, still running
+    assert builds == [1, 31, 61, 92]
+    assert "live report: not rebuilt, trying again in 30 s: boom" in capsys.readouterr().err
+    cb.on_experiment_end([])  # waits for the last rebuild, then says the driver ended
+    assert cb.child is None and json.loads((tmp_path / LIVE).read_text())["state"] == "ended"
+
+
+def test_marked_search_says_which_trials_asha_stopped():
+    import optuna
+    from ray import tune
+
+    from sweeper.optuna_search import MarkedOptunaSearch
+
+    algo = MarkedOptunaSearch(space={"lr": tune.loguniform(0.01, 0.3)}, metric="val_error", mode="min", seed=0,
+                              steps=100)
+    for tid, result in (("a", {"val_error": 3.0, "step": 100}), ("b", {"val_error": 5.0, "step": 40})):
+        algo.suggest(tid)
+        algo.on_trial_complete(tid, result)
+    trials = algo._ot_study.get_trials()
+    assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * 2  # as Ray's OptunaSearch tells it
+    assert [t.value for t in trials] == [3.0, 5.0]
+    assert [(t.user_attrs["tune_trial_id"], t.user_attrs["stopped_early"], t.user_attrs["step"]) for t in trials] \
+        == [("a", False, 100), ("b", True, 40)]
+
+
+# ---------------------------------------------------------------- a real sweep in a real browser
+
+CUT = ["--seeds", "2", "--set", "steps=100", "--set", "eval_every=50", "--set", "lr_rampdown=50",
+       "--set", "sensitivity_samples=20"]
+
+
+def _env():
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    return {**env, "PYTHONPATH": str(ROOT)}
+
+
+def _consistent_snapshot(exp: Path):
+    """(report.html text, trials.parquet) from one rebuild: the page is written after trials.parquet,
+    so both are read between two equal page mtimes with the parquet no newer than the page."""
+    page, parquet = exp / "report.html", exp / "trials.parquet"
+    before = page.stat().st_mtime_ns
+    text, trials = page.read_text(), pd.read_parquet(parquet)
+    if page.stat().st_mtime_ns == before and parquet.stat().st_mtime_ns <= before:
+        return text, trials
+    return None
+
+
+@pytest.mark.slow
+def test_quick_sweep_pages_live_and_in_chromium(tmp_path):
+    """A cut-down quick sweep (5 rows x 2 seeds of 100 steps): report.html appears after the first
+    trials end and shows a partial table and the progress of that moment while the sweep runs; the
+    final page and the root's index open in Chromium with no network request, no console error,
+    every image decoded, cells equal summary.csv's, the progress line the trials' statuses."""
+    need_chromium()
+    proc = subprocess.Popen([sys.executable, "-m", "sweeper.run", "ablation_radius", "--preset", "quick", *CUT,
+                             "--live-every", "3", "--storage", str(tmp_path)], cwd=ROOT, env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    mid = None
+    try:
+        deadline = time.time() + 600
+        while proc.poll() is None and time.time() < deadline and mid is None:
+            time.sleep(0.5)
+            exp = next(tmp_path.glob("ablation_radius-*"), None)
+            if exp is None or not (exp / "report.html").is_file():
+                continue
+            snap = _consistent_snapshot(exp)
+            if snap is not None and ((snap[1]["status"] != "finished").any() or len(snap[1]) < 10):
+                mid = snap
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-3000:]
+    assert mid is not None, "no report.html was written while the sweep ran"
+    text, trials = mid
+    n = trials["status"].value_counts()
+    want = (f"{n.get('finished', 0)} of 10 trials finished, {n.get('incomplete', 0)} running, 0 failed, 0 diverged"
+            + (f", {10 - len(trials)} not started" if len(trials) < 10 else ""))
+    page = Page(text)
+    assert page.progress == want and n.get("finished", 0) < 10
+    assert "<meta http-equiv=refresh content=30>" in text and "Sweep <span id=state>running</span>" in text
+    done = int(n.get("finished", 0))
+    filled = sum(bool(re.match(r"\d", c)) for r in page.rows for c in r[1:])
+    assert 0 < filled <= done  # a partial table: the cells of the finished trials only
+
+    exp = next(tmp_path.glob("ablation_radius-*"))
+    seen = open_page(exp / "report.html", tmp_path / "report.png")
+    assert seen["blocked"] == [] and seen["errors"] == []
+    assert len(seen["images"]) >= 4 and all(ok and w > 0 for ok, w in seen["images"])
+    assert seen["progress"] == "10 of 10 trials finished, 0 running, 0 failed, 0 diverged"
+    want = expected_cells(exp)
+    col_of = {h: j for j, h in enumerate(seen["header"])}
+    assert len(want) == 5 and sum(len(r[1]) for r in seen["table"]) >= 5
+    for (row, col), cell in want.items():
+        got = next(cells for head, cells in seen["table"] if head == row)[col_of[col] - 1]
+        assert got.startswith(cell), (row, col, got, cell)
+    assert (tmp_path / "report.png").read_bytes().startswith(PNG)
+
+    assert main([str(tmp_path)]) == 0
+    idx = open_page(tmp_path / "index.html", tmp_path / "index.png")
+    assert idx["blocked"] == [] and idx["errors"] == []
+    assert idx["links"] == [(exp / "report.html").resolve().as_uri()]
+    assert f"{exp.name}\tquick" in idx["text"] and "10 / 10\tfinished" in idx["text"]
