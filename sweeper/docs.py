@@ -303,11 +303,10 @@ def overhead_md(name: str, d: dict) -> list[str]:
 
 
 def two_trees_md(name: str, d: dict) -> list[str]:
-    trees = (f"this tree (commit {d['after_commit'][:7]}) against commit {d['before_commit'][:7]}"
-             if d.get("after_commit") and d.get("before_commit") else "two checkouts")
-    out = [f"### `{name}`", "", f"{_device(d)}; {trees}, {d.get('steps')} steps a round, median of "
-           f"{d.get('rounds')} alternating rounds.", "",
-           "| variant | steps/s (other) | steps/s (this tree) | speed-up | same losses |", "|---|--:|--:|--:|---|"]
+    a, b = (d.get("before_commit") or "other")[:7], (d.get("after_commit") or "this tree")[:7]
+    out = [f"### `{name}`", "", f"{_device(d)}; commit {b} against commit {a}, {d.get('steps')} steps a round, "
+           f"median of {d.get('rounds')} alternating rounds.", "",
+           f"| variant | steps/s at {a} | steps/s at {b} | speed-up | same losses |", "|---|--:|--:|--:|---|"]
     for r in d["rows"]:
         out.append(f"| {r['variant']} | {_f(r['steps_per_s_before'], 2)} | {_f(r['steps_per_s_after'], 2)} | "
                    f"{r['speedup']:.2f}× | {r.get('same_losses')} |")
