@@ -228,6 +228,7 @@ def results_md(runs: list[dict], claims: list[dict]) -> str:
         out += ["", f"## {run['sweep']} ({run['preset']}, seeds {run['seeds'][0]}-{run['seeds'][-1]})", "",
                 f"- command: `{run_command(run)}`",
                 f"- machine: {machine_text(m)}",
+                *([f"- code: commit {run['meta']['commit']}"] if run["meta"].get("commit") else []),
                 f"- date: {m.get('date', 'unknown')}" + (f"; wall time {m['wall_min']:.1f} min" if m.get("wall_min") else ""),
                 f"- files: [`docs/runs/{run['name']}/`](runs/{run['name']}/)", ""]
         out.append(run["table"])
