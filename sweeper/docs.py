@@ -190,7 +190,7 @@ def claims_table(claims: list[dict], runs: list[dict], link: str) -> str:
 
 def run_command(run: dict) -> str:
     argv = run["meta"].get("argv") or []
-    args = [a for a in argv[1:]]
+    args = public_args(argv)
     return "python -m sweeper.run " + " ".join(args) if args else command(run["sweep"], run["preset"])
 
 
@@ -443,6 +443,19 @@ def stale(root: Path = ROOT) -> list[Path]:
     return [p for p, text in generated(root).items() if not (root / p).is_file() or (root / p).read_text() != text]
 
 
+def public_args(argv: list[str]) -> list[str]:
+    """sweeper.run's arguments without the script path and `--storage`: both are paths of the machine
+    that ran the sweep, and neither changes a number."""
+    args, out = list(argv[1:]), []
+    while args:
+        a = args.pop(0)
+        if a == "--storage":
+            args = args[1:]
+        elif not a.startswith("--storage="):
+            out.append(a)
+    return out
+
+
 def machine_info(exp: Path, meta: dict) -> dict:
     """The machine `add` runs on (where the sweep is expected to have run), and the run's dates."""
     cpu = platform.processor() or platform.machine()
@@ -460,7 +473,7 @@ def machine_info(exp: Path, meta: dict) -> dict:
     start, end = (exp / "sweep.json").stat().st_mtime, (exp / "summary.csv").stat().st_mtime
     return {"cpu": cpu, "cores": os.cpu_count(), "torch": torch, "python": platform.python_version(),
             "date": datetime.fromtimestamp(end).strftime("%Y-%m-%d"), "wall_min": round((end - start) / 60, 1),
-            "command": "python -m sweeper.run " + " ".join(meta.get("argv", [])[1:])}
+            "command": "python -m sweeper.run " + " ".join(public_args(meta.get("argv", [])))}
 
 
 def add(exp: Path, root: Path = ROOT) -> Path:
@@ -478,6 +491,8 @@ def add(exp: Path, root: Path = ROOT) -> Path:
     dest.mkdir(parents=True)
     for name in RUN_FILES + tuple(p for p in PNGS if (exp / p).is_file()):
         shutil.copyfile(exp / name, dest / name)
+    meta["argv"] = ["sweeper.run", *public_args(meta.get("argv", []))]  # no path of the machine that ran it
+    (dest / "sweep.json").write_text(json.dumps(meta, indent=1) + "\n")
     (dest / "machine.json").write_text(json.dumps(machine_info(exp, meta), indent=1) + "\n")
     return dest
 

@@ -175,3 +175,10 @@ def test_add_copies_a_finished_results_folder_with_its_machine(tmp_path):
     with pytest.raises(docs.DocsError, match="no table.md"):
         (exp / "table.md").unlink()
         docs.add(exp, root=tmp_path)
+
+
+def test_a_committed_command_drops_the_machines_paths_but_keeps_every_other_argument():
+    from sweeper.docs import public_args
+    argv = ["/home/u/p/sweeper/run.py", "ablation_radius", "--storage", "/tmp/r", "--preset", "quick",
+            "--storage=s3://b/p", "--seed-start", "8"]
+    assert public_args(argv) == ["ablation_radius", "--preset", "quick", "--seed-start", "8"]
