@@ -1,6 +1,5 @@
 """sweeper.paper_results against a second, independent reading: a parser of the paper's LaTeX source
-(../shared/paper/vbi-mur-aaai2021.tex beside the repository; the tests that read it are skipped where
-it is absent), and the protocol check that decides where a table shows Δ = ours − paper.
+(the tests that read it are skipped where it is absent), and the protocol check that decides where a table shows Δ = ours − paper.
 
     pytest tests/test_paper_results.py -q
 """
