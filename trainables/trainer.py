@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import io
 import json
 import math
 import os
@@ -440,12 +439,9 @@ class Trainer:
         """Atomic: write a temporary file in the same folder, then rename over `path`."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        buf = io.BytesIO()
-        torch.save(self.state_dict(), buf)
-
         def write(tmp):
             with open(tmp, "wb") as f:
-                f.write(buf.getvalue())
+                torch.save(self.state_dict(), f)
                 f.flush()
                 os.fsync(f.fileno())
 
