@@ -5,7 +5,8 @@ starts, builds a Ray Tune Tuner (resources, storage, failure config; for `hpo` O
 select on the validation split's `val_error`, never on the test error),
 prints Tune's progress, then the mean ± std table and the results folder. Exit status: 0 all
 trials finished, 1 some trial failed (Tune's fit() does not raise), 2 bad input, 3 interrupted
-(Ctrl+C, SIGTERM, `ray job stop`: the state is saved, `--resume` continues it).
+(Ctrl+C, SIGTERM, `ray job stop`: the state is saved, `--resume` continues it), 4 the storage bucket
+stopped answering for longer than its retries ($VBI_MUR_STORAGE_RETRY_S; `--resume` continues it).
 
     python -m sweeper.run ablation_radius --preset quick
     python -m sweeper.run ablation_radius --preset quick --dry-run
@@ -267,7 +268,9 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
         + ([mlflow_callback(args.mlflow, exp_dir.name, sweep.name, args.preset,
                             [k for k in (*sweep.rows, *varying) if k not in sweep.cols], list(sweep.cols))]
            if args.mlflow else [])
-        + ([store.study_upload_callback(exp_dir)] if sweep.search and not isinstance(exp_dir, Path) else []),
+        + ([store.study_upload_callback(exp_dir)] if sweep.search and not isinstance(exp_dir, Path) else [])
+        # a bucket: at the end, Tune's final state must be in it (Tune only logs a failed upload)
+        + ([store.stored_state_check()] if not isinstance(exp_dir, Path) else []),
         progress_reporter=reporter, verbose=1)
     if sweep.search:  # hpo: Optuna TPE + ASHA over the search space, study kept in SQLite
         import optuna
@@ -509,11 +512,19 @@ def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict)
 
 
 def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
-    """The report and the failed trials printed; the exit code: 0 all finished, 1 a trial failed, 3 stopped."""
+    """The report and the failed trials printed; the exit code: 0 all finished, 1 a trial failed, 3 stopped,
+    4 the bucket could not take the sweep's final state (no report: the bucket does not hold it all)."""
     from sweeper.aggregate import AggregateError
     from sweeper.report import report_at
 
     errors = [r for r in grid if r.error is not None]
+    resume = f"`python -m sweeper.run {sweep.name} --resume {exp_dir}`"
+    if not isinstance(exp_dir, Path) and (lost := store.stored_state_error()):
+        for r in errors:
+            print(f"trial {r.path} failed: {type(r.error).__name__}: {str(r.error).splitlines()[0]}", file=sys.stderr)
+        print(f"error: storage {exp_dir} unreachable at the end of the sweep ({lost}); it holds the state "
+              f"of its last successful upload; once it answers again, continue with {resume}", file=sys.stderr)
+        return 4
     try:
         paths = report_at(exp_dir)  # a URI: built in a local cache, uploaded
     except AggregateError as e:  # e.g. no trial reported anything before the sweep ended
@@ -526,8 +537,7 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
         print(f"trial {r.path} failed: {type(r.error).__name__}: {str(r.error).splitlines()[0]}", file=sys.stderr)
     print(f"results: {exp_dir}")
     if stopped:
-        print(f"interrupted: the sweep's state is saved; continue it with "
-              f"`python -m sweeper.run {sweep.name} --resume {exp_dir}`", file=sys.stderr)
+        print(f"interrupted: the sweep's state is saved; continue it with {resume}", file=sys.stderr)
         return 3
     return 1 if errors else 0
 

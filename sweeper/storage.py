@@ -83,6 +83,10 @@ def resolve(where: str | Path) -> Folder:
         return Path(where).expanduser().resolve()
     uri = str(where)
     try:
+        remote.retry_budget()
+    except ValueError as e:
+        raise StorageError(str(e)) from None
+    try:
         fs, path = remote.resolve(uri)
     except OSError as e:  # e.g. hdfs:// without its Java libraries, a bucket whose region cannot be found
         raise StorageError(explain(e, uri)) from None
@@ -275,6 +279,58 @@ def study_upload_callback(exp: Folder):
             upload_study(exp)
 
     return StudyUpload()
+
+
+_stored = {"error": None}  # StoredStateCheck's finding at the end of fit(): None, or the one-line error
+
+
+def stored_state_error() -> str | None:
+    """Why the end of the last fit() left the bucket without Tune's final state (one line), else None."""
+    return _stored["error"]
+
+
+def upload_missing(local: Path, fs, remote: str) -> int:
+    """Upload every file under local that remote (a folder of fs) lacks or holds with another size;
+    returns how many. OSError when the file system cannot be reached."""
+    import pyarrow.fs as pafs
+
+    have = {i.path[len(remote) + 1:]: i.size
+            for i in fs.get_file_info(pafs.FileSelector(remote, recursive=True, allow_not_found=True))
+            if i.type == pafs.FileType.File}
+    sent = 0
+    for p in sorted(local.rglob("*")):
+        rel = p.relative_to(local).as_posix()
+        if p.is_file() and have.get(rel) != p.stat().st_size:
+            with fs.open_output_stream(f"{remote}/{rel}") as out:
+                out.write(p.read_bytes())
+            sent += 1
+    return sent
+
+
+def stored_state_check():
+    """A Tune callback for an experiment in a bucket. Tune uploads what the driver wrote (its experiment
+    state, each trial's params.json, result.json, progress.csv) from a local staging folder, and when
+    an upload fails it logs the error and goes on, at the end of fit() too. At the end this callback
+    compares the bucket with that folder and uploads what is missing or stale; if the bucket cannot
+    be reached, stored_state_error() says so, and sweeper.run ends with exit status 4 and the
+    `--resume` command instead of a report that the bucket does not hold."""
+    from ray import tune
+
+    class StoredStateCheck(tune.Callback):
+        def setup(self, **info):
+            _stored["error"] = None
+
+        def on_experiment_end(self, trials, **info):
+            if not trials:
+                return
+            storage = trials[0].storage  # the experiment's StorageContext (the same for every trial)
+            try:
+                upload_missing(Path(storage.experiment_driver_staging_path), storage.storage_filesystem,
+                               storage.experiment_fs_path)
+            except OSError as e:
+                _stored["error"] = one_line(e)
+
+    return StoredStateCheck()
 
 
 def prepare_restore(exp: Folder) -> dict:

@@ -6,6 +6,9 @@ checked against the source's, then renamed into place) under a file lock, so tri
 together on one node download once; later trials only compare sizes. Endpoint and credentials come
 from the standard settings of the file system (AWS: environment, profile, instance role, and
 AWS_ENDPOINT_URL_S3 for an S3-compatible server; GCS: application default credentials).
+An S3 file system retries each request that fails (no answer, refused, 5xx) with doubling waits
+for at least $VBI_MUR_STORAGE_RETRY_S seconds (`RetryingS3FileSystem`), on the driver and, since it
+keeps its retries when pickled, in every trial process Tune ships it to.
 No torch and no Ray here: `sweeper.storage` uses the same helpers in the driver.
 
     VBI_MUR_CACHE=/tmp/c python -c "from trainables.remote import fetch; print(fetch('s3://b/data', ['x.bin']))"
@@ -15,6 +18,7 @@ The cache folder: $VBI_MUR_CACHE, else ~/.cache/vbi-mur-sweeper; data under data
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import shutil
@@ -24,6 +28,8 @@ from trainables.files import atomic_write
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 CHUNK = 8 << 20  # bytes copied at a time
+RETRY_S = 100.0  # default of $VBI_MUR_STORAGE_RETRY_S: a bucket unreachable for a minute costs no request
+RETRY_FIRST_WAIT_S = 0.05  # the SDK's default strategy waits 50 ms, 100 ms, 200 ms, ... between attempts
 
 
 class RemoteError(OSError):
@@ -45,7 +51,48 @@ def resolve(uri: str):
     Raises pyarrow's errors (ArrowInvalid for a scheme it does not know, OSError for others)."""
     import pyarrow.fs as pafs
 
-    return pafs.FileSystem.from_uri(uri)
+    fs, path = pafs.FileSystem.from_uri(uri)
+    if type(fs) is pafs.S3FileSystem:
+        fs = retrying_s3(fs.__reduce__()[1][0], retry_attempts(retry_budget()))
+    return fs, path
+
+
+def retry_budget() -> float:
+    """Seconds an S3 request is retried for: $VBI_MUR_STORAGE_RETRY_S, else RETRY_S."""
+    raw = os.environ.get("VBI_MUR_STORAGE_RETRY_S", "")
+    try:
+        budget = float(raw) if raw else RETRY_S
+    except ValueError:
+        budget = math.nan
+    if not budget >= 0:
+        raise ValueError(f"VBI_MUR_STORAGE_RETRY_S={raw!r} is not a number of seconds >= 0; "
+                         f"unset it for the default {RETRY_S:g}")
+    return budget
+
+
+def retry_attempts(budget_s: float) -> int:
+    """Attempts per request such that the waits between them (50 ms, doubling) add up to >= budget_s:
+    attempt n + 1 starts 0.05 * (2**n - 2) s of waiting after the first (plus each attempt's own time)."""
+    n = 1
+    while RETRY_FIRST_WAIT_S / 2 * (2 ** n - 2) < budget_s:
+        n += 1
+    return n
+
+
+def retrying_s3(options: dict, attempts: int):
+    """An S3FileSystem with `options` (S3FileSystem's keyword arguments) that makes up to `attempts`
+    attempts per request. pyarrow's own pickling drops the retry strategy (3 attempts again after
+    unpickling), and Tune pickles the run's file system to every trial, so this subclass pickles
+    itself through this function."""
+    import pyarrow.fs as pafs
+
+    class RetryingS3FileSystem(pafs.S3FileSystem):
+        def __reduce__(self):
+            return retrying_s3, (options, attempts)
+
+    fs = RetryingS3FileSystem(**options, retry_strategy=pafs.AwsDefaultS3RetryStrategy(max_attempts=attempts))
+    fs.attempts = attempts
+    return fs
 
 
 def cache_root() -> Path:

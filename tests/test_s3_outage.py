@@ -1,0 +1,342 @@
+"""A sweep whose S3 bucket stops answering: a TCP proxy (tests/tcpproxy.py) on 127.0.0.1 between the
+sweep (driver and Ray's trial workers, all through AWS_ENDPOINT_URL_S3) and moto's ThreadedMotoServer
+is cut mid-sweep and restored on the same port.
+
+- 60 s black-holed (connections reset, new ones accepted and never answered), with the default retry
+  budget: the sweep finishes (exit 0), every result and final checkpoint is in the bucket, and the
+  report built from the bucket alone equals an uninterrupted run's.
+- refused for longer than a small retry budget (VBI_MUR_STORAGE_RETRY_S=2): exit 4 with one line
+  naming the storage and the `--resume` command; `--resume` after the outage finishes every trial.
+
+    pytest tests/test_s3_outage.py -q -m "not slow"   # the retrying file system and the proxy (~15 s)
+    pytest tests/test_s3_outage.py -q -s              # + two sweeps through Ray (~8 min on 2 cores)
+"""
+import io
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import boto3
+import pandas as pd
+import pyarrow.fs as pafs
+import pytest
+from moto.server import ThreadedMotoServer
+from procs import pids_naming
+from ray import cloudpickle
+from tcpproxy import Proxy
+
+from sweeper import report
+from sweeper import run as sweeper_run
+from sweeper import storage
+from trainables import remote
+
+ROOT = Path(__file__).resolve().parents[1]
+BUCKET = "vbi-mur-outage"
+# the quick ablation_radius rows (LabelSpreading, MT, MT + MUR), 40 steps: 4 evaluations and checkpoints
+TINY = ["--seeds", "1", "--set", "steps=40", "--set", "eval_every=10", "--set", "lr_rampdown=10",
+        "--set", "sensitivity_samples=20"]
+OUTAGE_S = 60.0
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """(boto3 client straight to the server, the proxy every other client goes through)."""
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    proxy = Proxy((host, port)).start()
+    env = {"AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{proxy.port}", "AWS_ACCESS_KEY_ID": "testing",
+           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_EC2_METADATA_DISABLED": "true", "VBI_MUR_CACHE": str(tmp_path_factory.mktemp("cache"))}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        client = boto3.client("s3", endpoint_url=f"http://{host}:{port}")  # sees the bucket during a cut
+        client.create_bucket(Bucket=BUCKET)
+        yield client, proxy
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+        proxy.close()
+        server.stop()
+
+
+def objects(client, prefix="") -> dict[str, int]:
+    out = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix):
+        out.update({o["Key"]: o["Size"] for o in page.get("Contents", [])})
+    return out
+
+
+def write_while_cut(fs, key: str, cut_s: float, mode: str, proxy: Proxy) -> tuple[bool, float]:
+    """(the write succeeded, its seconds) for one object written while the proxy is cut for cut_s."""
+    proxy.mode = mode
+    proxy.cut()
+    timer = threading.Timer(cut_s, proxy.restore)
+    timer.start()
+    t0 = time.monotonic()
+    try:
+        with fs.open_output_stream(f"{BUCKET}/{key}") as out:
+            out.write(b"x" * 1000)
+        ok = True
+    except OSError:
+        ok = False
+    took = time.monotonic() - t0
+    timer.join()
+    proxy.mode = "blackhole"
+    return ok, took
+
+
+# ---------------------------------------------------------------- the file system's retries (no Ray)
+
+def test_retry_attempts_cover_the_budget():
+    for budget in (0, 0.1, 2, 60, 100, 300):
+        n = remote.retry_attempts(budget)
+        waits = [0.05 * 2 ** k for k in range(n - 1)]  # before attempts 2..n: 50 ms, doubling
+        assert sum(waits) >= budget and (n == 1 or sum(waits[:-1]) < budget), (budget, n)
+    assert remote.retry_attempts(remote.RETRY_S) == 12  # waits add up to 102.35 s: a minute with margin
+
+
+def test_the_retries_survive_pickling_and_wait_out_a_cut(s3, monkeypatch):
+    """Tune pickles the run's file system to each trial. pyarrow's S3FileSystem pickles without its
+    retry strategy (3 attempts after unpickling); RetryingS3FileSystem keeps its own: the unpickled
+    copy waits out a 2 s refusal that the same file system with a 0.1 s budget (3 attempts, 0.15 s
+    of waits) does not."""
+    client, proxy = s3
+    plain, _ = pafs.FileSystem.from_uri(f"s3://{BUCKET}/x")
+    assert "retry_strategy" not in plain.__reduce__()[1][0]  # why the subclass exists
+    monkeypatch.setenv("VBI_MUR_STORAGE_RETRY_S", "4")
+    fs, _ = remote.resolve(f"s3://{BUCKET}/x")
+    shipped = cloudpickle.loads(cloudpickle.dumps(fs))
+    assert isinstance(shipped, pafs.S3FileSystem) and shipped.attempts == fs.attempts == 8
+    ok, took = write_while_cut(shipped, "survived", 2.0, "refuse", proxy)
+    assert ok and took >= 2.0, took
+    monkeypatch.setenv("VBI_MUR_STORAGE_RETRY_S", "0.1")
+    short = cloudpickle.loads(cloudpickle.dumps(remote.resolve(f"s3://{BUCKET}/x")[0]))
+    ok, took = write_while_cut(short, "lost", 2.0, "refuse", proxy)
+    assert not ok and took < 1.5, took
+    ok, took = write_while_cut(shipped, "blackholed", 4.0, "blackhole", proxy)  # attempts time out (3 s)
+    assert ok and took >= 4.0, took
+    assert set(objects(client)) >= {"survived", "blackholed"} and "lost" not in objects(client)
+
+
+def test_a_bad_retry_budget_is_one_line_exit_2(s3, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("VBI_MUR_STORAGE_RETRY_S", "a minute")
+    monkeypatch.setattr(sweeper_run, "connect_ray", lambda *a, **k: pytest.fail("Ray was started for bad input"))
+    assert sweeper_run.main(["ablation_radius", "--preset", "quick", "--storage", f"s3://{BUCKET}/r"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "VBI_MUR_STORAGE_RETRY_S='a minute' is not a number" in err, err
+
+
+def test_upload_missing_sends_what_the_bucket_lacks_or_holds_stale(s3, tmp_path):
+    client, _ = s3
+    local = tmp_path / "staging"
+    for rel, body in {"a.json": b"{}", "t/result.json": b"1\n2\n", "t/params.json": b"{}"}.items():
+        (local / rel).parent.mkdir(parents=True, exist_ok=True)
+        (local / rel).write_bytes(body)
+    client.put_object(Bucket=BUCKET, Key="staged/a.json", Body=b"{}")
+    client.put_object(Bucket=BUCKET, Key="staged/t/result.json", Body=b"1\n")  # an older upload
+    fs, path = remote.resolve(f"s3://{BUCKET}/staged")
+    assert storage.upload_missing(local, fs, path) == 2
+    assert objects(client, "staged/") == {"staged/a.json": 2, "staged/t/result.json": 4, "staged/t/params.json": 2}
+    assert storage.upload_missing(local, fs, path) == 0
+
+
+# ---------------------------------------------------------------- sweeps through Ray
+
+def driver_env(temp: Path, cache: Path, **extra) -> dict:
+    return {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": str(temp),
+            "PYTHONPATH": str(ROOT), "VBI_MUR_CACHE": str(cache), **extra}
+
+
+def argv(prefix: str, *more) -> list[str]:
+    return [sys.executable, "-m", "sweeper.run", "ablation_radius", "--preset", "quick", *TINY,
+            "--storage", f"s3://{BUCKET}/{prefix}", *more]
+
+
+def experiment(client, prefix: str) -> str:
+    exps = sorted({k.split("/")[1] for k in objects(client, f"{prefix}/ablation_radius-")})
+    assert len(exps) == 1, exps
+    return exps[0]
+
+
+def bucket_report(prefix: str, exp: str, cache: Path) -> dict:
+    """The report built from the bucket alone (an empty cache): summary.csv and table.md as text, and
+    every trial's evaluations from trials.parquet, keyed by its config, without wall-clock columns."""
+    old = os.environ["VBI_MUR_CACHE"]
+    os.environ["VBI_MUR_CACHE"] = str(cache)
+    try:
+        paths = report.report_at(f"s3://{BUCKET}/{prefix}/{exp}")
+    finally:
+        os.environ["VBI_MUR_CACHE"] = old
+    df = pd.read_parquet(paths["trials.parquet"])
+    clock = [c for c in df.columns if any(w in c for w in ("time", "date", "_s", "trial_id", "path", "host",
+                                                           "pid", "node", "iterations_since_restore"))]
+    return {"summary": paths["summary.csv"].read_text(), "table": paths["table.md"].read_text(),
+            "trials": df.drop(columns=clock).sort_values("trial_index").to_csv(index=False)}
+
+
+def stored_trials(client, prefix: str, exp: str) -> dict[str, dict]:
+    """{trial folder: {"steps": evaluated steps in result.json, "checkpoints": {checkpoint: files}}}."""
+    out = {}
+    keys = objects(client, f"{prefix}/{exp}/")
+    for k in keys:
+        parts = k.split("/")
+        if len(parts) > 3 and parts[2].startswith("trial_"):
+            t = out.setdefault(parts[2], {"steps": [], "checkpoints": {}})
+            if parts[3] == "result.json":
+                body = client.get_object(Bucket=BUCKET, Key=k)["Body"].read().decode()
+                t["steps"] = [json.loads(s)["step"] for s in body.splitlines() if s.strip()]
+            elif parts[3].startswith("checkpoint_"):
+                t["checkpoints"].setdefault(parts[3], set()).add(parts[4])
+    return out
+
+
+def complete(trials: dict) -> None:
+    """Every trial evaluated steps 10..40 once each (LabelSpreading: one report) and keeps its last
+    checkpoint (num_to_keep=1) with the weights, and for MT + MUR its virtual points."""
+    assert len(trials) == 3, trials
+    ckpt = [t for t in trials.values() if t["checkpoints"]]
+    assert len(ckpt) == 2 and [t["steps"] for t in ckpt] == [[10, 20, 30, 40]] * 2, trials
+    assert all(t["checkpoints"].keys() == {"checkpoint_000003"} for t in ckpt), trials
+    assert sorted(sorted(t["checkpoints"]["checkpoint_000003"]) for t in ckpt) == \
+        [["trainer.pt"], ["trainer.pt", "virtual_points.npz"]], trials
+    assert [t["steps"] for t in trials.values() if not t["checkpoints"]] == [[40]], trials
+
+
+def no_ray_left(temp: Path, timeout_s: float = 120) -> list[int]:
+    """The PIDs of the driver's local Ray still alive after timeout_s (polled): [] when it is gone."""
+    deadline = time.time() + timeout_s
+    while (left := pids_naming(str(temp))) and time.time() < deadline:
+        time.sleep(1)
+    return left
+
+
+def stop(proc, temp: Path) -> None:
+    if isinstance(proc, subprocess.Popen) and proc.poll() is None:
+        proc.kill()
+    for pid in pids_naming(str(temp)):
+        os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(s3, tmp_path_factory):
+    """The report of the same sweep run without an outage."""
+    client, _ = s3
+    tmp = tmp_path_factory.mktemp("reference")
+    temp = Path(tempfile.mkdtemp(prefix="rrout", dir="/tmp"))  # short: Ray's unix socket paths
+    try:
+        p = subprocess.run(argv("reference"), cwd=ROOT, env=driver_env(temp, tmp / "driver-cache"),
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+        assert no_ray_left(temp) == []
+    finally:
+        stop(None, temp)
+    exp = experiment(client, "reference")
+    complete(stored_trials(client, "reference", exp))
+    return bucket_report("reference", exp, tmp / "report-cache")
+
+
+@pytest.mark.slow
+def test_a_minute_without_the_bucket_mid_sweep_loses_nothing(s3, uninterrupted, tmp_path):
+    """Black-holed for 60 s once the first checkpoint is in the bucket, with trials running: the
+    trials' uploads and Tune's state uploads wait (default retry budget), the sweep ends with exit 0,
+    and the bucket holds every evaluation and last checkpoint and the same report."""
+    client, proxy = s3
+    temp = Path(tempfile.mkdtemp(prefix="rrout", dir="/tmp"))
+    log = tmp_path / "driver.log"
+    proc = None
+    t0 = time.time()
+    try:
+        proc = subprocess.Popen(argv("minute"), cwd=ROOT, env=driver_env(temp, tmp_path / "driver-cache"),
+                                stdout=log.open("w"), stderr=subprocess.STDOUT)
+        deadline = time.time() + 400
+        while not any(k.endswith("/trainer.pt") for k in objects(client, "minute/")):
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.time() < deadline, "no checkpoint reached the bucket in time"
+            time.sleep(0.2)
+        proxy.cut()
+        t_cut = time.time() - t0
+        exp = experiment(client, "minute")
+        at_cut = stored_trials(client, "minute", exp)
+        time.sleep(OUTAGE_S)
+        assert proc.poll() is None, "the sweep ended during the outage:\n" + log.read_text()[-3000:]
+        during = proxy.dropped  # connections reset or black-holed by the cut
+        proxy.restore()
+        rc = proc.wait(600)
+        t_end = time.time() - t0
+        assert rc == 0, log.read_text()[-3000:]
+        assert no_ray_left(temp) == []
+    finally:
+        proxy.restore()
+        stop(proc, temp)
+    assert sum(len(t["steps"]) for t in at_cut.values()) < 9  # trials still had evaluations to report
+    complete(stored_trials(client, "minute", exp))
+    got = bucket_report("minute", exp, tmp_path / "report-cache")
+    assert got == uninterrupted
+    print(json.dumps({"test": "bucket black-holed 60 s", "cut_at_s": round(t_cut, 1),
+                      "evaluations_stored_at_cut": sum(len(t["steps"]) for t in at_cut.values()),
+                      "connections_dropped": during, "after_restore_s": round(t_end - t_cut - OUTAGE_S, 1),
+                      "total_s": round(time.time() - t0, 1)}))
+
+
+@pytest.mark.slow
+def test_an_outage_past_the_retries_is_exit_4_with_the_resume_command(s3, uninterrupted, tmp_path):
+    """Refused from the first checkpoint on until the driver has ended, with VBI_MUR_STORAGE_RETRY_S=2:
+    trials fail their uploads (and restarts), the bucket cannot take Tune's final state, and the
+    driver ends with exit 4 and one line naming the storage and the `--resume` command. Restored,
+    `--resume` (default retries) finishes every trial and the report equals the uninterrupted one."""
+    client, proxy = s3
+    temp = Path(tempfile.mkdtemp(prefix="rrout", dir="/tmp"))
+    log = tmp_path / "driver.log"
+    proc = None
+    t0 = time.time()
+    try:
+        proc = subprocess.Popen(argv("long"), cwd=ROOT,
+                                env=driver_env(temp, tmp_path / "driver-cache", VBI_MUR_STORAGE_RETRY_S="2"),
+                                stdout=log.open("w"), stderr=subprocess.STDOUT)
+        deadline = time.time() + 400
+        while not any(k.endswith("/trainer.pt") for k in objects(client, "long/")):
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.time() < deadline, "no checkpoint reached the bucket in time"
+            time.sleep(0.2)
+        proxy.mode = "refuse"
+        proxy.cut()
+        t_cut = time.time() - t0
+        exp = experiment(client, "long")
+        at_cut = stored_trials(client, "long", exp)
+        rc = proc.wait(600)
+        t_exit = time.time() - t0
+        proxy.restore()
+        proxy.mode = "blackhole"
+        out = log.read_text()
+        uri = f"s3://{BUCKET}/long/{exp}"
+        lines = [s for s in out.splitlines() if f"storage {uri}" in s]
+        assert rc == 4 and len(lines) == 1, out[-5000:]
+        assert lines[0].startswith("error: ") and \
+            lines[0].endswith(f"`python -m sweeper.run ablation_radius --resume {uri}`"), lines
+        assert "Traceback" not in lines[0]
+        assert no_ray_left(temp) == []
+        assert sum(len(t["steps"]) for t in at_cut.values()) < 9
+        p = subprocess.run([*argv("long"), "--resume", uri], cwd=ROOT, env=driver_env(temp, tmp_path / "driver-cache"),
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+        assert no_ray_left(temp) == []
+    finally:
+        proxy.restore()
+        proxy.mode = "blackhole"
+        stop(proc, temp)
+    complete(stored_trials(client, "long", exp))
+    assert bucket_report("long", exp, tmp_path / "report-cache") == uninterrupted
+    print(json.dumps({"test": "bucket refused past the retries", "cut_at_s": round(t_cut, 1),
+                      "exit_4_after_cut_s": round(t_exit - t_cut, 1), "total_s": round(time.time() - t0, 1)}))
