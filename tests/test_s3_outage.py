@@ -179,8 +179,8 @@ def bucket_report(prefix: str, exp: str, cache: Path) -> dict:
     finally:
         os.environ["VBI_MUR_CACHE"] = old
     df = pd.read_parquet(paths["trials.parquet"])
-    clock = [c for c in df.columns if any(w in c for w in ("time", "date", "_s", "trial_id", "path", "host",
-                                                           "pid", "node", "iterations_since_restore"))]
+    clock = [c for c in df.columns if c in ("trial_id", "trial_dir", "hostname")
+             or any(w in c for w in ("time", "steps_per_s", "compile_s"))]  # names and clocks of this run
     return {"summary": paths["summary.csv"].read_text(), "table": paths["table.md"].read_text(),
             "trials": df.drop(columns=clock).sort_values("trial_index").to_csv(index=False)}
 
@@ -196,7 +196,7 @@ def stored_trials(client, prefix: str, exp: str) -> dict[str, dict]:
             if parts[3] == "result.json":
                 body = client.get_object(Bucket=BUCKET, Key=k)["Body"].read().decode()
                 t["steps"] = [json.loads(s)["step"] for s in body.splitlines() if s.strip()]
-            elif parts[3].startswith("checkpoint_"):
+            elif parts[3].startswith("checkpoint_") and parts[4]:  # not the folder's marker object
                 t["checkpoints"].setdefault(parts[3], set()).add(parts[4])
     return out
 
