@@ -34,6 +34,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 from search_spaces import PRESETS, Sweep, SweepError, default_preset, get_sweep
 from trainables.config import ConfigError, TrainConfig
 from trainables.datafiles import DataError, check_readable
+from trainables.files import one_line
 from sweeper import storage as store
 from sweeper.storage import StorageError, is_uri
 
@@ -430,7 +431,12 @@ def main(argv=None) -> int:
     # loggers: result_loggers(); Ctrl+C and SIGTERM: graceful_stop()
     with env_set(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1", TUNE_DISABLE_SIGINT_HANDLER="1"), graceful_stop() as stopped, \
             credentials_from_each_node():
-        grid = tuner.fit()
+        try:
+            grid = tuner.fit()
+        except OSError as e:  # Tune lists the bucket once more after its loop: an outage still on ends here
+            if isinstance(exp_dir, Path):
+                raise
+            return storage_lost(sweep, exp_dir, one_line(e))
     return finish(grid, sweep, exp_dir, stopped.is_set())
 
 
@@ -518,13 +524,10 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
     from sweeper.report import report_at
 
     errors = [r for r in grid if r.error is not None]
-    resume = f"`python -m sweeper.run {sweep.name} --resume {exp_dir}`"
     if not isinstance(exp_dir, Path) and (lost := store.stored_state_error()):
         for r in errors:
             print(f"trial {r.path} failed: {type(r.error).__name__}: {str(r.error).splitlines()[0]}", file=sys.stderr)
-        print(f"error: storage {exp_dir} unreachable at the end of the sweep ({lost}); it holds the state "
-              f"of its last successful upload; once it answers again, continue with {resume}", file=sys.stderr)
-        return 4
+        return storage_lost(sweep, exp_dir, lost)
     try:
         paths = report_at(exp_dir)  # a URI: built in a local cache, uploaded
     except AggregateError as e:  # e.g. no trial reported anything before the sweep ended
@@ -537,9 +540,19 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
         print(f"trial {r.path} failed: {type(r.error).__name__}: {str(r.error).splitlines()[0]}", file=sys.stderr)
     print(f"results: {exp_dir}")
     if stopped:
-        print(f"interrupted: the sweep's state is saved; continue it with {resume}", file=sys.stderr)
+        print(f"interrupted: the sweep's state is saved; continue it with "
+              f"`python -m sweeper.run {sweep.name} --resume {exp_dir}`", file=sys.stderr)
         return 3
     return 1 if errors else 0
+
+
+def storage_lost(sweep: Sweep, exp_dir, why: str) -> int:
+    """Exit status 4: the bucket stopped answering for longer than its retries, so it may lack the last
+    results, checkpoints and Tune's final state; no report (it would read the bucket). One line."""
+    print(f"error: storage {exp_dir} unreachable at the end of the sweep ({why}); it holds the state of its "
+          f"last successful upload; once it answers again, continue with "
+          f"`python -m sweeper.run {sweep.name} --resume {exp_dir}`", file=sys.stderr)
+    return 4
 
 
 @contextlib.contextmanager
