@@ -284,6 +284,7 @@ def test_a_minute_without_the_bucket_mid_sweep_loses_nothing(s3, uninterrupted, 
     complete(stored_trials(client, "minute", exp))
     got = bucket_report("minute", exp, tmp_path / "report-cache")
     assert got == uninterrupted
+    assert pd.read_csv(io.StringIO(got["trials"]))["n_failures"].eq(0).all()  # waited out, no trial restarted
     print(json.dumps({"test": "bucket black-holed 60 s", "cut_at_s": round(t_cut, 1),
                       "evaluations_stored_at_cut": sum(len(t["steps"]) for t in at_cut.values()),
                       "connections_dropped": during, "after_restore_s": round(t_end - t_cut - OUTAGE_S, 1),
