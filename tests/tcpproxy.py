@@ -1,12 +1,13 @@
 """A TCP forwarder on 127.0.0.1 that can be cut and restored on the same port (a network outage).
 
-    proxy = Proxy(("127.0.0.1", server_port)); proxy.start()    # clients use 127.0.0.1:proxy.port
-    proxy.cut()        # every open connection is reset; new ones are refused or black-holed
-    proxy.restore()    # forwarding again, same port
+    proxy = Proxy(("127.0.0.1", server_port)).start()    # clients use 127.0.0.1:proxy.port
+    proxy.cut()              # every open connection is reset; new ones are black-holed
+    proxy.cut(refuse=True)   # ... or refused
+    proxy.restore()          # forwarding again, same port
 
-Cut modes: "blackhole" (the default: a partition or a dead route; the port accepts connections and
-then nothing ever comes back, so clients wait for their timeouts) and "refuse" (the server's host
-answers but nothing listens: each connection is refused at once).
+Black-holed (the default: a partition or a dead route): the port accepts connections and then
+nothing ever comes back, so clients wait for their timeouts. Refused: the server's host answers but
+nothing listens, so each connection fails at once.
 """
 from __future__ import annotations
 
@@ -28,9 +29,8 @@ def _reset(s: socket.socket) -> None:
 
 
 class Proxy:
-    def __init__(self, target: tuple[str, int], mode: str = "blackhole"):
-        assert mode in ("blackhole", "refuse"), mode
-        self.target, self.mode = target, mode
+    def __init__(self, target: tuple[str, int]):
+        self.target = target
         self.port = 0
         self.connections = 0          # accepted while forwarding
         self.dropped = 0              # reset by cut() or held while cut
@@ -46,11 +46,11 @@ class Proxy:
         self._listen()
         return self
 
-    def cut(self) -> None:
+    def cut(self, refuse: bool = False) -> None:
         with self._lock:
             self._cut = True
             doomed, self._open = list(self._open), set()
-            listener = self._listener if self.mode == "refuse" else None
+            listener = self._listener if refuse else None
             if listener is not None:
                 self._listener = None
         self.dropped += len(doomed) // 2
@@ -65,7 +65,7 @@ class Proxy:
             held, self._held = self._held, []
         for s in held:
             _reset(s)
-        if self.mode == "refuse":
+        if self._listener is None:  # cut(refuse=True) closed it
             self._listen()
 
     def close(self) -> None:
@@ -92,7 +92,7 @@ class Proxy:
         while True:
             try:
                 client, _ = listener.accept()
-            except OSError:  # the listener was closed (cut in refuse mode, or close())
+            except OSError:  # the listener was closed: cut(refuse=True) or close()
                 return
             with self._lock:
                 if self._cut:  # black-holed: held open, never read, never answered
