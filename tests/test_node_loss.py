@@ -17,9 +17,7 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -29,22 +27,18 @@ import pytest
 from procs import pids_naming
 from test_reliability import (EXACT, Driver, KillPoint, alive, cli_trials, done, kill_tree, partial, proc_stat,
                               process_tree, reference, same, short_tmp, starts, sweep_state)
+from test_cluster import demo_module
 from test_s3 import BUCKET, objects, s3, trial_reports  # noqa: F401 (s3: the moto server fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
-RAY = str(Path(sys.executable).parent / "ray")
+DEMO = demo_module()  # cluster/local_autoscale_demo.py: free_port, RAY_CLI
+free_port = DEMO.free_port
 STEPS, EVERY = 150, 50  # 3 checkpoints a trial; an interval long enough to kill the node inside it
 # 3 trials: LabelSpreading (ends at once), MT, MT + MUR: the two MT trials run side by side, one per node
 ARGV = ["ablation_radius", "--preset", "quick", "--seeds", "1", "--set", f"steps={STEPS}",
         "--set", f"eval_every={EVERY}", "--set", "lr_rampdown=50", "--set", "sensitivity_samples=20"]
 NODE_AWS = ("AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION",
             "AWS_EC2_METADATA_DISABLED")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def node_ports() -> list[str]:
@@ -54,11 +48,15 @@ def node_ports() -> list[str]:
     return [a for n in names for a in (f"--{n}-port", str(free_port()))]
 
 
-def command(pid: int) -> bytes:
+def program(pid: int) -> str:
+    """What a process runs: its executable's or process title's name, a Python script's name for Python."""
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+        args = [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")]
     except OSError:
-        return b""
+        return ""
+    if args[0].rsplit("/", 1)[-1].startswith("python"):
+        args = [a for a in args[1:] if not a.startswith("-")] or args  # python -u SCRIPT ...: the script
+    return args[0].rsplit("/", 1)[-1]
 
 
 class Cluster:
@@ -70,11 +68,12 @@ class Cluster:
         self.address = f"127.0.0.1:{self.port}"
         self.nodes: dict[str, subprocess.Popen] = {}
         self.seen: dict[int, int] = {}
+        self.killed: set[str] = set()
         self.start("head", ["--head", "--port", str(self.port), "--num-cpus", "0", "--include-dashboard=false",
                             "--ray-client-server-port", str(free_port())], {})
 
     def start(self, name: str, args: list[str], env: dict) -> None:
-        cmd = [RAY, "start", "--block", "--node-ip-address", "127.0.0.1", "--temp-dir", str(self.temp / name),
+        cmd = [DEMO.RAY_CLI, "start", "--block", "--node-ip-address", "127.0.0.1", "--temp-dir", str(self.temp / name),
                "--disable-usage-stats", *node_ports(), *args]
         self.nodes[name] = subprocess.Popen(cmd, env={**self.env, **env}, stdout=(self.temp / f"{name}.log").open("w"),
                                             stderr=subprocess.STDOUT, start_new_session=True)
@@ -95,13 +94,13 @@ class Cluster:
         out = {}
         for name, p in self.nodes.items():
             for pid in process_tree(p.pid):
-                if command(pid).endswith(b"/raylet"):
+                if program(pid) == "raylet":
                     out[pid] = name
         return out
 
     def cpus(self) -> float:
         """Total CPUs of the live nodes, as the GCS sees them (`ray status` talks to the GCS, no dashboard)."""
-        p = subprocess.run([RAY, "status", "--address", self.address], env=self.env, capture_output=True, text=True,
+        p = subprocess.run([DEMO.RAY_CLI, "status", "--address", self.address], env=self.env, capture_output=True, text=True,
                            timeout=60)
         m = re.search(r"/([\d.]+) CPU", p.stdout)
         return float(m.group(1)) if p.returncode == 0 and m else -1.0
@@ -110,7 +109,7 @@ class Cluster:
         deadline = time.time() + timeout
         while (got := self.cpus()) != n:
             for name, p in self.nodes.items():
-                assert p.poll() is None or name in getattr(self, "killed", ()), \
+                assert p.poll() is None or name in self.killed, \
                     f"ray start of {name} ended:\n" + (self.temp / f"{name}.log").read_text()[-3000:]
             assert time.time() < deadline, f"the cluster has {got} CPUs, not {n}, after {timeout:.0f} s"
             time.sleep(1.0)
@@ -119,10 +118,10 @@ class Cluster:
     def kill(self, name: str) -> dict[int, str]:
         """SIGKILL every process of node `name` by PID (its `ray start`, raylet, agents, log monitor, trial
         workers) and wait until all are gone; {pid: program} of what was killed."""
-        self.killed = {*getattr(self, "killed", ()), name}
+        self.killed.add(name)
         ours = process_tree(self.nodes[name].pid)
         self.seen.update(ours)
-        names = {pid: command(pid).decode(errors="replace").rsplit("/", 1)[-1] for pid in ours}
+        names = {pid: program(pid) for pid in ours}
         kill_tree(ours)
         self.nodes[name].wait()
         return names
@@ -140,7 +139,7 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 pass
         kill_tree(alive(self.seen))
-        kill_tree({pid: proc_stat(pid)[1] for pid in pids_naming(str(self.temp)) if proc_stat(pid)})
+        kill_tree({pid: st[1] for pid in pids_naming(str(self.temp)) if (st := proc_stat(pid))})
 
 
 def node_env(cache: Path) -> dict:
@@ -213,7 +212,8 @@ class Watch(threading.Thread):
                 if r["pid"] not in self.node_of and (st := proc_stat(r["pid"])):
                     self.node_of[r["pid"]] = raylets.get(st[0], f"parent {st[0]}: no raylet of ours")
         if self.lose_a_node and not self.lost:
-            running = [t for t in sorted(partial(state)) if state[t][-1]["pid"] in self.node_of]
+            running = [t for t in sorted(partial(state))  # a trial with a checkpoint left to make
+                       if state[t][-1]["pid"] in self.node_of and state[t][-1]["step"] < STEPS]
             if running and self.kill_point():
                 trial, t0 = running[0], time.time()
                 node = self.node_of[state[trial][-1]["pid"]]
@@ -270,7 +270,8 @@ def test_a_worker_node_lost_mid_trial_continues_on_the_other_node_from_its_check
     # every process of the node went: its raylet, its other daemons and the trial's worker
     before = at_loss[trial]
     assert w.node_of[before[-1]["pid"]] == node and before[-1]["pid"] in w.lost["killed"]
-    assert {"raylet", "ray::DashboardAgent", "ray::RuntimeEnvAgent"} <= set(w.lost["killed"].values())
+    assert {"ray", "raylet", "log_monitor.py", "ray::DashboardAgent", "ray::RuntimeEnvAgent"} <= \
+        set(w.lost["killed"].values()), w.lost["killed"]
     # the trial continued on the other node right after the checkpoint it had reported last, its history kept
     begin = starts(final[trial])
     assert len(begin) == 2, f"{trial}: not one restart: {begin}"
@@ -301,7 +302,7 @@ def test_a_worker_node_lost_mid_trial_continues_on_the_other_node_from_its_check
                 if k in ref:
                     assert same(reports[-1][k], ref[k]), (k, reports[-1][k], ref[k])
     assert lost["summary"] == intact["summary"]
-    print(json.dumps({"test": "worker node lost", "trials": len(trials), "node_processes_killed": len(w.lost["killed"]),
+    print(json.dumps({"test": "worker node lost", "trials": len(trials), "killed": sorted(w.lost["killed"].values()),
                       "lost_after_step": before[-1]["step"], "continued_at_step": restart["step"],
                       "loss_to_restart_s": round(w.back["t"] - w.lost["t"], 1), "lost_sweep_s": round(lost["wall_s"], 1),
                       "intact_sweep_s": round(intact["wall_s"], 1), "wall_s": round(wall, 1)}))
