@@ -153,7 +153,8 @@ def cluster(s3, tmp_path, monkeypatch):
     temp = short_tmp("rnl")
     token = secrets.token_hex(32)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "RAY_AUTH", "RAY_ADDRESS"))}
-    env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token, RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=str(ROOT))
+    env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token, RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=str(ROOT),
+               RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0")  # the teardown's SIGTERM: stop now, no 30 s drain
     monkeypatch.setenv("RAY_AUTH_MODE", "token")  # the driver's environment (Driver copies os.environ)
     monkeypatch.setenv("RAY_AUTH_TOKEN", token)
     c = Cluster(temp, env)
@@ -187,6 +188,8 @@ class Watch(threading.Thread):
         self.problems: list[str] = []
         self.halt = threading.Event()
         self.kill_point = KillPoint(self.exp, min_done=0)
+        self.raylets: dict[int, str] = {}
+        self.scanned = 0.0
 
     def stagings(self) -> list[Path]:
         return list(self.cluster.temp.glob("head/session_*/artifacts/*/ablation_radius-*/driver_artifacts"))
@@ -205,12 +208,15 @@ class Watch(threading.Thread):
     def step(self):
         exp = self.exp()
         state = sweep_state(exp)
-        self.cluster.processes()
-        raylets = self.cluster.raylets()
+        if time.time() - self.scanned > 1.0:  # a pass over /proc per node: not at every poll (2 cores)
+            self.cluster.processes()
+            self.scanned = time.time()
         for reports in state.values():
             for r in reports:
                 if r["pid"] not in self.node_of and (st := proc_stat(r["pid"])):
-                    self.node_of[r["pid"]] = raylets.get(st[0], f"parent {st[0]}: no raylet of ours")
+                    if st[0] not in self.raylets:  # a node started since
+                        self.raylets = self.cluster.raylets()
+                    self.node_of[r["pid"]] = self.raylets.get(st[0], f"parent {st[0]}: no raylet of ours")
         if self.lose_a_node and not self.lost:
             running = [t for t in sorted(partial(state))  # a trial with a checkpoint left to make
                        if state[t][-1]["pid"] in self.node_of and state[t][-1]["step"] < STEPS]
