@@ -264,6 +264,8 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
     # after it, the save it forces at once naming the newer one.
     run_config = tune.RunConfig(
         **store.ray_storage(exp_dir),  # name, storage_path (+ storage_filesystem for a URI)
+        # a trial whose worker, or whole node (a reclaimed spot instance), is lost starts again from its
+        # last registered checkpoint, in the shared storage; each loss spends one of these retries
         failure_config=tune.FailureConfig(max_failures=3),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
         # hpo in a bucket: the SQLite study goes up after every trial, so another machine can resume it
