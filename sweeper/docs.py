@@ -323,6 +323,29 @@ def live_md(name: str, d: dict) -> list[str]:
             f"| on | {_f(mean.get('live'))} | {d['ratio_live_over_off']:.2f}× |"]
 
 
+SCALE_COLUMNS = (("wall_s", "wall s"), ("fit_per_trial_s", "Tune s / trial"), ("driver_cpu_s", "driver CPU s"),
+                 ("state_saves", "state saves"), ("state_save_s", "saving s"), ("peak_rss_mb", "driver peak MiB"),
+                 ("load_trials_s", "read trials s"), ("report_s", "report s"), ("stored_mb", "stored MiB"))
+
+
+def scale_md(name: str, d: dict) -> list[str]:
+    """driver_scale.py: each size's measures, per checkout, and their growth from the smallest size."""
+    sizes = d["sizes"]
+    lo, hi = sizes["after"][0]["trials"], sizes["after"][-1]["trials"]
+    out = [f"### `{name}`", "", f"{d.get('machine')}, {d.get('date')}: `{d.get('sweep')}` quick, trials "
+           f"`{' '.join(d.get('trial_args') or [])}`" + (f"; *before* is commit {d['before_commit'][:7]}, run "
+                                                          f"alternately with *after*" if d.get("before_commit") else ""),
+           "", "| code | trials | " + " | ".join(h for _, h in SCALE_COLUMNS) + " |",
+           "|---|--:|" + "--:|" * len(SCALE_COLUMNS)]
+    for tree, rows in sizes.items():
+        for r in rows:
+            out.append(f"| {tree} | {r['trials']} | " + " | ".join(_f(r.get(k), 2) for k, _ in SCALE_COLUMNS) + " |")
+        g = d["growth"][tree]
+        out.append(f"| {tree} | **{hi}/{lo}** | " + " | ".join(f"**{g[k]:.2f}×**" if k in g else "" for k, _ in SCALE_COLUMNS)
+                   + " |")
+    return out
+
+
 def scalars_md(name: str, d: dict) -> list[str]:
     """A result file without a renderer of its own: its top-level numbers and strings."""
     out = [f"### `{name}`", "", "| key | value |", "|---|---|"]
@@ -366,6 +389,7 @@ def performance_md(root: Path = ROOT) -> str:
                 "Where a GPU step's time goes (`benchmarks/profile_step.py`)": [],
                 "Ray's overhead on a quick sweep (`benchmarks/ray_overhead.py`)": [],
                 "The live report page's cost (`benchmarks/live_report.py`)": [],
+                "The driver with 50 to 500 trials (`benchmarks/driver_scale.py`)": [],
                 "Other results": []}
     titles = list(sections)
     for path in sorted((root / BENCHMARKS).glob("*.json")):
@@ -381,8 +405,10 @@ def performance_md(root: Path = ROOT) -> str:
             sections[titles[3]] += overhead_md(path.name, d) + [""]
         elif "ratio_live_over_off" in d:
             sections[titles[4]] += live_md(path.name, d) + [""]
+        elif "growth" in d and "sizes" in d:
+            sections[titles[5]] += scale_md(path.name, d) + [""]
         else:
-            sections[titles[5]] += scalars_md(path.name, d) + [""]
+            sections[titles[6]] += scalars_md(path.name, d) + [""]
     for title, lines in sections.items():
         if lines:
             out += [f"## {title}", ""] + lines

@@ -257,13 +257,19 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
                         "loss_total": "loss", "steps_per_s": "steps/s"},
         parameter_columns=[*varying, "seed"] if not sweep.search else list(sweep.search["space"]),
         max_report_frequency=30)
-    # num_to_keep=1: Tune then saves its experiment state after EVERY checkpoint (it syncs every
-    # num_to_keep checkpoints), so a resumed trial continues from its latest checkpoint; with 2, a
-    # driver killed after a trial's first checkpoint restarted that trial from scratch.
+    # num_to_keep=2: Tune forces a save of its whole experiment state (O(trials)) once a trial has
+    # checkpointed num_to_keep times since the last save, besides its own period (>= 10 s). With 1 it
+    # saved after every checkpoint, which made the driver quadratic in the trials
+    # (benchmarks/driver_scale.py); trials checkpoint at most every checkpoint_every_s (10 s), so with
+    # 2 the saves keep Tune's period. A killed driver resumes a trial from the checkpoint its last save
+    # names (at most one period old): Tune deletes that one only on the trial's second checkpoint
+    # after it, the save it forces at once naming the newer one.
     run_config = tune.RunConfig(
         **store.ray_storage(exp_dir),  # name, storage_path (+ storage_filesystem for a URI)
+        # a trial whose worker, or whole node (a reclaimed spot instance), is lost starts again from its
+        # last registered checkpoint, in the shared storage; each loss spends one of these retries
         failure_config=tune.FailureConfig(max_failures=3),
-        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
         # hpo in a bucket: the SQLite study goes up after every trial, so another machine can resume it
         callbacks=result_loggers(args.tensorboard) + [stopping.StopAfterSaves(), live_callback(exp_dir, args.live_every)]
         + ([mlflow_callback(args.mlflow, exp_dir.name, sweep.name, args.preset,

@@ -106,6 +106,7 @@ def test_ray_job_submit_to_local_head_succeeds(tmp_path):
 
         storage = tmp_path / "stopped"
         slow = ["--seeds", "1", "--set", "steps=200", "--set", "eval_every=10", "--set", "lr_rampdown=10",
+                "--set", "checkpoint_every_s=0",
                 "--set", "sensitivity_samples=20", "--storage", str(storage)]
         p = job("submit", "--no-wait", "--working-dir", ".", "--", "python", "-m", "sweeper.run",
                 "ablation_radius", "--preset", "quick", *slow)

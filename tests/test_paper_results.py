@@ -206,7 +206,7 @@ def test_protocol_reason_is_none_for_every_paper_preset_row_and_names_what_diffe
 # Fields a single change of which cannot move a run away from its paper row, written out here (not taken
 # from the code under test): the seed and the bookkeeping that cannot change numbers, the keys that pick
 # the cell (another value is another cell or none), and MUR's iteration keys on a direct row.
-NOT_NUMBERS = {"seed", "data_dir", "download", "device", "nan_check_every", "eval_batch", "compile", "channels_last"}
+NOT_NUMBERS = {"seed", "data_dir", "download", "device", "nan_check_every", "checkpoint_every_s", "eval_batch", "compile", "channels_last"}
 CELL = {"method", "vd", "mur", "dataset", "num_labels", "mur_radius", "kl_coef"}
 OTHER = {"svhn_norm": "image", "weight_decay_scope": "weights", "teacher_bn": "own", "translate_pad": "zero",
          "arch": "convnet_small"}

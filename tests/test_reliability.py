@@ -41,7 +41,7 @@ from trainables.trainer import TERMS, Diverged, Trainer, train
 
 ROOT = Path(__file__).resolve().parents[1]
 # Tiny trials of the quick preset: 40 steps, a report + checkpoint every 10.
-TINY = ["--set", "steps=40", "--set", "eval_every=10", "--set", "lr_rampdown=10",
+TINY = ["--set", "steps=40", "--set", "eval_every=10", "--set", "lr_rampdown=10", "--set", "checkpoint_every_s=0",
         "--set", "sensitivity_samples=20"]
 # Metrics that must be bit-identical to an uninterrupted run on CPU (not wall_time, steps_per_s).
 EXACT = ("step", "test_error", "test_error_student", "test_error_teacher", "best_test_error", "loss_total",
@@ -207,8 +207,10 @@ def fit(sweep, trials, args, exp: Path):
 
 @pytest.mark.slow
 def test_killed_trial_worker_restarts_from_checkpoint_with_identical_metrics(local_ray, tmp_path):
+    # 60 steps: a loaded machine may show the driver a process's first report late, and two kills
+    # with a report after each need room
     sweep, args, trials = cli_trials("ablation_radius", "--preset", "quick", "--seeds", "1", *TINY,
-                                     "--storage", str(tmp_path))
+                                     "--set", "steps=60", "--storage", str(tmp_path))
     trial = trials[2]  # r = 1.0, seed 0
     exp, kills, stop, problems = tmp_path / "exp", [], threading.Event(), []
     every = trial["eval_every"]

@@ -40,6 +40,7 @@ from trainables.datafiles import DataError, check_readable, read_raw
 ROOT = Path(__file__).resolve().parents[1]
 BUCKET = "vbi-mur-test"
 TINY = ["--seeds", "1", "--set", "steps=20", "--set", "eval_every=10", "--set", "lr_rampdown=10",
+        "--set", "checkpoint_every_s=0",  # a checkpoint at every evaluation
         "--set", "sensitivity_samples=20"]
 
 

@@ -3,7 +3,7 @@ sweep (driver and Ray's trial workers, all through AWS_ENDPOINT_URL_S3) and moto
 is cut mid-sweep and restored on the same port.
 
 - 60 s black-holed (connections reset, new ones accepted and never answered), with the default retry
-  budget: the sweep finishes (exit 0), every result and final checkpoint is in the bucket, and the
+  budget: the sweep finishes (exit 0), every result and kept checkpoint is in the bucket, and the
   report built from the bucket alone equals an uninterrupted run's.
 - refused for longer than a small retry budget (VBI_MUR_STORAGE_RETRY_S=2): exit 4 with one line
   naming the storage and the `--resume` command; `--resume` after the outage finishes every trial.
@@ -40,9 +40,9 @@ from trainables import remote
 
 ROOT = Path(__file__).resolve().parents[1]
 BUCKET = "vbi-mur-outage"
-# the quick ablation_radius rows (LabelSpreading, MT, MT + MUR), 40 steps: 4 evaluations and checkpoints
+# the quick ablation_radius rows (LabelSpreading, MT, MT + MUR), 40 steps: 4 evaluations, each with a checkpoint
 TINY = ["--seeds", "1", "--set", "steps=40", "--set", "eval_every=10", "--set", "lr_rampdown=10",
-        "--set", "sensitivity_samples=20"]
+        "--set", "sensitivity_samples=20", "--set", "checkpoint_every_s=0"]
 OUTAGE_S = 60.0
 
 
@@ -200,12 +200,13 @@ def stored_trials(client, prefix: str, exp: str) -> dict[str, dict]:
 
 
 def complete(trials: dict) -> None:
-    """Every trial evaluated steps 10..40 once each (LabelSpreading: one report) and keeps its last
-    checkpoint (num_to_keep=1) with the weights, and for MT + MUR its virtual points."""
+    """Every trial evaluated steps 10..40 once each (LabelSpreading: one report) and keeps the two
+    checkpoints Tune keeps (sweeper.run: num_to_keep=2), the last with, for MT + MUR, its virtual points."""
     assert len(trials) == 3, trials
     ckpt = [t for t in trials.values() if t["checkpoints"]]
     assert len(ckpt) == 2 and [t["steps"] for t in ckpt] == [[10, 20, 30, 40]] * 2, trials
-    assert all(t["checkpoints"].keys() == {"checkpoint_000003"} for t in ckpt), trials
+    assert all(t["checkpoints"].keys() == {"checkpoint_000002", "checkpoint_000003"} for t in ckpt), trials
+    assert all(t["checkpoints"]["checkpoint_000002"] == {"trainer.pt"} for t in ckpt), trials
     assert sorted(sorted(t["checkpoints"]["checkpoint_000003"]) for t in ckpt) == \
         [["trainer.pt"], ["trainer.pt", "virtual_points.npz"]], trials
     assert [t["steps"] for t in trials.values() if not t["checkpoints"]] == [[40]], trials
@@ -249,7 +250,7 @@ def uninterrupted(s3, tmp_path_factory):
 def test_a_minute_without_the_bucket_mid_sweep_loses_nothing(s3, uninterrupted, tmp_path):
     """Black-holed for 60 s once the first checkpoint is in the bucket, with trials running: the
     trials' uploads and Tune's state uploads wait (default retry budget), the sweep ends with exit 0,
-    and the bucket holds every evaluation and last checkpoint and the same report."""
+    and the bucket holds every evaluation and kept checkpoint and the same report."""
     client, proxy = s3
     temp = Path(tempfile.mkdtemp(prefix="rrout", dir="/tmp"))
     log = tmp_path / "driver.log"

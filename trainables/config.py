@@ -107,6 +107,9 @@ class TrainConfig:
                                     # graphs) | auto (the fastest measured; see compile_policy.resolve_compile);
                                     # compile_s reports its cost
     nan_check_every: int = 10       # steps between host-side NaN checks (1: every step, before its update)
+    checkpoint_every_s: float = 10.0  # Ray Tune: an evaluation's report carries a checkpoint once this many seconds
+                                    # passed since the trial's last one (or its start); the last evaluation always
+                                    # does; 0: every evaluation. Why: trainables/tune.py
 
     # ------------------------------------------------------------------------
     @classmethod
@@ -186,7 +189,7 @@ class TrainConfig:
             need(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
         for name in ("weight_decay", "cons_coef", "kl_coef", "mur_coef", "entmin_coef",
                      "input_noise", "lr_rampup", "lr_rampdown", "rampup", "translate",
-                     "sensitivity_samples", "ema_switch_step", "seed", "fm_ops"):
+                     "sensitivity_samples", "ema_switch_step", "seed", "fm_ops", "checkpoint_every_s"):
             need(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
         need(self.lr_rampdown <= self.steps, f"lr_rampdown={self.lr_rampdown} is longer than steps={self.steps}; "
                                                   f"lower lr_rampdown or raise steps")

@@ -1,0 +1,77 @@
+"""The Tune trainable's checkpoint spacing, run in this process against a stand-in for ray.tune.
+
+Every evaluation is reported; a report carries a checkpoint once `checkpoint_every_s` seconds passed
+since the trial's last checkpoint (or its start), and the last one always does. The clock is a fake
+that each training interval advances by a fixed time, so the expected reports follow by arithmetic.
+"""
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import trainables.tune as trainable
+from trainables.config import TrainConfig
+from trainables.trainer import Trainer, train
+
+STEPS, EVERY, DT = 60, 10, 4.0  # 6 intervals of 4 fake seconds each
+EXACT = ("step", "test_error", "val_error", "best_test_error", "loss_total", "loss_cons", "sensitivity_mean")
+
+
+def config(**kw) -> TrainConfig:
+    return TrainConfig(dataset="digits", num_labels=100, arch="convnet_small", method="mt",
+                       steps=STEPS, eval_every=EVERY, lr_rampdown=EVERY, sensitivity_samples=4, **kw)
+
+
+class FakeTune:
+    """report / get_checkpoint / Checkpoint.from_directory, recording each report and its files."""
+
+    def __init__(self):
+        self.reports = []
+        self.Checkpoint = SimpleNamespace(from_directory=lambda d: sorted(p.name for p in Path(d).iterdir()))
+
+    def report(self, metrics, checkpoint=None):
+        self.reports.append((metrics["step"], checkpoint))
+        self.last = metrics
+
+    def get_checkpoint(self):
+        return None
+
+
+@pytest.mark.parametrize("every_s, checkpointed", [
+    (0.0, [10, 20, 30, 40, 50, 60]),  # 0: every evaluation
+    (10.0, [30, 60]),                 # 4 s an interval: 12 s at step 30, then 12 s more at step 60
+    (7.0, [20, 40, 60]),              # 8 s at step 20, 8 s more at step 40, and the last
+    (1e9, [60]),                      # never on time: the last evaluation only
+])
+def test_reports_carry_a_checkpoint_once_checkpoint_every_s_passed(every_s, checkpointed, monkeypatch):
+    now = [0.0]
+    run_interval = Trainer.run_interval
+
+    def timed_interval(self):  # each interval takes DT seconds on the fake clock
+        now[0] += DT
+        return run_interval(self)
+
+    fake = FakeTune()
+    monkeypatch.setattr(Trainer, "run_interval", timed_interval)
+    monkeypatch.setattr(trainable, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(trainable, "tune", fake)
+    trainable.train_tune(config(checkpoint_every_s=every_s).__dict__)
+    assert [s for s, _ in fake.reports] == list(range(EVERY, STEPS + 1, EVERY))  # every evaluation reported
+    assert [s for s, c in fake.reports if c is not None] == checkpointed
+    assert all(c == [trainable.CKPT] for _, c in fake.reports if c is not None)
+
+
+def test_checkpoint_every_s_below_zero_is_a_config_error():
+    with pytest.raises(ValueError, match="checkpoint_every_s must be >= 0"):
+        TrainConfig(checkpoint_every_s=-1)
+
+
+def test_checkpoints_do_not_change_the_numbers(monkeypatch):
+    """The trainable's last report, checkpointing at every evaluation, equals an uninterrupted
+    trainer.train run that never saves (so checkpoint_every_s may differ from the paper's row)."""
+    fake = FakeTune()
+    monkeypatch.setattr(trainable, "tune", fake)
+    trainable.train_tune(config(checkpoint_every_s=0).__dict__)
+    assert sum(c is not None for _, c in fake.reports) == STEPS // EVERY
+    ref = train(config(), log=None)
+    assert {k: fake.last[k] for k in EXACT} == {k: ref[k] for k in EXACT}
