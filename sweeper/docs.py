@@ -335,6 +335,10 @@ def scale_md(name: str, d: dict) -> list[str]:
     out = [f"### `{name}`", "", f"{d.get('machine')}, {d.get('date')}: `{d.get('sweep')}` quick, trials "
            f"`{' '.join(d.get('trial_args') or [])}`" + (f"; *before* is commit {d['before_commit'][:7]}, run "
                                                           f"alternately with *after*" if d.get("before_commit") else ""),
+           "", "*state saves*: Tune's saves of its experiment state, each of which writes every trial's state; "
+               "*saving s*: their time in the driver. Wall times move with the machine's load; the driver's CPU "
+               "seconds and the saves are the measures to compare across sizes. The last row of each code is the "
+               "growth from the smallest size to the largest (linear: the ratio of the trial counts).",
            "", "| code | trials | " + " | ".join(h for _, h in SCALE_COLUMNS) + " |",
            "|---|--:|" + "--:|" * len(SCALE_COLUMNS)]
     for tree, rows in sizes.items():
