@@ -40,6 +40,7 @@ EXPERIMENT_STATE = re.compile(r"experiment_state-.*\.json")
 CHECKPOINT = "trainer.pt"          # trainables/tune.py's checkpoint file
 VIRTUAL_POINTS = "virtual_points.npz"
 OPTUNA_DB = "optuna.db"            # hpo's study: SQLite, so on the driver's disk, copied beside the results
+PREFLIGHT_RETRY_S = 5.0            # check()'s retry budget (the run's: remote.retry_budget())
 
 
 class StorageError(ValueError):
@@ -123,14 +124,16 @@ def check(where: str | Path) -> Folder:
         return root
     import pyarrow.fs as pafs
 
+    # a bucket that does not answer at the start is bad input: a short retry budget, not the run's
+    quick = Location(remote.with_retry_budget(root.fs, PREFLIGHT_RETRY_S), root.path, root.scheme)
     try:
         # S3: HeadBucket (s3:ListBucket) tells a missing bucket apart; elsewhere the probe's error does
         # (a GCS role with object rights only, roles/storage.objectAdmin, may not read bucket metadata)
-        if root.scheme == "s3" and root.fs.get_file_info(root.bucket).type == pafs.FileType.NotFound:
+        if root.scheme == "s3" and quick.fs.get_file_info(root.bucket).type == pafs.FileType.NotFound:
             raise StorageError(missing_bucket(root))
-        probe = root / f".write-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        probe = quick / f".write-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         write_bytes(probe, b"ok")
-        root.fs.delete_file(probe.path)
+        quick.fs.delete_file(probe.path)
     except OSError as e:
         raise StorageError(explain(e, str(root))) from None
     return root

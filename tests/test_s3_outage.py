@@ -135,6 +135,22 @@ def test_a_bad_retry_budget_is_one_line_exit_2(s3, tmp_path, monkeypatch, capsys
     assert len(err.strip().splitlines()) == 1 and "VBI_MUR_STORAGE_RETRY_S='a minute' is not a number" in err, err
 
 
+def test_a_bucket_that_does_not_answer_at_the_start_is_one_line_exit_2_within_seconds(s3, capsys, monkeypatch):
+    """The pre-flight check retries for storage.PREFLIGHT_RETRY_S (5 s), not the run's budget."""
+    _, proxy = s3
+    monkeypatch.setattr(sweeper_run, "connect_ray", lambda *a, **k: pytest.fail("Ray was started for bad input"))
+    proxy.cut(refuse=True)
+    try:
+        t0 = time.monotonic()
+        rc = sweeper_run.main(["ablation_radius", "--preset", "quick", "--storage", f"s3://{BUCKET}/r"])
+        took = time.monotonic() - t0
+    finally:
+        proxy.restore()
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and f"s3://{BUCKET}/r cannot be used" in err, err
+    assert storage.PREFLIGHT_RETRY_S <= took < 30, took  # the run's budget would wait 102 s
+
+
 def test_upload_missing_sends_what_the_bucket_lacks_or_holds_stale(s3, tmp_path):
     client, _ = s3
     local = tmp_path / "staging"

@@ -79,6 +79,13 @@ def retry_attempts(budget_s: float) -> int:
     return n
 
 
+def with_retry_budget(fs, budget_s: float):
+    """A copy of a RetryingS3FileSystem that retries for budget_s instead; any other file system as it is."""
+    if not hasattr(fs, "attempts"):
+        return fs
+    return retrying_s3(fs.__reduce__()[1][0], retry_attempts(budget_s))
+
+
 def retrying_s3(options: dict, attempts: int):
     """An S3FileSystem with `options` (S3FileSystem's keyword arguments) that makes up to `attempts`
     attempts per request. pyarrow's own pickling drops the retry strategy (3 attempts again after
