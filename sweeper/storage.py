@@ -389,7 +389,10 @@ def pull(exp: Location, dest: Path) -> int:
         params = dest / trial / "params.json"
         mur = json.loads(params.read_text()).get("mur", "none") if params.is_file() else "none"
         if last[trial] == r and mur != "none" and f"{folder}/{VIRTUAL_POINTS}" not in rel:
-            pull_file(exp / r, dest / r, rel[r])
+            try:
+                pull_file(exp / r, dest / r, rel[r])
+            except FileNotFoundError:  # a running trial's checkpoint that Tune replaced since the listing
+                continue
         elif not (dest / r).exists():
             (dest / r).parent.mkdir(parents=True, exist_ok=True)
             (dest / r).touch()

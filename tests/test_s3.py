@@ -170,6 +170,27 @@ def test_storage_writes_lists_and_reads_back(s3):
                                               "storage_filesystem": root.fs}
 
 
+def test_pull_skips_a_checkpoint_deleted_between_listing_and_copy(s3, tmp_path, monkeypatch):
+    """Tune deletes a running trial's older checkpoints while the live report copies the bucket:
+    a MUR trial's last checkpoint that is gone by the time it is copied is left out, the rest arrives."""
+    exp = storage.check(f"s3://{BUCKET}/vanish") / "ablation_radius-20260101-000000"
+    storage.write_text(exp / "trial_0" / "params.json", json.dumps({"mur": "direct"}))
+    storage.write_text(exp / "trial_0" / "result.json", '{"step": 10}\n')
+    storage.write_bytes(exp / "trial_0" / "checkpoint_000001" / storage.CHECKPOINT, b"weights")
+    download = remote.download
+
+    def deleted_first(fs, src, dest, size):  # Tune's deletion lands after pull listed the bucket
+        if src.endswith(storage.CHECKPOINT):
+            fs.delete_file(src)
+        return download(fs, src, dest, size)
+
+    monkeypatch.setattr(remote, "download", deleted_first)
+    dest = tmp_path / "cache"
+    assert storage.pull(exp, dest) == 3
+    assert (dest / "trial_0" / "result.json").read_text() == '{"step": 10}\n'
+    assert not (dest / "trial_0" / "checkpoint_000001" / storage.CHECKPOINT).exists()
+
+
 def test_hpo_study_goes_up_after_each_trial_and_comes_back_on_another_machine(s3, tmp_path, monkeypatch):
     """The Tune callback uploads a consistent snapshot of the SQLite study while Optuna keeps it open;
     prepare_restore on a machine without it (another cache) pulls it back with every trial."""
