@@ -262,6 +262,21 @@ def uninterrupted(s3, tmp_path_factory):
     return bucket_report("reference", exp, tmp / "report-cache")
 
 
+def start_until_checkpoint(client, prefix: str, env: dict, log: Path) -> subprocess.Popen:
+    """The sweep's driver started on the bucket's `prefix`; returns once a checkpoint is stored there."""
+    proc = subprocess.Popen(argv(prefix), cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    deadline = time.time() + 400
+    try:
+        while not any(k.endswith("/trainer.pt") for k in objects(client, f"{prefix}/")):
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.time() < deadline, "no checkpoint reached the bucket in time"
+            time.sleep(0.2)
+    except BaseException:  # the caller never gets the driver to stop: stop it here
+        proc.kill()
+        raise
+    return proc
+
+
 @pytest.mark.slow
 def test_a_minute_without_the_bucket_mid_sweep_loses_nothing(s3, uninterrupted, tmp_path):
     """Black-holed for 60 s once the first checkpoint is in the bucket, with trials running: the
@@ -273,13 +288,7 @@ def test_a_minute_without_the_bucket_mid_sweep_loses_nothing(s3, uninterrupted, 
     proc = None
     t0 = time.time()
     try:
-        proc = subprocess.Popen(argv("minute"), cwd=ROOT, env=driver_env(temp, tmp_path / "driver-cache"),
-                                stdout=log.open("w"), stderr=subprocess.STDOUT)
-        deadline = time.time() + 400
-        while not any(k.endswith("/trainer.pt") for k in objects(client, "minute/")):
-            assert proc.poll() is None, log.read_text()[-3000:]
-            assert time.time() < deadline, "no checkpoint reached the bucket in time"
-            time.sleep(0.2)
+        proc = start_until_checkpoint(client, "minute", driver_env(temp, tmp_path / "driver-cache"), log)
         proxy.cut()
         t_cut = time.time() - t0
         exp = experiment(client, "minute")
@@ -318,14 +327,8 @@ def test_an_outage_past_the_retries_is_exit_4_with_the_resume_command(s3, uninte
     proc = None
     t0 = time.time()
     try:
-        proc = subprocess.Popen(argv("long"), cwd=ROOT,
-                                env=driver_env(temp, tmp_path / "driver-cache", VBI_MUR_STORAGE_RETRY_S="2"),
-                                stdout=log.open("w"), stderr=subprocess.STDOUT)
-        deadline = time.time() + 400
-        while not any(k.endswith("/trainer.pt") for k in objects(client, "long/")):
-            assert proc.poll() is None, log.read_text()[-3000:]
-            assert time.time() < deadline, "no checkpoint reached the bucket in time"
-            time.sleep(0.2)
+        proc = start_until_checkpoint(client, "long",
+                                      driver_env(temp, tmp_path / "driver-cache", VBI_MUR_STORAGE_RETRY_S="2"), log)
         proxy.cut(refuse=True)
         t_cut = time.time() - t0
         exp = experiment(client, "long")
