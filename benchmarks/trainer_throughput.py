@@ -22,6 +22,10 @@ timeout keeps what it measured. compile_pct_paper_run: compile_s as a share of a
 (PAPER_STEPS steps at the measured speed plus compile_s); compile="auto" allows at most 1 %
 (trainables/compile_policy.py).
 
+"fp32" in a result's name means float32 tensors without autocast: on Ampere and newer GPUs PyTorch's
+default lets cuDNN run those convolutions in TF32 (torch.backends.cudnn.allow_tf32), so an fp32 row
+times TF32 convolutions, except VAT's power iteration, which turns TF32 off (mur.no_tf32).
+
 The GPU figures are benchmarks/results/trainer_throughput_<card>_*.json, made by
 benchmarks/gpu_benchmarks.sh. The CPU numbers from this script check that every mode runs (graphs is
 step there); they say little about the GPU, where a small model's step can be bound by the host's

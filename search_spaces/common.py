@@ -23,8 +23,8 @@ CIFAR = dict(**PAPER_PROTOCOL,
     steps=280_000, batch_labeled=25, batch_unlabeled=75,
     lr=0.1, momentum=0.9, weight_decay=1e-4, lr_rampup=10_000, lr_rampdown=80_000, rampup=10_000,
     cons_coef=10.0, kl_coef=0.05, mur_coef=4.0, mur_radius=10.0, ema_decay=0.99,
-    translate=4, flip=True, input_noise=0.15, dropout=0.5, eval_every=2000, sensitivity_samples=1000,
-    compile="auto",  # CUDA: MT+VD and MT+VD+MUR direct compiled at 280k steps (compile_policy.resolve_compile), the rest eager
+    translate=4, flip=True, input_noise=0.15, dropout=0.5, dropout_mode="channel", eval_every=2000,
+    sensitivity_samples=1000, compile="auto",  # CUDA: MT+VD and MT+VD+MUR direct compiled at 280k steps (compile_policy.resolve_compile), the rest eager
 )
 CIFAR100_RADIUS = 20.0  # "r is set to 10 if the dataset is CIFAR-10 and 20 if CIFAR-100"
 
@@ -49,8 +49,9 @@ SVHN_MT = dict(**PAPER_PROTOCOL,
     method="mt", lr=0.03, momentum=0.9, weight_decay=2e-4, lr_rampup=40_000, lr_rampdown=0,
     rampup=40_000, cons_coef=12.0, kl_coef=0.05, mur_coef=2.0, mur_radius=10.0,
     ema_decay=0.99, ema_decay_late=0.999, ema_switch_step=40_000,   # stepped, as in Mean Teacher
-    translate=2, flip=False, input_noise=0.15, dropout=0.5, eval_every=2000, sensitivity_samples=1000,
-    compile="auto",  # as CIFAR
+    translate=2, flip=False, input_noise=0.15, dropout=0.5, dropout_mode="channel", eval_every=2000,
+    sensitivity_samples=1000, compile="auto",  # as CIFAR
+    label_rule="frequency",  # the authors' create_ssl_data: labels per class follow SVHN's class frequencies
 )
 SVHN_PI = {**SVHN_MT, "method": "pi", "lr": 0.01, "weight_decay": 1e-4, "lr_rampdown": 80_000,
            "cons_coef": 10.0, "mur_coef": 4.0, "ema_decay_late": -1.0, "ema_switch_step": 0}
@@ -100,7 +101,7 @@ MNIST = dict(
     steps=MNIST_STEPS, batch_labeled=25, batch_unlabeled=75,
     lr=0.1, momentum=0.9, weight_decay=1e-4, lr_rampup=500, lr_rampdown=1500, rampup=1250,
     cons_coef=10.0, kl_coef=0.05, mur_coef=4.0, mur_radius=10.0, ema_decay=0.99,
-    translate=2, flip=False, input_noise=0.15, dropout=0.5, eval_every=500,
+    translate=2, flip=False, input_noise=0.15, dropout=0.5, dropout_mode="channel", eval_every=500,
     sensitivity_samples=100, bn_momentum=0.1,  # eager: 5000 steps are too few for compiling to pay
 )
 MNIST_MINUTES = 3.0      # per trial on one GPU: 5000 steps at 25-42 steps/s

@@ -133,8 +133,9 @@ def table_notes(table: pd.DataFrame, extra=()) -> list[str]:
                      "over seeds (compare it with our sensitivity_std); Δ = ours − paper.")
     elif has_paper:
         notes.append("paper: the authors' published value (their own runs; Tables 1-2 or the text); "
-                     "Δ = ours − paper. The paper's errors are the best test error seen during training "
-                     "(--which best_test compares like with like, and is as optimistic).")
+                     "Δ = ours − paper. The paper does not say which number it reports; the authors' code keeps the "
+                     "best test error seen during training (--which best_test reads ours that way, and is as "
+                     "optimistic).")
     if has_paper and "paper_note" in table.columns and (table["paper_note"].fillna("") != "").any():
         notes.append("no Δ: the run is not configured as the paper preset's own row for that cell (it names the "
                      "first fields that differ, ours then the paper row's), so it is not compared with the paper's "

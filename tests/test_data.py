@@ -18,7 +18,7 @@ import scipy.linalg
 import torch
 import torchvision
 
-from trainables.data import (DataError, Batcher, augment, fit_zca, apply_zca, labeled_split, load_dataset,
+from trainables.data import (DataError, Batcher, augment, fit_zca, apply_zca, labeled_split, label_counts, load_dataset,
                              validation_indices, ZCA_EPS)
 
 
@@ -681,6 +681,37 @@ def test_labeled_split_errors():
     with pytest.raises(DataError) as e:
         labeled_split(y, 3, 2, seed=0)
     _assert_one_line_fix(e, "multiple of 2")
+
+
+# SVHN's training set per digit 0-9 (73,257 images; the .mat files label digit 0 as 10).
+SVHN_TRAIN_PER_DIGIT = [4948, 13861, 10585, 8497, 7458, 6882, 5727, 5595, 5045, 4659]
+
+
+@pytest.mark.parametrize("num_labels, expected", [
+    # floor(num_labels * n_c / 73257) per class, then the leftover one each to digits 0, 1, ...
+    (250, [17, 48, 37, 29, 26, 23, 19, 19, 17, 15]),    # floors 16 47 36 28 25 23 19 19 17 15 (245) + 5
+    (1000, [68, 190, 145, 116, 102, 94, 78, 76, 68, 63]),  # floors 67 189 144 115 101 93 78 76 68 63 (994) + 6
+])
+def test_frequency_rule_gives_the_authors_svhn_counts(num_labels, expected):
+    """label_rule=frequency is the authors' extract_data_by_total_counts: SVHN's labeled subset follows its
+    class frequencies, as computed by hand above; the drawn subset has exactly those per-class counts."""
+    y = torch.cat([torch.full((n,), c) for c, n in enumerate(SVHN_TRAIN_PER_DIGIT)])
+    y = y[torch.randperm(len(y), generator=torch.Generator().manual_seed(0))]
+    assert label_counts(y, num_labels, 10, "frequency") == expected
+    lab, unl = labeled_split(y, num_labels, 10, seed=3, rule="frequency")
+    assert torch.bincount(y[lab], minlength=10).tolist() == expected
+    assert len(lab) + len(unl) == len(y)
+    assert label_counts(y, 1000, 10, "balanced") == [100] * 10
+
+
+def test_table_svhn_paper_preset_draws_by_frequency_and_quick_presets_balanced():
+    from search_spaces import get_sweep
+    from trainables.config import TrainConfig
+
+    paper = TrainConfig.from_dict(get_sweep("table_svhn", "paper").trials()[0])
+    assert paper.label_rule == "frequency"
+    for name in ("table_svhn", "table_cifar", "ablation_radius"):
+        assert TrainConfig.from_dict(get_sweep(name, "quick").trials()[0]).label_rule == "balanced"
 
 
 # ----------------------------------------------------------------------------- augment

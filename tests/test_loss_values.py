@@ -217,15 +217,20 @@ def _trainer(**kw):
     return Trainer(TrainConfig(**{**base, **kw}), _tiny_data())
 
 
-@pytest.mark.parametrize("teacher_bn", ["student", "own"])
-def test_ema_teacher_after_k_steps_is_the_closed_form(teacher_bn):
-    """teacher_k = d^k t0 + (1 - d) sum_i d^(k-1-i) s_i, s_i the student after optimizer step i+1."""
-    tr, k, d = _trainer(teacher_bn=teacher_bn), 5, 0.9
+@pytest.mark.parametrize("method, teacher_bn", [("mt", "student"), ("mt", "own"), ("ict", "student"),
+                                                ("fixmatch", "student")])
+def test_ema_teacher_after_k_steps_is_the_closed_form(method, teacher_bn):
+    """teacher_k = d^k t0 + (1 - d) sum_i d^(k-1-i) s_i. Mean Teacher and ICT as the authors' code (the EMA is
+    among the update ops the SGD step depends on): s_i is the student BEFORE optimizer step i+1. FixMatch as
+    its own code (the EMA runs after the step): s_i is the student AFTER step i+1."""
+    tr, k, d = _trainer(method=method, teacher_bn=teacher_bn), 5, 0.9
     t0 = [p.detach().clone().double() for p in tr.teacher.parameters()]
-    s = []
+    before, after = [], []
     for _ in range(k):
+        before.append([p.detach().clone().double() for p in tr.student.parameters()])
         tr.train_step()
-        s.append([p.detach().clone().double() for p in tr.student.parameters()])
+        after.append([p.detach().clone().double() for p in tr.student.parameters()])
+    s = after if method == "fixmatch" else before
     for j, pt in enumerate(tr.teacher.parameters()):
         expected = d ** k * t0[j] + (1 - d) * sum(d ** (k - 1 - i) * s[i][j] for i in range(k))
         torch.testing.assert_close(pt.double(), expected, rtol=1e-5, atol=1e-6)

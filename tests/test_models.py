@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 
 from trainables.config import TrainConfig
-from trainables.models import ConvNet13, ConvNetSmall, GaussianNoise, build_model
+from trainables.models import ConvNet13, ConvNetSmall, Dropout, GaussianNoise, build_model
 from trainables.variational import VDConv2d, VDLinear
 
 # The appendix table: (filters, kernel, padding) of the 9 convolutions; "same" 3x3 = padding 1.
@@ -39,7 +39,7 @@ def test_convnet13_matches_the_table(variational):
     assert convs[0].in_channels == 3
     pools = _of(model, nn.MaxPool2d)
     assert len(pools) == 2 and all(p.kernel_size == 2 for p in pools)
-    drops = _of(model, nn.Dropout)
+    drops = _of(model, Dropout)
     if variational:
         assert drops == []                              # removed, not p = 0
         assert _of(model, nn.Conv2d, nn.Linear) == []   # every conv/linear is a VD layer
@@ -90,7 +90,7 @@ def test_width_multiplier_scales_channels():
 def test_bn_settings_and_dropout_rate_pass_through():
     model = ConvNet13(width=0.125, bn_momentum=0.01, bn_eps=1e-5, dropout=0.3, input_noise=0.0)
     assert all(b.momentum == 0.01 and b.eps == 1e-5 for b in _of(model, nn.BatchNorm2d))
-    assert all(d.p == 0.3 for d in _of(model, nn.Dropout))
+    assert all(d.p == 0.3 for d in _of(model, Dropout))
     assert _of(model, GaussianNoise)[0].sigma == 0.0
 
 
@@ -164,7 +164,7 @@ def test_convnet_small_shapes_and_family(variational):
     assert model(torch.randn(5, 1, 8, 8)).shape == (5, 10)
     assert ConvNetSmall(num_classes=3, in_channels=3)(torch.randn(2, 3, 8, 8)).shape == (2, 3)
     assert len(_of(model, nn.MaxPool2d)) == 2
-    assert len(_of(model, nn.Dropout)) == (0 if variational else 2)
+    assert len(_of(model, Dropout)) == (0 if variational else 2)
     assert len(_of(model, nn.BatchNorm2d)) == len(_convs(model)) == len(_of(model, nn.LeakyReLU))
     assert any(c.kernel_size in (1, (1, 1)) for c in _convs(model))
     assert len(_of(model, nn.AdaptiveAvgPool2d)) == 1 and len(_of(model, GaussianNoise)) == 1
@@ -233,12 +233,12 @@ def test_bad_input_and_arguments_raise_clear_errors():
 def test_build_model_follows_the_config():
     m = build_model(TrainConfig(arch="convnet_small", dataset="digits", vd=False, dropout=0.2))
     assert type(m) is ConvNetSmall and _convs(m)[0].in_channels == 1
-    assert all(d.p == 0.2 for d in _of(m, nn.Dropout)) and len(_of(m, nn.Dropout)) == 2
+    assert all(d.p == 0.2 for d in _of(m, Dropout)) and len(_of(m, Dropout)) == 2
     cfg = TrainConfig(arch="convnet13", dataset="cifar100", vd=True, width=0.125, bn_momentum=0.01,
                       bn_eps=1e-5, input_noise=0.1)
     m = build_model(cfg)
     assert type(m) is ConvNet13 and _convs(m)[0].in_channels == 3
-    assert _convs(m)[0].out_channels == 16 and _of(m, nn.Dropout) == []
+    assert _convs(m)[0].out_channels == 16 and _of(m, Dropout) == []
     assert _of(m, VDLinear)[0].out_features == 100
     assert all(b.momentum == 0.01 and b.eps == 1e-5 for b in _of(m, nn.BatchNorm2d))
     assert _of(m, GaussianNoise)[0].sigma == 0.1
@@ -261,9 +261,7 @@ def test_build_model_takes_the_channels_of_the_data():
 def test_dropout_cpu_mask_law_scale_gradient_and_eval():
     """Train mode: each entry is 0 or x / (1 - p), kept with probability 1 - p, the gradient is the same
     mask / (1 - p); the mask is drawn in logical order (the same for a channels_last input); eval: identity."""
-    from trainables.models import Dropout
-
-    p, d = 0.3, Dropout(0.3)
+    p, d = 0.3, Dropout(0.3, "element")
     x = (torch.rand(400, 8, 6, 6) + 0.5).requires_grad_(True)  # no zeros: a dropped entry is exactly 0
     torch.manual_seed(0)
     y = d(x)
@@ -278,3 +276,44 @@ def test_dropout_cpu_mask_law_scale_gradient_and_eval():
     assert torch.equal(y_cl != 0, kept)
     d.eval()
     assert torch.equal(d(x), x)
+
+
+def _maps_whole(y: torch.Tensor, scale: float) -> bool:
+    """Fed ones: every (image, channel) map of y is all 0 or all `scale`."""
+    flat = y.flatten(2)  # (B, C, H*W)
+    first = flat[:, :, :1]
+    return bool(((flat == first).all() and ((first == 0) | torch.isclose(first, torch.tensor(scale))).all()))
+
+
+def test_channel_dropout_keeps_or_drops_whole_maps_at_rate_p():
+    """mode="channel" (the authors' dropout_2D): fed ones in train mode, each (image, channel) map is all 0
+    or all 1 / (1 - p); maps are kept with probability 1 - p (4 sigma over B*C decisions), independently
+    across channels and images; element mode on the same input breaks maps apart."""
+    p, b, c = 0.5, 300, 16
+    x = torch.ones(b, c, 5, 5)
+    torch.manual_seed(1)
+    y = Dropout(p, "channel")(x)
+    assert _maps_whole(y, 1 / (1 - p))
+    kept = y[:, :, 0, 0] != 0  # (B, C) decisions
+    assert abs(kept.float().mean().item() - (1 - p)) < 4 * math.sqrt(p * (1 - p) / kept.numel())
+    assert 0 < kept.float().mean(1).min() and kept.float().mean(1).max() < 1  # channels of one image differ
+    assert not _maps_whole(Dropout(p, "element")(x), 1 / (1 - p))
+
+
+@pytest.mark.parametrize("sweep_name", ["table_cifar", "table_svhn", "ablation_radius"])
+@pytest.mark.parametrize("preset", ["paper", "mnist"])
+def test_convnet13_of_the_paper_and_mnist_presets_drops_whole_channels(sweep_name, preset):
+    """Every dropout layer of the ConvNet-13 that a paper or mnist preset builds keeps or drops whole maps."""
+    from search_spaces import get_sweep, presets
+
+    if preset not in presets(sweep_name):
+        pytest.skip(f"{sweep_name} has no {preset} preset")
+    first = get_sweep(sweep_name, preset).trials()[0]
+    cfg = TrainConfig.from_dict({**first, "vd": False, "width": 0.125, "device": "cpu"})
+    assert cfg.arch == "convnet13"
+    model = build_model(cfg).train()
+    drops = _of(model, Dropout)
+    assert len(drops) == 2
+    for d in drops:
+        torch.manual_seed(0)
+        assert _maps_whole(d(torch.ones(64, 16, 4, 4)), 1 / (1 - cfg.dropout))

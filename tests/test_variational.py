@@ -23,7 +23,7 @@ def _neg_kl_np(log_alpha):
 
 
 def _set_log_alpha(layer, log_alpha):
-    """theta = 1 makes log(theta^2 + 1e-8) == 0 in float32, so log_alpha == log_sigma2 exactly."""
+    """theta = 1 makes log(theta^2) == 0, so log_alpha == log_sigma2 exactly."""
     with torch.no_grad():
         layer.theta.fill_(1.0)
         layer.log_sigma2.copy_(torch.as_tensor(log_alpha, dtype=torch.float32).reshape(layer.theta.shape))
@@ -86,18 +86,21 @@ def test_kl_zero_without_vd_layers_and_differentiable():
 
 # ---------------------------------------------------------------- log_alpha, sparsity
 def test_log_alpha_definition_and_clipping():
-    layer = VDLinear(4, 1, bias=False)
+    """log_alpha = clip(log_sigma2 - log(clip(theta^2, 1e-15, 1e30)), -8, 8), the authors' svd.py."""
+    layer = VDLinear(5, 1, bias=False)
     with torch.no_grad():
-        layer.theta.copy_(torch.tensor([[0.5, 2.0, 1e-3, 0.0]]))
-        layer.log_sigma2.copy_(torch.tensor([[-1.0, 20.0, -10.0, -10.0]]))
+        layer.theta.copy_(torch.tensor([[0.5, 2.0, 1e-3, 0.0, 1e-9]]))
+        layer.log_sigma2.copy_(torch.tensor([[-1.0, 20.0, -10.0, -40.0, -40.0]]))
     la = layer.log_alpha.detach().numpy()[0].astype(np.float64)
-    np.testing.assert_allclose(la[0], -1.0 - np.log(0.25 + 1e-8), rtol=1e-6)
+    np.testing.assert_allclose(la[0], -1.0 - np.log(0.25), rtol=1e-6)
     assert la[1] == 8.0                                 # 20 - log 4 = 18.6 -> clipped to 8
-    np.testing.assert_allclose(la[2], -10.0 - np.log(1e-6 + 1e-8), rtol=1e-5)  # 3.8, inside
-    assert la[3] == 8.0                                 # theta = 0: -10 - log(1e-8) = 8.4 -> 8
+    np.testing.assert_allclose(la[2], -10.0 - np.log(1e-6), rtol=1e-5)  # 3.8, inside
+    # theta^2 below 1e-15 counts as 1e-15: -40 - log(1e-15) = -5.46 for theta = 0 and theta = 1e-9 alike
+    # (log(theta^2 + 1e-8) would give -21.6, clipped to -8, a weight far from pruned)
+    np.testing.assert_allclose(la[3:], -40.0 - np.log(1e-15), rtol=1e-5)
     with torch.no_grad():
         layer.log_sigma2.fill_(-30.0)
-    assert (layer.log_alpha == -8.0).all()
+    assert (layer.log_alpha[0, :3] == -8.0).all()
 
 
 def test_sparsity_counts_log_alpha_at_least_3():
@@ -168,7 +171,7 @@ def _init_noisy(layer, gen):
     with torch.no_grad():
         layer.theta.copy_(torch.randn(layer.theta.shape, generator=gen))
         alpha = torch.empty(layer.theta.shape).uniform_(0.1, 3.0, generator=gen)
-        layer.log_sigma2.copy_(torch.log(alpha) + torch.log(layer.theta ** 2 + 1e-8))
+        layer.log_sigma2.copy_(torch.log(alpha) + torch.log(layer.theta ** 2))
         if layer.bias is not None:
             layer.bias.copy_(torch.randn(layer.bias.shape, generator=gen))
     return alpha  # sigma^2 = alpha theta^2 (inside the clip range)

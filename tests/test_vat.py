@@ -111,6 +111,40 @@ def test_vat_direction_ignores_autocast():
     assert b.dtype == torch.float32 and torch.allclose(a, b, atol=1e-6)
 
 
+class _RecordsTF32(nn.Module):
+    """A linear model whose forward records the TF32 settings it runs under."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin, self.seen = nn.Linear(6, 3), []
+
+    def forward(self, x):
+        self.seen.append((torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32))
+        return self.lin(x)
+
+
+@pytest.mark.parametrize("before", [(True, True), (True, False), (False, False)])
+def test_vat_power_iteration_runs_with_tf32_off_and_restores_it(before):
+    """Every pass of the power iteration sees cuDNN's and cuBLAS's TF32 off (observed from inside the
+    model); the caller's settings are back afterwards, also when the model raises."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
+        model = _RecordsTF32()
+        vat_direction(model, torch.randn(4, 6), steps=2, generator=torch.Generator().manual_seed(0))
+        assert model.seen == [(False, False)] * 3  # p(x0) and two perturbed passes
+        assert (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32) == before
+
+        def boom(x):
+            raise RuntimeError("boom")
+        model.forward = boom
+        with pytest.raises(RuntimeError):
+            vat_direction(model, torch.randn(4, 6), steps=1)
+        assert (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32) == before
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
 def test_vat_point_lies_at_epsilon_and_is_reproducible():
     model = mlp()
     x0 = torch.randn(10, 6, dtype=torch.float64)

@@ -15,6 +15,8 @@ METHODS = ("supervised", "pi", "mt", "ict", "mut", "fixmatch", "vat", "labelspre
 DATASETS = ("digits", "mnist", "cifar10", "cifar100", "svhn")
 MUR_METHODS = ("none", "direct", "pga", "ga", "random", "vat")  # random = RR, vat = VAT point
 ARCHS = ("convnet13", "convnet_small")
+LABEL_RULES = ("balanced", "frequency")  # data.label_counts
+DROPOUT_MODES = ("channel", "element")  # models.Dropout
 COMPILE_MODES = ("none", "model", "step", "graphs", "auto")  # trainer.py: what each compiles; auto: compile_policy.py
 NUM_CLASSES = {"digits": 10, "mnist": 10, "cifar10": 10, "cifar100": 100, "svhn": 10}
 TRAIN_SIZE = {"digits": 1347, "mnist": 60000, "cifar10": 50000, "cifar100": 50000, "svhn": 73257}
@@ -44,7 +46,11 @@ class TrainConfig:
     dataset: str = "digits"         # digits (embedded) | mnist | cifar10 | cifar100 | svhn
     data_dir: str = "./data"        # folder holding the torchvision data sets
     download: bool = False          # let torchvision download into data_dir (needs network)
-    num_labels: int = 100           # labeled training images, balanced over classes
+    num_labels: int = 100           # labeled training images
+    label_rule: str = "balanced"    # per-class label counts: balanced = num_labels / classes each (a multiple of
+                                    # the classes) | frequency = the authors' extract_data_by_total_counts: floor of
+                                    # num_labels x the class's share of the training set, leftovers one each to
+                                    # the lowest class ids (their SVHN; CIFAR is balanced either way)
     seed: int = 0                   # init, batches, noise, and the labeled subset unless label_seed fixes it
     label_seed: int = -1            # labeled subset: -1 = drawn with seed (a new subset per seed) | >= 0 = drawn with
                                     # this seed in every run (authors' train.py: 1003), so seeds vary training only
@@ -86,6 +92,8 @@ class TrainConfig:
     arch: str = "convnet_small"     # convnet13 (paper) | convnet_small (8x8 inputs)
     width: float = 1.0              # channel multiplier (1.0 = 128/256/512)
     dropout: float = 0.5            # dropout after each pooling (removed under vd)
+    dropout_mode: str = "channel"   # channel = keep or drop each (image, channel) map whole (the authors'
+                                    # dropout_2D, PyTorch's Dropout2d) | element = each activation on its own
     input_noise: float = 0.15       # Gaussian input noise sigma inside the network
     translate: int = 1              # random translation, pixels (paper: 4 CIFAR, 2 SVHN)
     translate_pad: str = "reflect"  # pixels shifted in: reflect (authors) | zero (Mean Teacher's pad-and-crop)
@@ -161,7 +169,8 @@ class TrainConfig:
         need(self.device in ("auto", "cpu", "cuda"), f"device must be auto, cpu or cuda, got {self.device!r}")
         for name, ok in (("svhn_norm", ("feature", "image")), ("weight_decay_scope", ("all", "weights")),
                          ("teacher_bn", ("student", "own")), ("translate_pad", ("reflect", "zero")),
-                         ("compile", COMPILE_MODES)):
+                         ("compile", COMPILE_MODES), ("label_rule", LABEL_RULES),
+                         ("dropout_mode", DROPOUT_MODES)):
             need(getattr(self, name) in ok, f"unknown {name} {getattr(self, name)!r}; choose one of {list(ok)}")
         need(self.label_seed >= -1, f"label_seed must be >= 0 (or -1 to draw the labeled subset with seed), "
                                     f"got {self.label_seed}")
@@ -173,8 +182,9 @@ class TrainConfig:
         k = self.num_classes
         need(self.num_labels >= k, f"num_labels={self.num_labels} is below the {k} classes of {self.dataset}; "
              f"use at least one label per class")
-        need(self.num_labels % k == 0, f"num_labels={self.num_labels} is not divisible by the {k} classes of "
-             f"{self.dataset}; a balanced labeled subset needs a multiple of {k}")
+        need(self.label_rule != "balanced" or self.num_labels % k == 0,
+             f"num_labels={self.num_labels} is not divisible by the {k} classes of {self.dataset}; a balanced "
+             f"labeled subset needs a multiple of {k} (or label_rule=frequency)")
         n_train = TRAIN_SIZE[self.dataset] - self.n_val
         if self.method == "labelspreading":
             check_size(n_train)
@@ -219,7 +229,7 @@ def applies(key: str, cfg: dict) -> bool:
     if key in ("method", "vd", "mur"):
         return True
     if cfg.get("method") == "labelspreading":
-        return key in ("dataset", "num_labels", "val_size", "seed", "label_seed")
+        return key in ("dataset", "num_labels", "label_rule", "val_size", "seed", "label_seed")
     point = cfg.get("mur", "none") != "none"  # a MUR / RR / VAT point and its lambda3 term
     vat_alone = cfg.get("method") == "vat"    # VAT's loss: epsilon = mur_radius, power iterations = mur_steps,
     if key == "mur_coef":                     # its coefficient cons_coef
@@ -232,6 +242,8 @@ def applies(key: str, cfg: dict) -> bool:
         return cfg.get("mur") in ("pga", "ga", "vat") or vat_alone
     if key == "kl_coef":
         return bool(cfg.get("vd"))
+    if key == "dropout_mode":                 # VD removes the dropout layers
+        return not cfg.get("vd") and cfg.get("dropout", 0.5) > 0
     if key == "cons_coef":                    # lambda1: no consistency term (methods.cons_none)
         return cfg.get("method") not in ("supervised", "mut")
     return True

@@ -246,11 +246,34 @@ def fit_indices(dataset: str, n_train: int, n_val: int) -> torch.Tensor:
     return keep.nonzero().squeeze(1)
 
 
-def labeled_split(y, num_labels: int, num_classes: int, seed: int,
-                  val_idx=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Balanced labeled subset (num_labels / num_classes per class, chosen with `seed`) and the rest.
+def label_counts(y, num_labels: int, num_classes: int, rule: str = "balanced") -> list[int]:
+    """Labels per class of a labeled subset of num_labels images (y: every training label).
 
-    val_idx: validation indices (validation_indices) that are neither labeled nor unlabeled.
+    balanced   num_labels / num_classes each (num_labels must be a multiple of num_classes)
+    frequency  the authors' extract_data_by_total_counts (create_ssl_data): class c gets
+               floor(num_labels * n_c / n), n_c its images among all n training images, and the
+               num_labels - sum of those floors left over go one each to the lowest class ids.
+    """
+    if rule == "balanced":
+        if num_labels < num_classes or num_labels % num_classes:
+            raise DataError(f"num_labels={num_labels} is not a positive multiple of the {num_classes} classes; "
+                            f"a balanced labeled subset needs a multiple of {num_classes} (or label_rule=frequency)")
+        return [num_labels // num_classes] * num_classes
+    if rule != "frequency":
+        raise DataError(f"unknown label_rule {rule!r}; choose balanced or frequency")
+    n_c = torch.bincount(torch.as_tensor(y).cpu().long(), minlength=num_classes)  # (K,)
+    counts = [int(num_labels * int(k) // len(y)) for k in n_c]  # floor, in integers
+    for c in range(num_labels - sum(counts)):  # fewer than num_classes left over
+        counts[c] += 1
+    return counts
+
+
+def labeled_split(y, num_labels: int, num_classes: int, seed: int,
+                  val_idx=None, rule: str = "balanced") -> tuple[torch.Tensor, torch.Tensor]:
+    """Labeled subset (label_counts(y, ...) images per class, chosen with `seed`) and the rest.
+
+    val_idx: validation indices (validation_indices) that are neither labeled nor unlabeled; the
+    frequency rule's class shares count every training image, as the authors' (who hold none out).
     Returns (labeled_idx, unlabeled_idx): sorted int64 CPU tensors, disjoint, together all of
     range(len(y)) except val_idx.
     """
@@ -258,21 +281,18 @@ def labeled_split(y, num_labels: int, num_classes: int, seed: int,
     held_out = torch.zeros(len(y), dtype=torch.bool)
     if val_idx is not None:
         held_out[torch.as_tensor(val_idx, dtype=torch.int64).cpu()] = True
-    if num_labels < num_classes or num_labels % num_classes:
-        raise DataError(f"num_labels={num_labels} is not a positive multiple of the {num_classes} classes; "
-                        f"a balanced labeled subset needs a multiple of {num_classes}")
     if y.numel() and (y.min() < 0 or y.max() >= num_classes):
         raise DataError(f"labels lie outside 0..{num_classes - 1}; pass the data set's num_classes")
-    per_class = num_labels // num_classes
+    counts = label_counts(y, num_labels, num_classes, rule)
     g = torch.Generator().manual_seed(seed)
     picked = []
-    for c in range(num_classes):
+    for c, n in enumerate(counts):
         idx_c = ((y == c) & ~held_out).nonzero().squeeze(1)  # (n_c,) outside the validation split
-        if len(idx_c) < per_class:
+        if len(idx_c) < n:
             raise DataError(f"class {c} has {len(idx_c)} training images (outside the validation split), fewer "
-                            f"than the {per_class} labels per class that num_labels={num_labels} asks for; "
+                            f"than the {n} labels that num_labels={num_labels} asks of it; "
                             f"lower num_labels or val_size")
-        picked.append(idx_c[torch.randperm(len(idx_c), generator=g)[:per_class]])
+        picked.append(idx_c[torch.randperm(len(idx_c), generator=g)[:n]])
     labeled = torch.cat(picked).sort().values  # (num_labels,)
     is_unlabeled = ~held_out
     is_unlabeled[labeled] = False

@@ -36,16 +36,35 @@ class GaussianNoise(nn.Module):
         return f"sigma={self.sigma}"
 
 
-class Dropout(nn.Dropout):
-    """nn.Dropout whose CPU mask is `uniform >= p` drawn in logical (NCHW) order: ATen's CPU bernoulli_
-    costs ~4x a uniform_ for the same mask distribution (other draws than nn.Dropout's, same law).
-    On CUDA it is nn.Dropout's fused kernel."""
+class Dropout(nn.Module):
+    """Dropout with rate p in train mode; identity in eval mode.
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not self.training or self.p == 0 or x.is_cuda:
-            return super().forward(x)
-        keep = torch.rand(x.shape, dtype=x.dtype, device=x.device) >= self.p  # (B, C, H, W) bool
+    mode="channel": one keep/drop decision per (image, channel), the whole H x W map kept (scaled by
+    1 / (1 - p)) or zeroed, as the authors' dropout_2D (noise shape [B, 1, 1, C] in TF's NHWC) and
+    PyTorch's Dropout2d. mode="element": one decision per activation. The CPU mask is `uniform >= p`
+    drawn in logical (NCHW) order: ATen's CPU bernoulli_ is slower than a uniform_ for the same law.
+    On CUDA element mode is nn.functional.dropout's fused kernel.
+    """
+
+    def __init__(self, p: float, mode: str = "channel"):
+        super().__init__()
+        if not 0 <= p < 1:
+            raise ValueError(f"dropout must lie in [0, 1), got {p}")
+        if mode not in ("channel", "element"):
+            raise ValueError(f"unknown dropout mode {mode!r}; choose 'channel' or 'element'")
+        self.p, self.mode = p, mode
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, C, H, W) -> (B, C, H, W)
+        if not self.training or self.p == 0:
+            return x
+        if self.mode == "element" and x.is_cuda:
+            return nn.functional.dropout(x, self.p, training=True)
+        shape = (*x.shape[:2], 1, 1) if self.mode == "channel" else x.shape  # (B, C, 1, 1) | (B, C, H, W)
+        keep = torch.rand(shape, dtype=x.dtype, device=x.device) >= self.p
         return x * keep / (1 - self.p)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, mode={self.mode}"
 
 
 def _channels(c: int, width: float) -> int:
@@ -92,13 +111,13 @@ class ConvNet13(nn.Module):
 
     def __init__(self, num_classes: int = 10, in_channels: int = 3, variational: bool = False,
                  width: float = 1.0, dropout: float = 0.5, input_noise: float = 0.15,
-                 bn_momentum: float = 0.001, bn_eps: float = 1e-8):
+                 bn_momentum: float = 0.001, bn_eps: float = 1e-8, dropout_mode: str = "channel"):
         super().__init__()
         _check_args(num_classes, in_channels, width, dropout, input_noise)
         self.in_channels = in_channels
         c1, c2, c3 = (_channels(c, width) for c in (128, 256, 512))
         block = lambda cin, cout, k, pad: _conv_bn(cin, cout, k, pad, variational, bn_momentum, bn_eps)
-        drop = lambda: [] if variational else [Dropout(dropout)]  # removed under VD
+        drop = lambda: [] if variational else [Dropout(dropout, dropout_mode)]  # removed under VD
         fc = VDLinear(c1, num_classes) if variational else nn.Linear(c1, num_classes)
         self.layers = nn.Sequential(
             GaussianNoise(input_noise),
@@ -128,13 +147,13 @@ class ConvNetSmall(nn.Module):
 
     def __init__(self, num_classes: int = 10, in_channels: int = 1, variational: bool = False,
                  width: float = 1.0, dropout: float = 0.5, input_noise: float = 0.15,
-                 bn_momentum: float = 0.001, bn_eps: float = 1e-8):
+                 bn_momentum: float = 0.001, bn_eps: float = 1e-8, dropout_mode: str = "channel"):
         super().__init__()
         _check_args(num_classes, in_channels, width, dropout, input_noise)
         self.in_channels = in_channels
         c1, c2 = (_channels(c, width) for c in (32, 64))
         block = lambda cin, cout, k, pad: _conv_bn(cin, cout, k, pad, variational, bn_momentum, bn_eps)
-        drop = lambda: [] if variational else [Dropout(dropout)]  # removed under VD
+        drop = lambda: [] if variational else [Dropout(dropout, dropout_mode)]  # removed under VD
         fc = VDLinear(c1, num_classes) if variational else nn.Linear(c1, num_classes)
         self.layers = nn.Sequential(
             GaussianNoise(input_noise),
@@ -174,4 +193,4 @@ def build_model(cfg, in_channels: int | None = None) -> nn.Module:
     return archs[cfg.arch](
         num_classes=cfg.num_classes, in_channels=in_channels,
         variational=cfg.vd, width=cfg.width, dropout=cfg.dropout, input_noise=cfg.input_noise,
-        bn_momentum=cfg.bn_momentum, bn_eps=cfg.bn_eps)
+        bn_momentum=cfg.bn_momentum, bn_eps=cfg.bn_eps, dropout_mode=cfg.dropout_mode)

@@ -27,8 +27,10 @@ pass and every perturbed pass of the power iteration replay the same global-RNG 
 (`_same_noise`), so they draw identical noise and KL(p(x0) || p(x0 + xi d)) measures the
 perturbation xi d alone, as VAT's official code does by reusing the dropout seed. The
 global RNG is left as it was. Precision: xi d is a finite difference, so the power
-iteration runs with autocast off (full precision even in a bf16 run), and xi must stay well
-above x0's rounding error. Measured on the digits ConvNet in float32 (cosine of one power
+iteration runs with autocast off (full precision even in a bf16 run) and with TF32 off
+(`no_tf32`: on Ampere and newer GPUs cuDNN's float32 convolutions round inputs to TF32's
+10-bit mantissa by default, far coarser than xi d), and xi must stay well above x0's
+rounding error. Measured on the digits ConvNet in float32 (cosine of one power
 step with the exact Gauss-Newton product J^T F J d): xi = 1e-6 (VAT's paper) 0.24, 1e-4
 0.98, 1e-3 0.99, 1e-1 0.96; hence TrainConfig.vat_xi = 1e-3.
 
@@ -216,6 +218,19 @@ def _same_noise(x: torch.Tensor):
         yield
 
 
+@contextlib.contextmanager
+def no_tf32():
+    """Inside: float32 convolutions and matmuls in full float32 (cuDNN and cuBLAS TF32 off); the
+    previous settings are restored after, also when the body raises."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
 def vat_direction(model: nn.Module, x0: torch.Tensor, xi: float = 1e-3, steps: int = 1,
                   generator: torch.Generator | None = None) -> torch.Tensor:
     """VAT's adversarial direction d (B, ...), unit L2 norm per sample, detached.
@@ -225,7 +240,8 @@ def vat_direction(model: nn.Module, x0: torch.Tensor, xi: float = 1e-3, steps: i
     i.e. d <- H d / ||H d|| to first order, H the Hessian of the KL at x0 (per sample, up to
     train-mode BatchNorm coupling): d tends to H's top eigenvector, the direction whose
     prediction changes most. All passes use batch statistics without updating the BN
-    running statistics, replay one RNG state and run without autocast (module docstring).
+    running statistics, replay one RNG state and run without autocast and without TF32
+    (module docstring).
     Parameter .grad fields are not touched. A zero gradient (e.g. xi below the rounding
     error) gives d = 0, hence x* = x0.
     """
@@ -233,7 +249,7 @@ def vat_direction(model: nn.Module, x0: torch.Tensor, xi: float = 1e-3, steps: i
     x0 = x0.detach()
     d = _unit(_gaussian_like(x0, generator))  # (B, ...)
     full_precision = torch.autocast(x0.device.type, enabled=False)  # a finite difference needs it
-    with frozen_bn_stats(model), torch.enable_grad(), full_precision:
+    with frozen_bn_stats(model), torch.enable_grad(), full_precision, no_tf32():
         with _same_noise(x0), torch.no_grad():
             logits0 = model(x0)  # (B, K) p(x0), a constant
         for _ in range(int(steps)):

@@ -140,7 +140,8 @@ def splits(cfg: TrainConfig, y_train: torch.Tensor) -> tuple[torch.Tensor, torch
     run's seed, or label_seed where fixed), the unlabeled rest and the validation split (fixed per data
     set, validation_indices), disjoint."""
     idx_val = validation_indices(cfg.dataset, len(y_train), cfg.n_val)
-    idx_l, idx_u = labeled_split(y_train.cpu(), cfg.num_labels, cfg.num_classes, cfg.subset_seed, val_idx=idx_val)
+    idx_l, idx_u = labeled_split(y_train.cpu(), cfg.num_labels, cfg.num_classes, cfg.subset_seed,
+                                 val_idx=idx_val, rule=cfg.label_rule)
     return idx_l, idx_u, idx_val
 
 
@@ -253,8 +254,13 @@ class Trainer:
         total = sum(coef[k] * t.float() for k, t in terms.items())
         self._queue_finite_check(terms, total)  # raises Diverged, every nan_check_every steps
         total.backward()
+        # The authors' Mean Teacher runs the EMA among the update ops that the SGD step depends on, i.e. it
+        # averages the student BEFORE this step's update; FixMatch's code runs its EMA after the update.
+        ema_first = self.teacher is not None and cfg.method != "fixmatch"
+        if ema_first:
+            self._ema_update(schedules.ema_decay_at(self.step, cfg))
         self.opt.step()
-        if self.teacher is not None:
+        if self.teacher is not None and not ema_first:
             self._ema_update(schedules.ema_decay_at(self.step, cfg))
         self.step += 1
         self._sums["total"] += total.detach()

@@ -1,7 +1,7 @@
 """Sparse variational dropout (Molchanov et al. 2017): the paper's weight perturbation (VBI).
 
 Each weight w ~ N(theta, sigma^2) with sigma^2 = alpha * theta^2, alpha = exp(log_alpha),
-log_alpha = clip(log_sigma2 - log(theta^2 + 1e-8), -8, 8). In training (and `sample` on)
+log_alpha = clip(log_sigma2 - log(clip(theta^2, 1e-15, 1e30)), -8, 8) as the authors' svd.py. In training (and `sample` on)
 the layers draw pre-activations with the local reparameterization trick; otherwise they
 use the mean weights theta. `kl_divergence` is the authors' per-weight mean of the
 Molchanov approximation; `sparsity` counts weights with log_alpha >= 3.
@@ -23,10 +23,12 @@ LOG_SIGMA2_INIT = -10.0
 PRUNE_LOG_ALPHA = 3.0  # log_alpha >= 3 (alpha ~ 20, dropout rate ~ 0.95) counts as pruned
 K1, K2, K3 = 0.63576, 1.87320, 1.48695  # Molchanov et al. 2017, eq. 14
 EPS = 1e-8
+THETA2_MIN, THETA2_MAX = 1e-15, 1e30  # the authors' log_w_clip bounds on theta^2 before the log (svd.py)
 
 
 def _log_alpha(theta: torch.Tensor, log_sigma2: torch.Tensor) -> torch.Tensor:
-    return torch.clamp(log_sigma2 - torch.log(theta * theta + EPS), LOG_ALPHA_MIN, LOG_ALPHA_MAX)
+    log_theta2 = torch.log(torch.clamp(theta * theta, THETA2_MIN, THETA2_MAX))
+    return torch.clamp(log_sigma2 - log_theta2, LOG_ALPHA_MIN, LOG_ALPHA_MAX)
 
 
 def _sample(mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
