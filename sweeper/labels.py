@@ -17,7 +17,7 @@ MUR_NAMES = {"direct": "MUR", "pga": "MUR (PGA)", "ga": "MUR (GA)", "random": "R
 DATASET_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "svhn": "SVHN", "digits": "digits", "mnist": "MNIST"}
 KEY_NAMES = {"mur_radius": "r", "mur_step_size": "α", "mur_steps": "s", "kl_coef": "KL coef",
              "num_labels": "labels", "entmin_coef": "entmin", "bn_clean_pass": "clean BN pass",
-             "cons_coef": "λ1", "mur_coef": "λ3"}
+             "cons_coef": "λ1", "mur_coef": "λ3", "dropout_mode": "dropout", "label_rule": "labels by"}
 NAME_KEYS = ("method", "vd", "mur")  # form a row's name ("MT + VD + MUR"); every other key goes in parentheses
 ORDER = {"method": ("supervised", "labelspreading", "pi", "mt", "ict", "mut", "fixmatch", "vat"),
          "mur": ("none", "direct", "pga", "ga", "random", "vat"),

@@ -207,18 +207,35 @@ def other_papers_notes(table: pd.DataFrame) -> list[str]:
 
 def subset_note(trials: pd.DataFrame) -> str:
     """Which labeled subset the seeds trained on: one fixed subset (label_seed >= 0, the authors' rule) or a
-    new one per seed (label_seed = -1; trials without the key ran before it existed and drew per seed)."""
+    new one per seed (label_seed = -1; trials without the key ran before it existed and drew per seed),
+    then how many labels each class got (label_rule; trials without the key drew balanced subsets)."""
     ls = pd.to_numeric(trials["label_seed"], errors="coerce").fillna(-1) if "label_seed" in trials.columns \
         else pd.Series(-1, index=trials.index)
     fixed = ", ".join(str(v) for v in sorted({int(v) for v in ls if v >= 0}))
     if fixed and (ls < 0).any():
-        return (f"Labeled subset: fixed (label_seed={fixed}) in some trials, drawn anew for each seed "
-                f"(label_seed=-1) in the others, whose ± also covers which images are labeled.")
-    if fixed:
-        return (f"Labeled subset: the same for every seed (label_seed={fixed}, the authors' rule), so a cell's ± "
-                f"covers training randomness only, as the paper's does.")
-    return ("Labeled subset: drawn anew for each seed (label_seed=-1), so a cell's ± and its paired interval "
-            "also cover which images are labeled.")
+        which = (f"Labeled subset: fixed (label_seed={fixed}) in some trials, drawn anew for each seed "
+                 f"(label_seed=-1) in the others, whose ± also covers which images are labeled.")
+    elif fixed:
+        which = (f"Labeled subset: the same for every seed (label_seed={fixed}, the authors' rule), so a cell's ± "
+                 f"covers training randomness only, as the paper's does.")
+    else:
+        which = ("Labeled subset: drawn anew for each seed (label_seed=-1), so a cell's ± and its paired interval "
+                 "also cover which images are labeled.")
+    return f"{which} {RULE_TEXT[_label_rule(trials)]}"
+
+
+RULE_TEXT = {
+    "balanced": "Labels per class: balanced (label_rule=balanced, num_labels / classes each), which keeps a "
+                "comparison about the method rather than about a class short of labels.",
+    "frequency": "Labels per class: in proportion to the training set's class frequencies, the leftovers one "
+                 "each to the lowest class ids (label_rule=frequency, the authors' rule).",
+    "mixed": "Labels per class: balanced in some trials, by class frequency (the authors' rule) in others.",
+}
+
+
+def _label_rule(trials: pd.DataFrame) -> str:
+    rules = set(trials["label_rule"].fillna("balanced")) if "label_rule" in trials.columns else {"balanced"}
+    return rules.pop() if len(rules) == 1 else "mixed"
 
 
 def val_note(trials: pd.DataFrame) -> str | None:

@@ -209,7 +209,7 @@ def test_protocol_reason_is_none_for_every_paper_preset_row_and_names_what_diffe
 NOT_NUMBERS = {"seed", "data_dir", "download", "device", "nan_check_every", "checkpoint_every_s", "eval_batch", "compile", "channels_last"}
 CELL = {"method", "vd", "mur", "dataset", "num_labels", "mur_radius", "kl_coef"}
 OTHER = {"svhn_norm": "image", "weight_decay_scope": "weights", "teacher_bn": "own", "translate_pad": "zero",
-         "arch": "convnet_small"}
+         "arch": "convnet_small", "label_rule": "frequency", "dropout_mode": "element"}
 
 
 def _changed(v, key):
@@ -239,8 +239,8 @@ def test_protocol_reason_names_every_single_field_change_of_a_paper_row():
             continue
         cfg = {**ref, k: _changed(ref[k], k)}
         reason = protocol_reason(cfg)
-        if k in ("mur_step_size", "mur_steps"):  # direct MUR takes one step of size r: unused
-            assert reason is None, k
+        if k in ("mur_step_size", "mur_steps", "dropout_mode"):  # direct MUR takes one step of size r; VD
+            assert reason is None, k                              # removes the dropout layers: unused
             continue
         assert reason is not None and reason.startswith(f"no Δ: {k} "), (k, reason)
         named += 1
@@ -256,6 +256,15 @@ def test_protocol_reason_names_every_single_field_change_of_a_paper_row():
     pga = next(c for c in _paper_trials("ablation_mur_steps") if c["mur"] == "pga" and c["mur_steps"] == 2
                and c["mur_step_size"] == 1.0)
     assert protocol_reason(pga) is None and _cell(pga) == (16.81, 0.31)
+    # without VD the dropout layers are there: element-wise dropout is not the authors' channel dropout
+    mt = next(c for c in _paper_trials("table_cifar")
+              if (c["method"], c["vd"], c["mur"], c["num_labels"], c["dataset"]) == ("mt", False, "none", 1000, "cifar10"))
+    assert protocol_reason(mt) is None
+    assert protocol_reason({**mt, "dropout_mode": "element"}) == "no Δ: dropout_mode element, not channel"
+    # SVHN's labeled subset follows the class frequencies in the authors' runs; a balanced one is not theirs
+    svhn = next(c for c in _paper_trials("table_svhn") if c["num_labels"] == 250 and _cell(c) is not None)
+    assert svhn["label_rule"] == "frequency" and protocol_reason(svhn) is None
+    assert protocol_reason({**svhn, "label_rule": "balanced"}) == "no Δ: label_rule balanced, not frequency"
     fm = next(c for c in _paper_trials("fixmatch") if not c["vd"] and c["mur"] == "none")
     assert protocol_reason(fm) is None and protocol_reason({**fm, "steps": 280_000}) == "no Δ: steps 280k, not 2^20"
 

@@ -907,3 +907,7 @@ def test_subset_note_says_whether_the_labeled_subset_was_fixed_or_drawn_per_seed
     assert subset_note(pd.DataFrame({"seed": [0, 1]})) == per_seed  # trials from before the key
     mixed = subset_note(pd.DataFrame({"seed": [0, 1], "label_seed": [1003, -1]}))
     assert "fixed (label_seed=1003) in some trials" in mixed and "label_seed=-1" in mixed
+    # and the per-class rule: balanced (also for trials from before the key) or the authors' frequency rule
+    assert "label_rule=balanced" in per_seed and "label_rule=balanced" in fixed
+    svhn = subset_note(pd.DataFrame({"seed": [0, 1], "label_seed": [1003] * 2, "label_rule": ["frequency"] * 2}))
+    assert "label_rule=frequency, the authors' rule" in svhn and "balanced" not in svhn
