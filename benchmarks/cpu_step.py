@@ -36,7 +36,7 @@ def worker(warmup: int) -> None:
     import torch
 
     torch.set_num_threads(1)
-    from search_spaces.ablation_radius import QUICK_SHORT
+    from search_spaces.common import QUICK
     from trainables.config import TrainConfig
     from trainables.data import load_dataset
     from trainables.trainer import Trainer
@@ -44,7 +44,7 @@ def worker(warmup: int) -> None:
     data = load_dataset("digits")
     trainers, losses = {}, {}
     for name, kw in VARIANTS.items():
-        tr = Trainer(TrainConfig(**{**QUICK_SHORT, "method": "mt", **kw, "steps": 10**6}), data)
+        tr = Trainer(TrainConfig(**{**QUICK, "method": "mt", **kw, "steps": 10**6}), data)
         losses[name] = [[float(t.detach()) for t in tr.train_step().values()] for _ in range(warmup)]
         tr.check_finite()
         trainers[name] = tr

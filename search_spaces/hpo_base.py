@@ -1,7 +1,7 @@
 """Optuna TPE + ASHA over the shared training settings of plain MT on digits: how the quick preset was tuned.
 
 Hypothesis: the paper's CIFAR settings (lr 0.1, lambda1 10, EMA 0.99, noise 0.15) are not the best
-for 8x8 digits in 1500 steps; tuned on the validation split (never the test set), the MT baseline
+for 8x8 digits in the quick run length; tuned on the validation split (never the test set), the MT baseline
 gets strong enough that a gain of VD or MUR over it means something. Only the baseline (MT, no VD,
 no MUR, no entropy minimisation) is tuned, so the settings favour no variant under study.
     python -m sweeper.run hpo_base --preset quick   # digits, 20 samples of MT, ~8 min on 2 CPU cores

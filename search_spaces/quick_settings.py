@@ -2,7 +2,7 @@
 uses settings of its own.
 
 Hypothesis: the paper's CIFAR settings (lr 0.1, lambda1 10, EMA 0.99, input noise 0.15, weight
-decay 1e-4) are not the best for 8x8 digits in 1500 steps; the values that
+decay 1e-4) are not the best for 8x8 digits in the quick run length; the values that
 `python -m sweeper.run hpo_base --preset quick` chose on seed 0's validation split (common.QUICK)
 give plain MT a lower validation error on fresh seeds. A single-seed search winner can be luck, so
 this reruns both on seeds 1-5, paired. Two rows that differ in the five shared settings at once: the

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from search_spaces import get_sweep, names
+from sweeper import claims as claimlib
 from sweeper import docs
 from trainables.config import TrainConfig
 
@@ -52,49 +53,46 @@ def test_docs_describe_the_project_not_its_making(path):
 def test_declared_claims_name_real_sweeps_presets_and_config_keys():
     keys = {f.name for f in fields(TrainConfig)}
     for c in docs.load_claims():
+        if c.get("testable", True) is False:
+            continue
         assert c["sweep"] in names(), c
         get_sweep(c["sweep"], c["preset"])  # raises for a preset the sweep does not have
         for cell in c["cells"]:
-            assert set(cell) <= keys, (c["claim"], set(cell) - keys)
+            assert set(cell) | set(c["against"]) <= keys, (c["claim"], (set(cell) | set(c["against"])) - keys)
 
 
-# ---------------------------------------------------------------- the classification, on made-up summaries
-
-def row(d, lo, hi):
-    return {"diff_vs_baseline": str(d), "diff_ci_low": str(lo), "diff_ci_high": str(hi), "baseline": "MT"}
-
-
-@pytest.mark.parametrize("d, lo, hi, direction, want", [
-    (-1.0, -1.6, -0.4, "lower", "yes"),
-    (-1.0, -2.0, +0.1, "lower", "in the mean"),
-    (+0.3, -0.2, +0.8, "lower", "no"),
-    (0.0, -0.5, +0.5, "lower", "no"),
-    (+1.2, +0.4, +2.0, "higher", "yes"),
-    (+0.6, -0.6, +1.9, "higher", "in the mean"),
-    (-1.0, -1.6, -0.4, "higher", "no"),
-    (math.nan, math.nan, math.nan, "lower", "no"),
-    (-0.5, math.nan, math.nan, "lower", "in the mean"),  # one pair: a mean but no interval
-])
-def test_grade_cell(d, lo, hi, direction, want):
-    assert docs.grade_cell(row(d, lo, hi), direction) == want
+def test_every_claim_is_graded_on_two_committed_seed_sets_or_says_why_not():
+    runs = [docs.read_run(p) for p in docs.run_dirs()]
+    for c in docs.load_claims():
+        graded = docs.grade_claim(c, runs)
+        if graded is None:
+            assert c["why"], c["claim"]
+            continue
+        assert graded["verdict"] in claimlib.VERDICTS, (c["claim"], graded["status"])
+        (a, _, _), (b, _, _) = graded["sets"]
+        seeds = {r["name"]: set(r["seeds"]) for r in runs}
+        assert not seeds[a] & seeds[b], (c["claim"], a, b)
 
 
-def write_run(root, name, sweep, seeds, cells):
-    """A committed run folder with a summary whose rows are (config, d, lo, hi)."""
+# ---------------------------------------------------------------- the generator, on made-up runs
+
+def write_run(root, name, sweep, values):
+    """A committed run folder whose trials.csv holds {(mur, seed): test error} for MT (mur none) and MT+MUR r=1."""
     folder = root / "docs" / "runs" / name
     folder.mkdir(parents=True)
-    (folder / "sweep.json").write_text(json.dumps({"name": sweep, "preset": "quick",
+    (folder / "sweep.json").write_text(json.dumps({"name": sweep, "preset": "quick", "base": {"method": "mt"},
                                                    "argv": ["sweeper/run.py", sweep, "--preset", "quick"]}))
     (folder / "machine.json").write_text(json.dumps({"cpu": "Test CPU", "cores": 2, "torch": "9.9",
                                                      "date": "2000-01-01", "wall_min": 4.2}))
     (folder / "table.md").write_text(f"| table of {name} |\n")
-    with open(folder / "summary.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, ["method", "mur", "mur_radius", "seeds", "diff_vs_baseline", "diff_ci_low",
-                               "diff_ci_high", "baseline"])
-        w.writeheader()
-        w.writerow({"method": "mt", "mur": "none", "mur_radius": "1.0", "seeds": ",".join(map(str, seeds))})
-        for cfg, d, lo, hi in cells:
-            w.writerow({**cfg, "seeds": ",".join(map(str, seeds)), **row(d, lo, hi)})
+    seeds = sorted({s for _, s in values})
+    (folder / "summary.csv").write_text("mur,seeds\n" + "".join(f'{m},"{",".join(map(str, seeds))}"\n'
+                                                                 for m in ("none", "direct")))
+    with open(folder / "trials.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["mur", "mur_radius", "seed", "status", "final_test_error"])
+        for (mur, seed), v in values.items():
+            w.writerow([mur, 1.0, seed, "finished", v])
     return folder
 
 
@@ -107,42 +105,57 @@ def project(tmp_path, claims):
     return tmp_path
 
 
-CLAIM = {"claim": "MUR at r = 1 helps", "sweep": "ablation_radius", "preset": "quick",
-         "cells": [{"method": "mt", "mur": "direct", "mur_radius": 1}], "direction": "lower"}
-OTHER = {"claim": "VD helps", "sweep": "ablation_kl", "preset": "quick", "cells": [{"method": "mt"}],
+CLAIM = {"claim": "MUR at r = 1 helps", "source": "Fig. 3(c)", "sweep": "ablation_radius", "preset": "quick",
+         "cells": [{"method": "mt", "mur": "direct", "mur_radius": 1}], "against": {"mur": "none"},
          "direction": "lower"}
-MUR1 = {"method": "mt", "mur": "direct", "mur_radius": "1.0"}
+OTHER = {"claim": "VD helps", "source": "Table 1", "sweep": "ablation_kl", "preset": "quick",
+         "cells": [{"method": "mt", "vd": True}], "against": {"vd": False}, "direction": "lower"}
+UNTESTED = {"claim": "CIFAR-100 too", "source": "Table 1", "testable": False, "why": "no 100-class data here"}
 
 
-def test_a_claim_is_yes_only_if_it_holds_on_every_disjoint_seed_set(tmp_path):
-    root = project(tmp_path, [CLAIM, OTHER])
-    write_run(root, "ablation_radius-quick-s0-2", "ablation_radius", [0, 1, 2], [(MUR1, -1.0, -1.6, -0.4)])
+def test_a_claim_is_yes_on_both_seed_sets_mixed_when_one_contradicts_and_rendered(tmp_path):
+    from scipy import stats
+
+    root = project(tmp_path, [CLAIM, OTHER, UNTESTED])
+    write_run(root, "ablation_radius-quick-s0-2", "ablation_radius",
+              {**{("none", s): v for s, v in zip((0, 1, 2), (5.0, 6.0, 4.0))},
+               **{("direct", s): v for s, v in zip((0, 1, 2), (4.0, 4.5, 3.2))}})
     runs = [docs.read_run(p) for p in docs.run_dirs(root)]
-    assert docs.grade_claim(CLAIM, runs)["grade"] == "yes"
-    write_run(root, "ablation_radius-quick-s3-5", "ablation_radius", [3, 4, 5], [(MUR1, -0.5, -1.2, +0.2)])
+    one = docs.grade_claim(CLAIM, runs)
+    assert one["verdict"] is None and one["status"] == "one seed set committed"
+    # the second set: MT+MUR higher on every seed, the interval above 0: contradicted on this set -> mixed
+    write_run(root, "ablation_radius-quick-s3-5", "ablation_radius",
+              {**{("none", s): v for s, v in zip((3, 4, 5), (5.0, 6.0, 4.0))},
+               **{("direct", s): v for s, v in zip((3, 4, 5), (5.6, 6.9, 4.5))}})
     runs = [docs.read_run(p) for p in docs.run_dirs(root)]
     graded = docs.grade_claim(CLAIM, runs)
-    assert graded["grade"] == "in the mean"
-    assert [g for _, g, _ in graded["runs"]] == ["yes", "in the mean"]
-    assert docs.grade_claim(OTHER, runs)["grade"] is None
+    assert [v for _, v, _ in graded["sets"]] == ["yes", "contradicted"] and graded["verdict"] == "mixed"
+    first = graded["sets"][0][2][0]
+    ci = stats.ttest_rel([4.0, 4.5, 3.2], [5.0, 6.0, 4.0]).confidence_interval(0.95)
+    assert first["d"] == pytest.approx(-1.1) and (first["lo"], first["hi"]) == pytest.approx((ci.low, ci.high))
+    assert docs.grade_claim(OTHER, runs)["status"] == "not committed" and docs.grade_claim(UNTESTED, runs) is None
 
     made = docs.generated(root)
     readme = made[Path("README.md")]
-    assert "| MUR at r = 1 helps | `ablation_radius` | in the mean |" in readme
-    assert "| VD helps | `ablation_kl` | not committed: `python -m sweeper.run ablation_kl --preset quick`" in readme
+    assert "| MUR at r = 1 helps | Fig. 3(c) | mixed |" in readme
+    assert "| VD helps | Table 1 | not committed: `python -m sweeper.run ablation_kl --preset quick` |" in readme
+    assert "| CIFAR-100 too | Table 1 | not testable here |" in readme
     assert "| table of ablation_radius-quick-s0-2 |" in readme and "old" not in readme
     results = made[Path("docs/RESULTS.md")]
     assert "## ablation_radius (quick, seeds 3-5)" in results
     assert "Test CPU, 2 cores, torch 9.9" in results
-    assert "Δ −0.50 [−1.20, +0.20] vs MT" in results
+    assert "s0-2: yes, Δ −1.10 " + f"[{ci.low:+.2f}, {ci.high:+.2f}]".replace("-", "−") in results
+    assert "| CIFAR-100 too | Table 1 | — | not testable here | no 100-class data here |" in results
 
 
 def test_overlapping_seed_sets_and_unmatched_cells_are_errors(tmp_path):
     root = project(tmp_path, [{**CLAIM, "cells": [{"method": "mt", "mur": "direct", "mur_radius": 7}]}])
-    write_run(root, "ablation_radius-quick-s0-2", "ablation_radius", [0, 1, 2], [(MUR1, -1.0, -1.6, -0.4)])
-    with pytest.raises(docs.DocsError, match="no row of docs/runs/ablation_radius-quick-s0-2"):
+    values = {**{("none", s): 5.0 + s for s in (0, 1, 2)}, **{("direct", s): 4.0 + s for s in (0, 1, 2)}}
+    write_run(root, "ablation_radius-quick-s0-2", "ablation_radius", values)
+    with pytest.raises(claimlib.ClaimError, match="no finished trial is the cell"):
         docs.generated(root)
-    write_run(root, "ablation_radius-quick-s2-4", "ablation_radius", [2, 3, 4], [(MUR1, -1.0, -1.6, -0.4)])
+    write_run(root, "ablation_radius-quick-s2-4", "ablation_radius",
+              {(m, s + 2): v for (m, s), v in values.items()})
     with pytest.raises(docs.DocsError, match="share seeds"):
         docs.generated(root)
 
@@ -157,18 +170,26 @@ def test_check_reports_a_hand_edited_generated_file(tmp_path):
 
 
 def test_add_copies_a_finished_results_folder_with_its_machine(tmp_path):
+    import pandas as pd
+
     exp = tmp_path / "results" / "ablation_radius-20000101-000000"
     exp.mkdir(parents=True)
     (exp / "sweep.json").write_text(json.dumps({"name": "ablation_radius", "preset": "quick",
+                                                "base": {"method": "mt", "lr": 0.1},
+                                                "variants": [{"mur": "none"}, {"mur": "direct"}],
                                                 "argv": ["/x/sweeper/run.py", "ablation_radius", "--preset", "quick"]}))
     (exp / "summary.csv").write_text("method,seeds\nmt,\"3,4,5\"\nlabelspreading,\"3,4,5\"\n")
     (exp / "table.md").write_text("| t |\n")
     (exp / "paired_diffs.png").write_bytes(b"\x89PNG")
-    (exp / "trials.parquet").write_bytes(b"big")  # not a committed file
+    pd.DataFrame({"mur": ["none", "direct"], "lr": [0.1, 0.1], "seed": [3, 3], "status": ["finished"] * 2,
+                  "trial_dir": ["/x/a", "/x/b"], "final_test_error": [5.0, 4.25]}).to_parquet(exp / "trials.parquet")
     dest = docs.add(exp, root=tmp_path)
     assert dest == tmp_path / "docs" / "runs" / "ablation_radius-quick-s3-5"
     assert sorted(p.name for p in dest.iterdir()) == ["machine.json", "paired_diffs.png", "summary.csv",
-                                                       "sweep.json", "table.md"]
+                                                       "sweep.json", "table.md", "trials.csv"]
+    # the per-seed values the claims read: varying keys, seed, status, final metrics; no machine paths
+    assert (dest / "trials.csv").read_text().splitlines() == [
+        "mur,seed,status,final_test_error", "direct,3,finished,4.25", "none,3,finished,5"]
     m = json.loads((dest / "machine.json").read_text())
     assert m["command"] == "python -m sweeper.run ablation_radius --preset quick"
     assert m["cores"] >= 1 and m["cpu"] and m["torch"] and m["wall_min"] >= 0
