@@ -1,8 +1,8 @@
 """The measured parts of the docs, generated from committed files, never typed.
 
 docs/RESULTS.md comes from the run summaries in docs/runs/<sweep>-<preset>-s<first>-<last>/ (each
-holds a finished results folder's sweep.json, summary.csv, table.md, the PNGs the docs show, and
-machine.json), the claims from docs/claims.json, docs/PERFORMANCE.md from benchmarks/results/*.json,
+holds a finished results folder's sweep.json, summary.csv, table.md, trials.csv (one row per trial:
+the keys it varies, seed, status, final metrics), the PNGs the docs show, and machine.json), the claims from docs/claims.json, docs/PERFORMANCE.md from benchmarks/results/*.json,
 and the README's quick-start excerpt and claims table from the same files (between the markers
 `<!-- generated: NAME -->` and `<!-- end -->`).
 
@@ -130,7 +130,8 @@ def machine_text(m: dict) -> str:
 def results_md(runs: list[dict], claims: list[dict]) -> str:
     out = [GENERATED_NOTE, "# Results", "",
            "Every number here comes from a run summary committed under `docs/runs/` (a finished results",
-           "folder's `sweep.json`, `summary.csv`, `table.md` and the machine it ran on); the claims are declared",
+           "folder's `sweep.json`, `summary.csv`, `table.md`, its per-seed `trials.csv` and the machine it ran",
+           "on); the claims are declared",
            "in `docs/claims.json`. Final test error (%), mean ± sample std over seeds, and each cell's paired",
            "difference Δ from its baseline cell with a 95 % t-interval over the seeds both ran (`*`: excludes 0).",
            "",
