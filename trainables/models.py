@@ -14,6 +14,7 @@ import torch
 import torch.nn as nn
 
 from trainables.variational import VDConv2d, VDLinear
+from trainables.wrn import WideResNet
 
 LEAK = 0.1  # LeakyReLU negative slope
 
@@ -163,7 +164,7 @@ def build_model(cfg, in_channels: int | None = None) -> nn.Module:
 
     in_channels: the loaded data's channel count (x.shape[1]); None takes IN_CHANNELS[cfg.dataset].
     """
-    archs = {"convnet13": ConvNet13, "convnet_small": ConvNetSmall}
+    archs = {"convnet13": ConvNet13, "convnet_small": ConvNetSmall, "wrn28_2": WideResNet}
     if cfg.arch not in archs:
         raise ValueError(f"unknown arch {cfg.arch!r}; choose one of {sorted(archs)}")
     if in_channels is None:
