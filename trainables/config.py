@@ -90,7 +90,7 @@ class TrainConfig:
     # --- network and augmentation ------------------------------------------------
     arch: str = "convnet_small"     # convnet13 (paper) | convnet_small (8x8 inputs) | wrn28_2 (FixMatch's WRN-28-2;
                                     # no dropout or input noise layer: both must be 0)
-    width: float = 1.0              # channel multiplier (1.0 = 128/256/512)
+    width: float = 1.0              # channel multiplier (1.0 = ConvNet-13's 128/256/512, WRN-28-2's 16/32/64/128)
     dropout: float = 0.5            # dropout after each pooling (removed under vd)
     input_noise: float = 0.15       # Gaussian input noise sigma inside the network
     translate: int = 1              # random translation, pixels (paper: 4 CIFAR, 2 SVHN)
