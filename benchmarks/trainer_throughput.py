@@ -3,13 +3,14 @@
     PYTHONPATH=. python benchmarks/trainer_throughput.py                 # CPU: digits, ConvNetSmall
     PYTHONPATH=. python benchmarks/trainer_throughput.py --device cuda   # GPU: ConvNet-13 on CIFAR-shaped data
     PYTHONPATH=. python benchmarks/trainer_throughput.py --device cuda --bf16 --channels-last
-    PYTHONPATH=. python benchmarks/trainer_throughput.py --device cuda --family fixmatch --out fm.json
+    PYTHONPATH=. python benchmarks/trainer_throughput.py --device cuda --family fixmatch --out fm.json  # WRN-28-2
     PYTHONPATH=. python benchmarks/trainer_throughput.py --compile none --steps 30    # eager only
     PYTHONPATH=. python benchmarks/trainer_throughput.py --variants MT,MT+VD+MUR      # a subset
     OUT=/tmp/gpu bash benchmarks/gpu_benchmarks.sh   # the GPU benchmarks in priority order
 
 Variants (Mean Teacher base): MT, MT+VD, MT+MUR (direct), MT+MUR (PGA, 5 steps), MT+VD+MUR; with
---family fixmatch: FM, FM+VD, FM+MUR. Each variant runs under every TrainConfig.compile mode of
+--family fixmatch: FM, FM+VD, FM+MUR on the fixmatch sweep's network and batch (GPU: the paper preset's
+WRN-28-2, CPU: the quick preset's; fixmatch_base). Each variant runs under every TrainConfig.compile mode of
 --compile (default none,model,step; graphs on request), side by side in one process: `--warmup` steps (compilation
 included; compile_s = the first step's time minus the second's, for graphs the first two steps' minus
 twice the third's, which records the graphs; reported separately), then the median
@@ -150,9 +151,7 @@ def main(argv=None):
         steps, warmup = a.steps or 60, a.warmup or 5
     variants = VARIANTS
     if a.family == "fixmatch":
-        fm = FIXMATCH_CIFAR if cuda else FIXMATCH_QUICK
-        keep = ("dataset", "arch", "num_labels", "translate", "device", "bf16", "channels_last")
-        base = {**fm, **{k: base[k] for k in keep if k in base}, "steps": 10**6, "lr_rampdown": 0}
+        base = fixmatch_base(base, cuda)
         variants = FIXMATCH_VARIANTS
     if a.variants:
         wanted = names(a.variants)
@@ -169,8 +168,8 @@ def main(argv=None):
             "gpu": torch.cuda.get_device_name() if cuda else None,
             "torch_version": str(torch.__version__), "python_version": platform.python_version(),
             "threads": torch.get_num_threads(), "bf16": a.bf16, "channels_last": a.channels_last,
-            "family": a.family, "compile_modes": modes, "steps": steps, "warmup": warmup, "repeats": a.repeats,
-            "paper_steps": PAPER_STEPS[a.family]}
+            "family": a.family, "arch": base["arch"], "compile_modes": modes, "steps": steps, "warmup": warmup,
+            "repeats": a.repeats, "paper_steps": PAPER_STEPS[a.family]}
     for name, kw in variants.items():  # the modes of one variant back to back: this machine's speed drifts
         for mode in modes:
             cfg = TrainConfig(**{**base, **kw, "compile": mode})
@@ -191,6 +190,14 @@ def main(argv=None):
               f"{r['slowdown_vs_base']:.2f}x | {r['speedup_vs_eager']:.2f}x | {r['compile_s']:.1f} | "
               f"{r['compile_pct_paper_run']:.2f} |")
     write_json(a.out, {**meta, "nan_check_every": cfg.nan_check_every, "complete": True, "rows": rows})
+
+
+def fixmatch_base(base: dict, cuda: bool) -> dict:
+    """The fixmatch sweep's settings for a benchmark: the paper preset's on CUDA (its network, 64 + 448 images
+    per step), the quick preset's on the CPU, on bench_setup's data and device, for 10^6 steps."""
+    fm = FIXMATCH_CIFAR if cuda else FIXMATCH_QUICK
+    keep = ("dataset", "num_labels", "translate", "device", "bf16", "channels_last")
+    return {**fm, **{k: base[k] for k in keep if k in base}, "steps": 10**6, "lr_rampdown": 0}
 
 
 def compile_share(compile_s: float, steps_per_s: float, paper_steps: int) -> float:

@@ -417,6 +417,7 @@ def virtual_points_from_trainer(ckpt: Path, n_images: int) -> dict:
     cfg = TrainConfig.from_dict({**state["config"], "device": "cpu"})
     student = build_model(cfg)
     student.load_state_dict(state["student"])
-    data = load_dataset(cfg.dataset, cfg.data_dir, svhn_norm=cfg.svhn_norm, n_val=cfg.n_val)  # as the run saw it
+    data = load_dataset(cfg.dataset, cfg.data_dir, svhn_norm=cfg.svhn_norm, n_val=cfg.n_val,
+                        cifar_norm=cfg.cifar_norm)  # as the run saw it
     x = data.x_test[:n_images]  # (N, C, H, W)
     return virtual_point_examples(student, x, cfg.mur_radius)

@@ -78,3 +78,22 @@ def test_cpu_step_refuses_a_before_that_is_no_checkout(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         load_cpu_step().main(["--before", str(tmp_path)])
     assert e.value.code == 2 and "holds no trainables/trainer.py" in capsys.readouterr().err
+
+
+def test_fixmatch_family_benchmarks_the_sweeps_own_network(monkeypatch):
+    """bench_setup's GPU settings name ConvNet-13 (the MT family's network); the fixmatch family runs the
+    paper preset's WRN-28-2 at 64 + 448 images per step there, and the quick preset's network on the CPU."""
+    from search_spaces import get_sweep
+    from trainables.config import TrainConfig
+
+    bench = load_bench()
+    monkeypatch.setattr(bench, "synthetic_cifar", lambda device: None)  # the settings without a GPU's data
+    for device, preset in (("cuda", "paper"), ("cpu", "quick")):
+        setup, _ = bench.bench_setup(device)
+        want = get_sweep("fixmatch", preset).base
+        for variant in bench.FIXMATCH_VARIANTS.values():
+            cfg = TrainConfig.from_dict({**bench.fixmatch_base(setup, device == "cuda"), **variant})
+            assert (cfg.arch, cfg.batch_labeled, cfg.batch_unlabeled, cfg.device) == \
+                (want["arch"], want["batch_labeled"], want["batch_unlabeled"], device), (device, variant)
+        assert setup["arch"] == ("convnet13" if device == "cuda" else "convnet_small")
+    assert get_sweep("fixmatch", "paper").base["arch"] == "wrn28_2"

@@ -43,3 +43,25 @@ def test_numpy_and_int_values_coerced():
 def test_frozen():
     with pytest.raises(Exception):
         TrainConfig().steps = 3
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"cifar_norm": "channel"}, "cifar_norm='channel' chooses CIFAR's preprocessing, but dataset is 'digits'"),
+    ({"dataset": "cifar10", "cifar_norm": "pca"}, "unknown cifar_norm 'pca'; choose one of ['zca', 'channel']"),
+    ({"arch": "wrn28_2"}, "set dropout=0 and input_noise=0"),
+    ({"arch": "resnet"}, "unknown arch 'resnet'; choose one of ['convnet13', 'convnet_small', 'wrn28_2']"),
+])
+def test_fixmatch_recipe_keys_are_validated(bad, words):
+    with pytest.raises(ConfigError) as e:
+        TrainConfig.from_dict(bad)
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_applies_knows_the_fixmatch_recipe_keys():
+    from trainables.config import applies
+
+    assert [applies("cifar_norm", {"dataset": d}) for d in ("cifar10", "cifar100", "svhn", "digits", "mnist")] == \
+        [True, True, False, False, False]
+    assert applies("lr_rampdown", {"lr_schedule": "exp"}) and applies("lr_rampdown", {})
+    assert not applies("lr_rampdown", {"lr_schedule": "cosine"})  # the cosine schedule has no ramp-down
+    assert applies("lr_schedule", {"method": "fixmatch"}) and applies("arch", {"method": "fixmatch"})

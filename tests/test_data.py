@@ -234,6 +234,76 @@ def test_cifar10_zca_is_fitted_outside_the_validation_split(tmp_path, rng):
     assert not np.allclose(load_dataset("cifar10", tmp_path).x_test.flatten(1).numpy(), ref[20:], atol=1e-2 * scale)
 
 
+class _PlaneRng:
+    """np.random.Generator whose (n, 3072) pixel draws have another range per colour plane (R 0..63, G 0..127,
+    B 0..255), so that a channel mix-up changes the per-channel statistics."""
+
+    def __init__(self, rng):
+        self.rng = rng
+
+    def integers(self, low, high, size, dtype=np.int64):
+        x = self.rng.integers(low, high, size, dtype=dtype)
+        if isinstance(size, tuple) and size[-1] == 3072:
+            x = (x.reshape(-1, 3, 1024) // np.array([4, 2, 1], dtype=x.dtype)[:, None]).reshape(size)
+        return x
+
+
+def _channel_reference(train_rows, rows):
+    """Per-channel standardisation in float64: each colour plane of the CIFAR rows (1024 values) minus that
+    plane's mean over every training image and pixel, over its std (ddof 0)."""
+    planes = lambda r: r.reshape(len(r), 3, 1024).astype(np.float64)
+    t = planes(train_rows)
+    mean, std = t.mean((0, 2), keepdims=True), t.std((0, 2), keepdims=True)  # (1, 3, 1) each
+    return ((planes(rows) - mean) / std).reshape(len(rows), 3072)
+
+
+def test_cifar10_channel_standardisation_matches_what_was_written(tmp_path, rng):
+    x_tr, y_tr, x_te, y_te = _write_cifar10(tmp_path, _PlaneRng(rng), per_batch=4)
+    ds = load_dataset("cifar10", tmp_path, cifar_norm="channel")
+    assert ds.x_train.shape == (20, 3, 32, 32) and ds.x_train.dtype == torch.float32
+    assert ds.y_train.tolist() == y_tr.tolist() and ds.y_test.tolist() == y_te.tolist()
+    np.testing.assert_allclose(ds.x_train.flatten(1).numpy(), _channel_reference(x_tr, x_tr), atol=1e-5)
+    np.testing.assert_allclose(ds.x_test.flatten(1).numpy(), _channel_reference(x_tr, x_te), atol=1e-5)
+    # per channel, not per feature: each channel has mean 0 and std 1 over the training set, a pixel does not
+    x = ds.x_train.double()
+    torch.testing.assert_close(x.mean((0, 2, 3)), torch.zeros(3, dtype=torch.float64), atol=1e-6, rtol=0)
+    torch.testing.assert_close(x.std((0, 2, 3), correction=0), torch.ones(3, dtype=torch.float64), atol=1e-6, rtol=0)
+    assert x.mean(0).abs().max() > 0.1
+    # the comparison can fail: a B,G,R channel order, or ZCA, gives other numbers
+    bgr = lambda r: r.reshape(-1, 3, 1024)[:, ::-1].reshape(-1, 3072)
+    assert np.abs(ds.x_train.flatten(1).numpy() - _channel_reference(bgr(x_tr), bgr(x_tr))).max() > 0.1
+    assert not torch.allclose(load_dataset("cifar10", tmp_path).x_train, ds.x_train, atol=0.1)
+
+
+def test_cifar100_channel_standardisation_is_fitted_outside_the_validation_split(tmp_path, rng):
+    x_tr, _, x_te, _ = _write_cifar100(tmp_path, _PlaneRng(rng), n_train=12)
+    ds = load_dataset("cifar100", tmp_path, n_val=5, cifar_norm="channel")
+    keep = _outside("cifar100", 12, 5)
+    np.testing.assert_allclose(ds.x_train.flatten(1).numpy(), _channel_reference(x_tr[keep], x_tr), atol=1e-5)
+    np.testing.assert_allclose(ds.x_test.flatten(1).numpy(), _channel_reference(x_tr[keep], x_te), atol=1e-5)
+    whole = load_dataset("cifar100", tmp_path, cifar_norm="channel")  # the fit can tell
+    assert not np.allclose(whole.x_test.flatten(1).numpy(), ds.x_test.flatten(1).numpy(), atol=1e-3)
+
+
+def test_fit_channel_standardization_in_chunks_equals_one_pass():
+    from trainables.data import fit_channel_standardization
+
+    x = torch.randint(0, 256, (11, 3, 5, 4), dtype=torch.uint8)
+    mean, std = fit_channel_standardization(x, chunk=3)
+    ref = x.double().permute(1, 0, 2, 3).reshape(3, -1)  # (C, N*H*W)
+    assert mean.shape == std.shape == (3, 1, 1)
+    torch.testing.assert_close(mean.flatten().double(), ref.mean(1), atol=1e-4, rtol=0)
+    torch.testing.assert_close(std.flatten().double(), ref.std(1, correction=0), atol=1e-4, rtol=0)
+    with pytest.raises(DataError, match="at least one training image"):
+        fit_channel_standardization(x[:0])
+
+
+def test_unknown_cifar_norm(tmp_path, rng):
+    _write_cifar10(tmp_path, rng)
+    with pytest.raises(ValueError, match="unknown cifar_norm 'pca'; choose 'zca' or 'channel'"):
+        load_dataset("cifar10", tmp_path, cifar_norm="pca")
+
+
 def test_dataset_to_returns_a_copy(tmp_path, rng):
     ds = load_dataset("digits")
     moved = ds.to("cpu")

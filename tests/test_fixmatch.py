@@ -298,10 +298,12 @@ def test_fixmatch_sweep(preset):
     cfgs = [c for c in cfgs if c.method != "labelspreading"]
     assert {(c.vd, c.mur) for c in cfgs} == {(False, "none"), (True, "none"), (False, "direct")}
     assert all(c.method == "fixmatch" and c.fm_threshold == 0.95 and c.cons_coef == 1.0 for c in cfgs)
-    if preset == "paper":
+    if preset == "paper":  # FixMatch's recipe: its network, inputs and LR schedule
         assert all(c.dataset == "cifar10" and c.num_labels == 250 and c.lr == 0.03 and c.weight_decay == 5e-4
                    and c.batch_unlabeled == 7 * c.batch_labeled for c in cfgs)
-    else:
-        assert {c.dataset for c in cfgs} == {"digits"}
+        assert {(c.arch, c.cifar_norm, c.lr_schedule, c.dropout, c.input_noise) for c in cfgs} == \
+            {("wrn28_2", "channel", "cosine", 0.0, 0.0)}
+    else:  # the quick preset keeps its small network
+        assert {c.dataset for c in cfgs} == {"digits"} and {c.arch for c in cfgs} == {"convnet_small"}
     doc = __import__("search_spaces.fixmatch", fromlist=["x"]).__doc__
     assert "python -m sweeper.run fixmatch" in doc

@@ -209,7 +209,8 @@ def test_protocol_reason_is_none_for_every_paper_preset_row_and_names_what_diffe
 NOT_NUMBERS = {"seed", "data_dir", "download", "device", "nan_check_every", "checkpoint_every_s", "eval_batch", "compile", "channels_last"}
 CELL = {"method", "vd", "mur", "dataset", "num_labels", "mur_radius", "kl_coef"}
 OTHER = {"svhn_norm": "image", "weight_decay_scope": "weights", "teacher_bn": "own", "translate_pad": "zero",
-         "arch": "convnet_small", "label_rule": "frequency", "dropout_mode": "element"}
+         "arch": "convnet_small", "label_rule": "frequency", "dropout_mode": "element", "cifar_norm": "channel",
+         "lr_schedule": "cosine"}
 
 
 def _changed(v, key):
@@ -267,6 +268,47 @@ def test_protocol_reason_names_every_single_field_change_of_a_paper_row():
     assert protocol_reason({**svhn, "label_rule": "balanced"}) == "no Δ: label_rule balanced, not frequency"
     fm = next(c for c in _paper_trials("fixmatch") if not c["vd"] and c["mur"] == "none")
     assert protocol_reason(fm) is None and protocol_reason({**fm, "steps": 280_000}) == "no Δ: steps 280k, not 2^20"
+
+
+# The fixmatch preset's FixMatch recipe, transcribed from Sohn et al. 2020 and google-research/fixmatch (not
+# read from the preset): what makes a FixMatch run comparable with the paper's FM 5.07 / FM + MUR 13.45.
+FIXMATCH_RECIPE = {"arch": "wrn28_2", "cifar_norm": "channel", "lr_schedule": "cosine", "lr_rampup": 0,
+                   "lr_rampdown": 0, "lr": 0.03, "momentum": 0.9, "weight_decay": 5e-4, "weight_decay_scope": "weights",
+                   "batch_labeled": 64, "batch_unlabeled": 7 * 64, "steps": 2 ** 20, "ema_decay": 0.999,
+                   "fm_threshold": 0.95, "cons_coef": 1.0, "dropout": 0.0, "input_noise": 0.0, "bn_momentum": 0.001,
+                   "bn_eps": 1e-3, "translate": 4, "flip": True, "translate_pad": "reflect"}
+
+
+def test_fixmatch_paper_rows_follow_fixmatchs_recipe_and_get_a_delta():
+    rows = _paper_trials("fixmatch")
+    assert {(c["vd"], c["mur"]) for c in rows} == {(False, "none"), (True, "none"), (False, "direct")}
+    for c in rows:
+        assert {k: c[k] for k in FIXMATCH_RECIPE} == FIXMATCH_RECIPE, (c["vd"], c["mur"])
+    by = {(c["vd"], c["mur"]): c for c in rows}
+    assert protocol_reason(by[False, "none"]) is None and _cell(by[False, "none"]) == (5.07, None)
+    assert protocol_reason(by[False, "direct"]) is None and _cell(by[False, "direct"]) == (13.45, None)
+    assert _cell(by[True, "none"]) is None  # "FM+VD gives the same results as FM": no number to compare
+
+
+def test_fixmatch_on_convnet13_gets_no_delta():
+    """FixMatch trained as the paper's other tables are (ConvNet-13 on ZCA inputs, the exp ramp-down over the
+    last 7/16 of the run, the authors' weight decay scope and BN eps) is not the run behind 5.07: no Δ, and
+    the reason names what differs."""
+    from trainables.config import TrainConfig
+
+    fm = next(c for c in _paper_trials("fixmatch") if not c["vd"] and c["mur"] == "none")
+    convnet13 = {**fm, "arch": "convnet13", "cifar_norm": "zca", "lr_schedule": "exp", "lr_rampdown": 7 * 2 ** 20 // 16,
+                 "weight_decay_scope": "all", "bn_eps": 1e-8}
+    TrainConfig.from_dict(convnet13)  # a valid run
+    assert _cell(convnet13) == (5.07, None)  # the same cell...
+    assert protocol_reason(convnet13) == ("no Δ: cifar_norm zca, not channel; weight_decay_scope all, not weights; "
+                                          "lr_schedule exp, not cosine (+3 more)")  # ...but not the recipe
+    assert protocol_reason({**fm, "arch": "convnet13"}) == "no Δ: arch convnet13, not wrn28_2"
+    mur = next(c for c in _paper_trials("fixmatch") if c["mur"] == "direct")
+    assert protocol_reason({**mur, "cifar_norm": "zca"}) == "no Δ: cifar_norm zca, not channel"
+    for k in ("lr_schedule", "bn_eps", "weight_decay_scope"):  # each recipe field alone withholds the Δ
+        other = {"lr_schedule": "exp", "bn_eps": 1e-8, "weight_decay_scope": "all"}[k]
+        assert protocol_reason({**fm, k: other}).startswith(f"no Δ: {k} "), k
 
 
 def test_other_papers_mnist_100_have_sources_and_are_never_the_papers_number():

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from trainables.config import TrainConfig
+from trainables.config import ConfigError, TrainConfig
 from trainables.schedules import coef_at, ema_decay_at, lr_at, rampdown, rampup
 
 
@@ -76,3 +76,42 @@ def test_ema_decay_constant_and_stepped():
     assert ema_decay_at(39, svhn) == 0.99
     assert ema_decay_at(40, svhn) == 0.999
     assert ema_decay_at(500, svhn) == 0.999
+
+
+# ---------------------------------------------------------------- FixMatch's cosine decay
+def test_cosine_decay_against_its_closed_form():
+    from trainables.schedules import cosine_decay
+
+    K = 2 ** 20
+    assert cosine_decay(0, K) == 1.0
+    assert cosine_decay(K, K) == pytest.approx(math.sin(math.pi / 16), rel=1e-12)  # cos(7 pi / 16) = sin(pi / 16)
+    assert cosine_decay(K // 2, K) == pytest.approx(math.cos(7 * math.pi / 32), rel=1e-12)
+    for k in (1, 12_345, 458_752, K - 1):
+        assert cosine_decay(k, K) == pytest.approx(math.cos(7 * math.pi * k / (16 * K)), rel=1e-12)
+    assert cosine_decay(-5, K) == 1.0 and cosine_decay(K + 10, K) == cosine_decay(K, K)  # k clipped to [0, K]
+    vals = [cosine_decay(s, 50) for s in range(51)]
+    assert all(b < a for a, b in zip(vals, vals[1:])) and min(vals) > 0.19  # never reaches 0
+    # its mean over the run: (16 / 7 pi) sin(7 pi / 16), the integral of the cosine, to a Riemann sum
+    assert sum(cosine_decay(s, 10_000) for s in range(10_000)) / 10_000 == pytest.approx(
+        16 / (7 * math.pi) * math.sin(7 * math.pi / 16), abs=1e-4)
+    with pytest.raises(ValueError, match="total >= 1"):
+        cosine_decay(0, 0)
+
+
+def test_lr_schedule_cosine_composes_with_the_rampup():
+    cfg = TrainConfig(steps=1000, lr=0.03, lr_schedule="cosine", lr_rampup=0, lr_rampdown=0)
+    for k in (0, 1, 500, 999):
+        assert lr_at(k, cfg) == pytest.approx(0.03 * math.cos(7 * math.pi * k / 16000), rel=1e-12)
+    warm = cfg.replace(lr_rampup=100)
+    assert lr_at(50, warm) == pytest.approx(0.03 * math.exp(-5 * 0.25) * math.cos(7 * math.pi * 50 / 16000))
+    assert lr_at(500, cfg.replace(lr_schedule="exp")) == 0.03  # exp: no ramp-down at lr_rampdown=0
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"lr_schedule": "cosine"}, "set lr_rampdown=0 (got 150) or lr_schedule='exp'"),  # the default ramp-down
+    ({"lr_schedule": "step"}, "unknown lr_schedule 'step'; choose one of ['exp', 'cosine']"),
+])
+def test_lr_schedule_config_errors_are_one_line(bad, words):
+    with pytest.raises(ConfigError) as e:
+        TrainConfig.from_dict(bad)
+    assert words in str(e.value) and "\n" not in str(e.value)

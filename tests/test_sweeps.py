@@ -74,7 +74,7 @@ def test_grid_counts_and_seeds_are_an_axis():
     cifar100 = [x for x in t.trials() if x["dataset"] == "cifar100"]
     assert cifar100 and all(x["mur_radius"] == 20.0 and x["num_labels"] == 10000 for x in cifar100)
     q = get_sweep("ablation_radius", "quick")
-    assert {t["mur_radius"] for t in q.trials() if t["mur"] == "direct"} == {1.0} and q.seeds == 8
+    assert {t["mur_radius"] for t in q.trials() if t["mur"] == "direct"} == {0.25, 1.0, 4.0} and q.seeds == 8
 
 
 def test_quick_tables_run_quick_seeds_but_the_costliest():
@@ -90,7 +90,6 @@ def test_quick_tables_run_quick_seeds_but_the_costliest():
 
 
 def test_mnist_preset_sizes_and_rows():
-    from search_spaces.ablation_radius import QUICK_RADII
     from trainables.models import build_model
 
     table, radius = get_sweep("table_cifar", "mnist"), get_sweep("ablation_radius", "mnist")
@@ -106,7 +105,7 @@ def test_mnist_preset_sizes_and_rows():
     assert rows == {("mt", vd, mur) for vd in (False, True) for mur in ("none", "direct")} | {("supervised", False, "none")}
     assert len(table.trials()) == 5 * 3 and table.baseline == {"method": "mt", "vd": False, "mur": "none"}
     radii = sorted(t["mur_radius"] for t in radius.variants if t["mur"] == "direct")
-    assert 10.0 in radii and min(radii) <= 4 * min(QUICK_RADII) and max(radii) >= 4 * max(QUICK_RADII)
+    assert 10.0 in radii and min(radii) <= 4 * 0.5 and max(radii) >= 4 * 4.0  # 4x the digits radii 0.5-4
     assert {t["mur"] for t in radius.variants} == {"none", "direct"} and len(radius.trials()) == 6 * 3
 
 
@@ -215,14 +214,14 @@ def test_paper_tables_use_the_authors_entmin_per_data_set(name):
 
 
 def test_quick_table_rows_change_one_knob_at_a_time_from_the_baseline():
+    """MT and ICT each with base, +VD, +MUR, +VD+MUR, entropy minimisation 0 everywhere: every variant row
+    differs from its method's base row in the knobs its label names only."""
     s = get_sweep("table_cifar", "quick")
-    base = s.baseline
-    mt_rows = [v for v in s.variants if v["method"] == "mt"]
-    assert any(all(v[k] == base[k] for k in base) for v in mt_rows)  # the baseline row is there
-    knobs = {"vd": True, "mur": "direct", "entmin_coef": 0.1}
-    for k in knobs:  # each knob has a row where it alone differs from the baseline
-        assert any(v[k] == knobs[k] and all(v[j] == base[j] for j in base if j not in (k, "method")) for v in mt_rows), k
-    assert {v["method"] for v in s.variants} >= {"supervised", "labelspreading", "mt"} and s.seeds >= 5
+    for method in ("mt", "ict"):
+        rows = [v for v in s.variants if v["method"] == method]
+        assert {(v["vd"], v["mur"]) for v in rows} == {(False, "none"), (True, "none"), (False, "direct"), (True, "direct")}
+        assert all(v["entmin_coef"] == 0.0 for v in rows)
+    assert {v["method"] for v in s.variants} == {"labelspreading", "mt", "ict"} and s.seeds >= 5
 
 
 def test_quick_settings_compares_the_paper_values_with_the_quick_ones_on_fresh_seeds():
@@ -326,9 +325,11 @@ def test_seed_start_moves_every_rows_seeds_and_refuses_a_negative_start():
     sweep = get_sweep("ablation_radius", "quick")
     trials = trial_configs(sweep, parse_args(["ablation_radius", "--preset", "quick", "--seed-start", "8"]))
     rows = {(t["method"], t["mur"]) for t in trials}
-    assert len(rows) == 3 and len(trials) == 3 * sweep.seeds
+    rows = {(t["method"], t["mur"], t["mur_radius"]) for t in trials}
+    assert len(rows) == 5 and len(trials) == 5 * sweep.seeds
     for row in rows:
-        assert sorted(t["seed"] for t in trials if (t["method"], t["mur"]) == row) == list(range(8, 8 + sweep.seeds))
+        assert sorted(t["seed"] for t in trials if (t["method"], t["mur"], t["mur_radius"]) == row) == \
+            list(range(8, 8 + sweep.seeds))
     with pytest.raises(InputError, match="--seed-start must be >= 0"):
         trial_configs(sweep, parse_args(["ablation_radius", "--preset", "quick", "--seed-start", "-1"]))
 

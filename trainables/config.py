@@ -14,9 +14,11 @@ from typing import Any
 METHODS = ("supervised", "pi", "mt", "ict", "mut", "fixmatch", "vat", "labelspreading")
 DATASETS = ("digits", "mnist", "cifar10", "cifar100", "svhn")
 MUR_METHODS = ("none", "direct", "pga", "ga", "random", "vat")  # random = RR, vat = VAT point
-ARCHS = ("convnet13", "convnet_small")
 LABEL_RULES = ("balanced", "frequency")  # data.label_counts
 DROPOUT_MODES = ("channel", "element")  # models.Dropout
+CIFAR_NORMS = ("zca", "channel")  # trainables/data.py
+LR_SCHEDULES = ("exp", "cosine")  # trainables/schedules.py
+ARCHS = ("convnet13", "convnet_small", "wrn28_2")
 COMPILE_MODES = ("none", "model", "step", "graphs", "auto")  # trainer.py: what each compiles; auto: compile_policy.py
 NUM_CLASSES = {"digits": 10, "mnist": 10, "cifar10": 10, "cifar100": 100, "svhn": 10}
 TRAIN_SIZE = {"digits": 1347, "mnist": 60000, "cifar10": 50000, "cifar100": 50000, "svhn": 73257}
@@ -56,6 +58,7 @@ class TrainConfig:
                                     # this seed in every run (authors' train.py: 1003), so seeds vary training only
     val_size: int = -1              # validation images held out of training (-1: VAL_SIZE[dataset]; 0: none)
     svhn_norm: str = "feature"      # SVHN: feature = per-pixel train mean/std (authors) | image = per image (old)
+    cifar_norm: str = "zca"         # CIFAR: zca = ZCA whitening (authors) | channel = per-channel train mean/std (FixMatch)
     # --- schedule (in optimizer steps) ------------------------------------------
     steps: int = 600                # total training steps
     batch_labeled: int = 25         # labeled images per batch
@@ -64,8 +67,10 @@ class TrainConfig:
     momentum: float = 0.9           # SGD momentum
     weight_decay: float = 1e-4      # L2 term (SGD weight_decay) on the parameters weight_decay_scope names
     weight_decay_scope: str = "all" # all = every parameter but log_sigma2 (authors) | weights = conv/linear only
+    lr_schedule: str = "exp"        # exp = lr_rampdown's exp ramp-down (authors) | cosine = lr cos(7 pi k / (16 K)) over
+                                    # the whole run (FixMatch; needs lr_rampdown=0); both after the lr_rampup ramp-up
     lr_rampup: int = 100            # steps of exp(-5(1-t)^2) ramp-up of the LR
-    lr_rampdown: int = 150          # last steps of exp(-12.5 p^2) ramp-down (authors' code)
+    lr_rampdown: int = 150          # last steps of exp(-12.5 p^2) ramp-down (authors' code); exp schedule only
     rampup: int = 100               # ramp-up length of every loss coefficient
     # --- loss coefficients (maxima of lambda_i(t)) ------------------------------
     cons_coef: float = 10.0         # lambda1: consistency (squared error summed over classes)
@@ -89,8 +94,9 @@ class TrainConfig:
     fm_cutout: float = 0.5          # Cutout square side / image side (FixMatch: 0.5, 16 px on 32x32)
     fm_groups: int = 16             # strong-view groups per batch, each with its own op draw
     # --- network and augmentation ------------------------------------------------
-    arch: str = "convnet_small"     # convnet13 (paper) | convnet_small (8x8 inputs)
-    width: float = 1.0              # channel multiplier (1.0 = 128/256/512)
+    arch: str = "convnet_small"     # convnet13 (paper) | convnet_small (8x8 inputs) | wrn28_2 (FixMatch's WRN-28-2;
+                                    # no dropout or input noise layer: both must be 0)
+    width: float = 1.0              # channel multiplier (1.0 = ConvNet-13's 128/256/512, WRN-28-2's 16/32/64/128)
     dropout: float = 0.5            # dropout after each pooling (removed under vd)
     dropout_mode: str = "channel"   # channel = keep or drop each (image, channel) map whole (the authors'
                                     # dropout_2D, PyTorch's Dropout2d) | element = each activation on its own
@@ -170,7 +176,8 @@ class TrainConfig:
         for name, ok in (("svhn_norm", ("feature", "image")), ("weight_decay_scope", ("all", "weights")),
                          ("teacher_bn", ("student", "own")), ("translate_pad", ("reflect", "zero")),
                          ("compile", COMPILE_MODES), ("label_rule", LABEL_RULES),
-                         ("dropout_mode", DROPOUT_MODES)):
+                         ("dropout_mode", DROPOUT_MODES), ("cifar_norm", CIFAR_NORMS),
+                         ("lr_schedule", LR_SCHEDULES)):
             need(getattr(self, name) in ok, f"unknown {name} {getattr(self, name)!r}; choose one of {list(ok)}")
         need(self.label_seed >= -1, f"label_seed must be >= 0 (or -1 to draw the labeled subset with seed), "
                                     f"got {self.label_seed}")
@@ -201,6 +208,12 @@ class TrainConfig:
                      "input_noise", "lr_rampup", "lr_rampdown", "rampup", "translate",
                      "sensitivity_samples", "ema_switch_step", "seed", "fm_ops", "checkpoint_every_s"):
             need(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
+        need(self.lr_schedule == "exp" or self.lr_rampdown == 0,
+             f"lr_schedule 'cosine' decays the LR over the whole run and has no ramp-down: set lr_rampdown=0 "
+             f"(got {self.lr_rampdown}) or lr_schedule='exp'")
+        need(self.cifar_norm == "zca" or self.dataset in ("cifar10", "cifar100"),
+             f"cifar_norm={self.cifar_norm!r} chooses CIFAR's preprocessing, but dataset is {self.dataset!r}; "
+             f"leave cifar_norm at 'zca' (its default) for {self.dataset}")
         need(self.lr_rampdown <= self.steps, f"lr_rampdown={self.lr_rampdown} is longer than steps={self.steps}; "
                                                   f"lower lr_rampdown or raise steps")
         for name in ("momentum", "ema_decay", "bn_momentum", "fm_threshold", "fm_cutout"):
@@ -219,13 +232,16 @@ class TrainConfig:
              "across a graph break); use compile='step' or 'none'")
         need(self.arch != "convnet13" or self.dataset != "digits",
              "arch convnet13 needs 32x32 inputs; use arch convnet_small for digits")
+        need(self.arch != "wrn28_2" or (self.dropout == 0 and self.input_noise == 0),
+             f"arch wrn28_2 has no dropout or input noise layer (FixMatch trains it without), got dropout="
+             f"{self.dropout}, input_noise={self.input_noise}; set dropout=0 and input_noise=0")
 
 
 def applies(key: str, cfg: dict) -> bool:
     """Whether a config key changes what a run with this full config does: LabelSpreading uses none of
     the network's keys; the MUR keys need a MUR point (the radius is also VAT's epsilon), the step
     keys an iterative one (or VAT's power iterations), the KL coefficient VD, lambda1 a consistency term
-    (supervised and MUT have none)."""
+    (supervised and MUT have none), cifar_norm a CIFAR data set, lr_rampdown the exp LR schedule."""
     if key in ("method", "vd", "mur"):
         return True
     if cfg.get("method") == "labelspreading":
@@ -246,6 +262,10 @@ def applies(key: str, cfg: dict) -> bool:
         return not cfg.get("vd") and cfg.get("dropout", 0.5) > 0
     if key == "cons_coef":                    # lambda1: no consistency term (methods.cons_none)
         return cfg.get("method") not in ("supervised", "mut")
+    if key == "cifar_norm":                   # the preprocessing of CIFAR-10 and CIFAR-100 only
+        return cfg.get("dataset") in ("cifar10", "cifar100")
+    if key == "lr_rampdown":                  # the cosine schedule has none (and refuses one)
+        return cfg.get("lr_schedule", "exp") == "exp"
     return True
 
 

@@ -10,12 +10,13 @@ The files themselves (existence, parsing, raw arrays) are `datafiles.py`'s, whic
     mnist     60k/10k 28x28 from data_dir/MNIST/raw (idx, torchvision) or data_dir/mnist.pkl.gz, [0,1],
               zero-padded to 32x32, standardised with one global mean and std;
               the last 10,000 training images are the classic validation split
-    cifar10   torchvision CIFAR10 from data_dir/cifar-10-batches-py, [0,1] then ZCA
-    cifar100  torchvision CIFAR100 from data_dir/cifar-100-python, [0,1] then ZCA
+    cifar10   torchvision CIFAR10 from data_dir/cifar-10-batches-py, [0,1] then ZCA (the authors');
+              cifar_norm="channel": per-channel mean/std of the training pixels (FixMatch)
+    cifar100  torchvision CIFAR100 from data_dir/cifar-100-python, the same choices
     svhn      torchvision SVHN from data_dir/{train,test}_32x32.mat, per-feature standardisation
               (authors' input_norm="standard"); svhn_norm="image": per image (nothing fitted)
 
-Every fitted statistic (ZCA's mean and W, the standardisations' mean and std) comes from the
+Every fitted statistic (ZCA's mean and W, the standardisations' means and stds) comes from the
 images a run may train on, labeled or unlabeled: the training set minus the n_val validation
 images (`fit_indices`), so validation is as unseen as the test set. The authors fit on their whole
 train.npz, which is the same set: their runs hold nothing out (n_val = 0 reproduces them).
@@ -61,15 +62,19 @@ class Dataset:
 # ----------------------------------------------------------------------------- loading
 
 def load_dataset(name: str, data_dir="./data", download: bool = False, device="cpu", *,
-                 svhn_norm: str = "feature", n_val: int = 0) -> Dataset:
+                 svhn_norm: str = "feature", n_val: int = 0, cifar_norm: str = "zca") -> Dataset:
     """Load, preprocess and place on `device` one of NAMES; DataError (with the fix) if it cannot.
 
     n_val: validation images the run holds out (TrainConfig.n_val, validation_indices); the
     preprocessing is fitted on the other training images only. svhn_norm (SVHN only): "feature" =
     per-feature standardisation (the authors' choice), "image" = per-image standardisation.
+    cifar_norm (CIFAR-10/100 only): "zca" = ZCA whitening (the authors'), "channel" = per-channel
+    standardisation (FixMatch's).
     """
     if svhn_norm not in ("feature", "image"):
         raise ValueError(f"unknown svhn_norm {svhn_norm!r}; choose 'feature' or 'image'")
+    if cifar_norm not in ("zca", "channel"):
+        raise ValueError(f"unknown cifar_norm {cifar_norm!r}; choose 'zca' or 'channel'")
     if name not in NAMES:
         raise DataError(f"unknown data set {name!r}; choose one of {list(NAMES)}")
     device = torch.device(device)
@@ -93,6 +98,10 @@ def load_dataset(name: str, data_dir="./data", download: bool = False, device="c
         x_tr, x_te = standardize(x_tr, mean, std), standardize(x_te.to(device), mean, std)
     elif name == "mnist":  # float32 (N, 1, 28, 28) in [0, 1] -> (N, 1, 32, 32) standardised
         x_tr, x_te = pad_and_standardize(x_tr.to(device), x_te.to(device), fit=fit)
+    elif cifar_norm == "channel":  # (N, 3, 32, 32) uint8 -> (x - mean_c) / std_c, the same in any pixel unit
+        x_tr = x_tr.to(device)
+        mean, std = fit_channel_standardization(on_fit(x_tr))  # (3, 1, 1) each
+        x_tr, x_te = standardize(x_tr, mean, std), standardize(x_te.to(device), mean, std)
     else:
         x_tr = x_tr.to(device).float().div_(255)  # (N, 3, 32, 32) in [0, 1]
         x_te = x_te.to(device).float().div_(255)
@@ -209,8 +218,26 @@ def fit_standardization(x: torch.Tensor, chunk: int = 4096) -> tuple[torch.Tenso
     return mean.float(), var.sqrt().float()
 
 
+def fit_channel_standardization(x: torch.Tensor, chunk: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-channel mean and std (ddof 0) over every image and pixel of x (N, C, H, W): two (C, 1, 1)
+    float32 tensors, in x's units (x may be uint8).
+
+    FixMatch's `compute_mean_std` (google-research/fixmatch libml/data.py: mean over axes N, H, W of
+    each channel, over the labeled and unlabeled training images). Accumulated in float64, `chunk`
+    images at a time, on x's device, in two passes (no cancellation).
+    """
+    N, C = x.shape[:2]
+    if N == 0:
+        raise DataError("per-channel standardisation needs at least one training image")
+    n = x[:, 0].numel()  # values per channel: N * H * W
+    mean = sum(c.double().sum((0, 2, 3)) for c in x.split(chunk)) / n  # (C,)
+    var = sum((c.double() - mean[:, None, None]).pow(2).sum((0, 2, 3)) for c in x.split(chunk)) / n  # (C,)
+    return mean.float().view(C, 1, 1), var.sqrt().float().view(C, 1, 1)
+
+
 def standardize(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
-    """(x - mean) / max(std, STD_FLOOR) per feature, float32: x (N, C, H, W), mean and std (C, H, W)."""
+    """(x - mean) / max(std, STD_FLOOR), float32: x (N, C, H, W), mean and std (C, H, W) per feature or
+    (C, 1, 1) per channel."""
     return x.float().sub_(mean).div_(std.clamp(min=STD_FLOOR))
 
 

@@ -14,6 +14,7 @@ import torch
 import torch.nn as nn
 
 from trainables.variational import VDConv2d, VDLinear
+from trainables.wrn import WideResNet
 
 LEAK = 0.1  # LeakyReLU negative slope
 
@@ -182,7 +183,7 @@ def build_model(cfg, in_channels: int | None = None) -> nn.Module:
 
     in_channels: the loaded data's channel count (x.shape[1]); None takes IN_CHANNELS[cfg.dataset].
     """
-    archs = {"convnet13": ConvNet13, "convnet_small": ConvNetSmall}
+    archs = {"convnet13": ConvNet13, "convnet_small": ConvNetSmall, "wrn28_2": WideResNet}
     if cfg.arch not in archs:
         raise ValueError(f"unknown arch {cfg.arch!r}; choose one of {sorted(archs)}")
     if in_channels is None:
@@ -190,7 +191,8 @@ def build_model(cfg, in_channels: int | None = None) -> nn.Module:
             raise ValueError(f"no channel count known for dataset {cfg.dataset!r}; pass in_channels= "
                              f"(the data's x.shape[1]) or add it to models.IN_CHANNELS")
         in_channels = IN_CHANNELS[cfg.dataset]
+    extra = {} if cfg.arch == "wrn28_2" else {"dropout_mode": cfg.dropout_mode}  # WRN-28-2 has no dropout layer
     return archs[cfg.arch](
         num_classes=cfg.num_classes, in_channels=in_channels,
         variational=cfg.vd, width=cfg.width, dropout=cfg.dropout, input_noise=cfg.input_noise,
-        bn_momentum=cfg.bn_momentum, bn_eps=cfg.bn_eps, dropout_mode=cfg.dropout_mode)
+        bn_momentum=cfg.bn_momentum, bn_eps=cfg.bn_eps, **extra)

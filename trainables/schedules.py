@@ -44,13 +44,31 @@ def rampdown(step: int, total: int, length: int) -> float:
     return math.exp(-12.5 * p * p)
 
 
+def cosine_decay(step: int, total: int) -> float:
+    """FixMatch's LR decay cos(7 pi k / (16 K)), k = step clipped to [0, K], K = total steps.
+
+    1.0 at step 0, cos(7 pi / 16) ~ 0.195 at k = K: the decay never reaches zero, by FixMatch's
+    choice (Sohn et al. 2020; google-research/fixmatch `fixmatch.py`, lr * cos(lrate * 7 pi / 16)
+    with lrate = k / K clipped to [0, 1]).
+    """
+    if total < 1:
+        raise ValueError(f"cosine decay needs total >= 1 steps, got {total}")
+    k = min(max(step, 0), total)
+    return math.cos(7.0 * math.pi * k / (16.0 * total))
+
+
 def coef_at(step: int, value: float, length: int) -> float:
     """A loss coefficient lambda_i(t): `value` ramped up over `length` steps."""
     return value * rampup(step, length)
 
 
 def lr_at(step: int, cfg) -> float:
-    """Learning rate at `step`: cfg.lr x ramp-up(cfg.lr_rampup) x ramp-down(cfg.lr_rampdown of cfg.steps)."""
+    """Learning rate at `step`: cfg.lr x ramp-up(cfg.lr_rampup) x the decay of cfg.lr_schedule: "exp" =
+    ramp-down(cfg.lr_rampdown of cfg.steps) (authors), "cosine" = cosine_decay over cfg.steps (FixMatch)."""
+    if cfg.lr_schedule == "cosine":
+        return cfg.lr * rampup(step, cfg.lr_rampup) * cosine_decay(step, cfg.steps)
+    if cfg.lr_schedule != "exp":
+        raise ValueError(f"unknown lr_schedule {cfg.lr_schedule!r}; choose 'exp' or 'cosine'")
     return cfg.lr * rampup(step, cfg.lr_rampup) * rampdown(step, cfg.steps, cfg.lr_rampdown)
 
 

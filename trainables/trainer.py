@@ -152,7 +152,7 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         if data is None:
             data = load_dataset(cfg.dataset, cfg.data_dir, cfg.download, device=self.device,  # ZCA on the device
-                                svhn_norm=cfg.svhn_norm, n_val=cfg.n_val)
+                                svhn_norm=cfg.svhn_norm, n_val=cfg.n_val, cifar_norm=cfg.cifar_norm)
         self.data = data.to(self.device)
         self.cuda = self.device.type == "cuda"
         if cfg.channels_last:  # CPU too: ATen's NCHW BatchNorm and max-pool are ~8x slower than channels_last's
@@ -470,7 +470,7 @@ def train(cfg: TrainConfig, data: Dataset | None = None, log=print) -> dict:
         check_size(TRAIN_SIZE[cfg.dataset] - cfg.n_val)  # refuse before loading anything
         if data is None:  # scikit-learn runs on the CPU
             data = load_dataset(cfg.dataset, cfg.data_dir, cfg.download, device="cpu", svhn_norm=cfg.svhn_norm,
-                                n_val=cfg.n_val)
+                                n_val=cfg.n_val, cifar_norm=cfg.cifar_norm)
         idx_l, idx_u, idx_val = splits(cfg, data.y_train)
         return run_label_spreading(cfg, idx_l, idx_u, idx_val, data, log=log)
     trainer = Trainer(cfg, data)
