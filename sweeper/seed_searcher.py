@@ -16,37 +16,19 @@ from __future__ import annotations
 import json
 import math
 
-import pandas as pd
 from ray.tune.search import Searcher
 
-from sweeper.aggregate import NON_GROUP_KEYS
-from sweeper.paired import baseline_cells
-from sweeper.sequential import Plan, SequentialError, targets, verdict
+from search_spaces import Sweep
+from sweeper.auto_seeds import configurations, pairing, plan_of
+from sweeper.sequential import Plan, targets, verdict
 
 
-def configurations(trials: list[dict]) -> list[dict]:
-    """The distinct configurations of a sweep's trial configs (all but the seed), in order."""
-    out: dict[str, dict] = {}
-    for t in trials:
-        cfg = {k: v for k, v in t.items() if k != "seed"}
-        out.setdefault(json.dumps(cfg, sort_keys=True, default=str), cfg)
-    return list(out.values())
-
-
-def pairing(cells: list[dict], baseline: dict | None, rows=("method", "vd", "mur"), cols=(), within=(),
-            baseline_for=None) -> list[int | None]:
-    """baseline_of[c]: the configuration cell c is compared with, None for a baseline cell or one without
-    a baseline, by the same rule as the tables (paired.baseline_cells). SequentialError when no cell
-    is compared: nothing would ever decide."""
-    frame = pd.DataFrame([{k: v for k, v in c.items() if k not in NON_GROUP_KEYS} for c in cells])
-    pairs, notes = baseline_cells(frame, baseline, rows, cols, within, baseline_for)
-    out = [pairs.get(c) for c in range(len(cells))]
-    if not any(b is not None for b in out):
-        why = f" ({notes[0]})" if notes else ""
-        raise SequentialError(f"--seeds auto adds seeds to the cells whose paired difference from their baseline is "
-                              f"open, and this sweep compares none{why}; set Sweep.baseline to a row of the sweep, or "
-                              f"use --seeds N")
-    return out
+def searcher_for(sweep: Sweep, trials: list[dict]) -> tuple["SeedSearcher", int]:
+    """The searcher of a `--seeds auto` sweep (auto_seeds.auto_sweep) over its first look's trial configs,
+    and Tune's num_samples: every configuration at the cap, a bound the searcher's FINISHED comes before."""
+    cells = configurations(trials)
+    plan = plan_of(sweep, trials)
+    return SeedSearcher(cells, pairing(cells, sweep), plan, sweep.metric), len(cells) * plan.cap
 
 
 class SeedSearcher(Searcher):

@@ -7,12 +7,14 @@ decided or capped, and the same suggestions after a save / restore in the middle
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from ray.tune.search import Searcher
 
 from search_spaces import get_sweep
-from sweeper.seed_searcher import SeedSearcher, configurations, pairing
+from sweeper.auto_seeds import configurations, pairing
+from sweeper.seed_searcher import SeedSearcher
 from sweeper.sequential import Plan, SequentialError
 
 BASE = {"method": "mt", "vd": False, "mur": "none", "steps": 10}
@@ -121,7 +123,7 @@ def test_configurations_drop_the_seed_and_keep_the_order():
 def test_pairing_follows_the_tables_rule_on_a_real_sweep():
     sweep = get_sweep("table_svhn", "quick")
     cells = configurations(sweep.trials(1))
-    b = pairing(cells, sweep.baseline, sweep.rows, sweep.cols, sweep.baseline_within, sweep.baseline_for)
+    b = pairing(cells, sweep)
     name = lambda c: (cells[c]["method"], cells[c]["vd"], cells[c]["mur"])
     pairs = {name(c): None if j is None else name(j) for c, j in enumerate(b)}
     assert pairs[("mt", False, "none")] is None
@@ -131,5 +133,6 @@ def test_pairing_follows_the_tables_rule_on_a_real_sweep():
 
 
 def test_a_sweep_without_a_baseline_is_refused():
-    with pytest.raises(SequentialError, match="compares none.*Sweep.baseline"):
-        pairing([BASE, DIFFERS], None)
+    sweep = replace(get_sweep("table_svhn", "quick"), baseline=None)
+    with pytest.raises(SequentialError, match="compares no cell.*Sweep.baseline"):
+        pairing([BASE, DIFFERS], sweep)
