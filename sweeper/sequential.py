@@ -75,10 +75,11 @@ class Plan:
         """One sentence for a table's notes: the procedure and its looks."""
         looks = ", ".join(str(n) for n in self.looks)
         margin = (f"; \"matches\" where it lies inside ±{self.match_margin:g}" if self.match_margin else "")
-        return (f"Seeds added sequentially (--seeds auto): looks at {looks} seeds; at each look the paired t-interval "
-                f"at level 1 − {self.alpha:g}/{len(self.looks)} = {self.level:.2%} (Bonferroni over the planned "
-                f"looks, valid under optional stopping); a cell stops when it excludes 0 (\"differs\"){margin}; "
-                f"\"capped\": still open at {self.cap} seeds.")
+        return (f"The intervals are not plain {1 - self.alpha:.0%} ones: seeds were added sequentially (--seeds auto), "
+                f"looks at {looks} seeds, each look's paired t-interval at level 1 − {self.alpha:g}/{len(self.looks)} = "
+                f"{self.level:.2%} (Bonferroni over the planned looks, valid under optional stopping); a cell stopped "
+                f"at the first look whose interval excludes 0 (\"differs\"){margin}, and shows that look's interval "
+                f"and seeds; \"capped\": still open at {self.cap} seeds.")
 
 
 @dataclass(frozen=True)

@@ -6,14 +6,19 @@ decided or capped, and the same suggestions after a save / restore in the middle
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 
+import numpy as np
+import pandas as pd
 import pytest
+from scipy import stats
 from ray.tune.search import Searcher
 
 from search_spaces import get_sweep
 from sweeper.auto_seeds import configurations, pairing
+from sweeper.report import build_report
 from sweeper.seed_searcher import SeedSearcher
 from sweeper.sequential import Plan, SequentialError
 
@@ -136,3 +141,41 @@ def test_a_sweep_without_a_baseline_is_refused():
     sweep = replace(get_sweep("table_svhn", "quick"), baseline=None)
     with pytest.raises(SequentialError, match="compares no cell.*Sweep.baseline"):
         pairing([BASE, DIFFERS], sweep)
+
+
+def write_trial(exp, idx, params, test_error):
+    """A finished trial folder as Ray Tune lays it out (params.json, result.json)."""
+    d = exp / f"trial_{idx:05d}"
+    d.mkdir(parents=True)
+    (d / "params.json").write_text(json.dumps(params))
+    (d / "result.json").write_text(json.dumps({"step": 10, "test_error": test_error, "diverged": 0, "done": True,
+                                               "trial_id": f"ab12c_{idx:05d}"}) + "\n")
+
+
+def test_the_table_shows_each_cells_sequential_verdict(tmp_path):
+    """A --seeds auto sweep with a cap of 5 (looks at 3 and 5, each interval at 1 - 0.05/2): VD decided at
+    3 seeds, MUR capped at 5; the report shows the deciding look's interval, the seeds and the verdict."""
+    exp = tmp_path / "table-auto"
+    runs = [(BASE, range(5)), (DIFFERS, range(3)), (SAME, range(5))]
+    idx = 0
+    for cfg, seeds in runs:
+        for s in seeds:
+            write_trial(exp, idx, {**cfg, "seed": s}, error({**cfg, "seed": s}))
+            idx += 1
+    (exp / "sweep.json").write_text(json.dumps({"name": "t", "rows": ["method", "vd", "mur"], "cols": [],
+                                                "baseline": {"method": "mt", "vd": False, "mur": "none"},
+                                                "max_seeds": 5, "match_margin": None}))
+    summary = pd.read_csv(build_report(exp)["summary.csv"])
+    vd = summary[summary["vd"] & (summary["mur"] == "none")].iloc[0]
+    mur = summary[summary["mur"] == "direct"].iloc[0]
+    d = np.array([5.0, 5.1, 5.2])                                  # VD - MT, seeds 0-2
+    half = stats.t.ppf(1 - 0.025 / 2, 2) * d.std(ddof=1) / math.sqrt(3)
+    assert vd["verdict"] == "differs at 3 seeds" and vd["n_paired"] == 3
+    assert (vd["diff_ci_low"], vd["diff_ci_high"]) == pytest.approx((5.1 - half, 5.1 + half))
+    d = np.array([1.0, -1.0, 1.0, -1.0, 1.0])                       # MUR - MT, seeds 0-4
+    half = stats.t.ppf(1 - 0.025 / 2, 4) * d.std(ddof=1) / math.sqrt(5)
+    assert mur["verdict"] == "capped at 5 seeds"
+    assert (mur["diff_ci_low"], mur["diff_ci_high"]) == pytest.approx((0.2 - half, 0.2 + half))
+    md = (exp / "table.md").read_text()
+    assert "(differs at 3 seeds)" in md and "(capped at 5 seeds)" in md and "Bonferroni" in md
+    assert "| MT (baseline) |" in md and "| MT + VD |" in md  # the verdict is no config key of the labels
