@@ -179,3 +179,25 @@ def test_the_table_shows_each_cells_sequential_verdict(tmp_path):
     md = (exp / "table.md").read_text()
     assert "(differs at 3 seeds)" in md and "(capped at 5 seeds)" in md and "Bonferroni" in md
     assert "| MT (baseline) |" in md and "| MT + VD |" in md  # the verdict is no config key of the labels
+
+
+def test_the_cli_dry_run_prints_least_expected_and_most_trials(capsys):
+    from sweeper.run import main
+
+    assert main(["ablation_radius", "--preset", "quick", "--seeds", "auto", "--max-seeds", "8", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    # 3 configs (LabelSpreading, MT, MT + MUR): 9 trials at the first look, 24 at the cap of 8
+    assert "looks at 3, 5, 8 seeds" in out and "least: 9 trials" in out and "most: 24 trials" in out
+    assert "expected if no cell differs" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["hpo", "--preset", "quick", "--seeds", "auto", "--dry-run"], "hpo is a search"),
+    (["ablation_radius", "--preset", "quick", "--seeds", "auto", "--max-seeds", "2", "--dry-run"], "--max-seeds must be >= 3"),
+])
+def test_the_cli_refuses_what_seeds_auto_cannot_run_in_one_line(capsys, argv, message):
+    from sweeper.run import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and message in err and "\n" not in err
