@@ -107,16 +107,16 @@ def cost_lines(sweep: Sweep, trials: list[dict], preset: str) -> list[str]:
 def sequential_diffs(summary: pd.DataFrame, trials: pd.DataFrame, meta: dict) -> tuple[pd.DataFrame, list[str]]:
     """For a `--seeds auto` sweep: the summary's DIFF_COLS (paired.baseline_diffs) replaced by each cell's
     sequential verdict (the deciding look's mean, interval at the plan's level and pairs), with its
-    `verdict` ("differs at 5 seeds", "capped at 16 seeds", ...), and the note naming the procedure."""
+    `verdict` ("differs at 5 seeds", "capped at 16 seeds", ...), and the note naming the procedure.
+    The looks are replayed on the summary's metric and `which`: on the final value (the default), what
+    the searcher decided on; on another, what that value would have decided."""
     if not meta.get("max_seeds") or "diff_vs_baseline" not in summary.columns or "seed" not in trials.columns:
         return summary, []
     out = summary.copy()
     out["verdict"] = ""
-    sweep = Sweep(name=meta.get("name", ""), description="", paper_ref="", base={}, rows=tuple(meta.get("rows") or ()),
-                  cols=tuple(meta.get("cols") or ()), baseline=meta.get("baseline"),
-                  baseline_within=tuple(meta.get("baseline_within") or ()), baseline_for=meta.get("baseline_for") or {})
-    pairs, _ = baseline_cells(summary, sweep.baseline, sweep.rows, sweep.cols, sweep.baseline_within,
-                              sweep.baseline_for)
+    pairs, _ = baseline_cells(summary, meta.get("baseline"), tuple(meta.get("rows") or ("method", "vd", "mur")),
+                              tuple(meta.get("cols") or ()), tuple(meta.get("baseline_within") or ()),
+                              meta.get("baseline_for") or {})
     plan = plan_of(meta, trials)
     values = seed_values(trials, summary["metric"].iloc[0], summary["which"].iloc[0])
     ran = _seeds_run(trials)

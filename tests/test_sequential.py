@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sweeper.sequential import STATUSES, Plan, SequentialError, Verdict, decide, interval, simulate, targets, verdict
+from sweeper.sequential import STATUSES, Plan, SequentialError, decide, interval, simulate, targets, verdict
 
 
 def seeds_of(values, first_seed=0):
