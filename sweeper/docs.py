@@ -356,16 +356,19 @@ def sequential_md(name: str, d: dict) -> list[str]:
            f"of one cell against its baseline; each trial's error is a fixed mean plus N(0, {d['sd']:g}²) points, "
            f"independent per trial; looks as `--seeds auto --max-seeds {d['cap']}` makes them. *False positives*: "
            f"\"differs\" with no effect (a {1 - d['alpha']:.0%} procedure must stay at or below {d['alpha']:.0%}, "
-           f"± its standard error); *power*: \"differs\", in the right direction, at a {d['effect']:g}-point effect; "
+           f"± its standard error); *power*: \"differs\", in the right direction, at a {d['effect']:g}- and a {d['large']:g}-point difference; "
            f"*seeds*: the cell's mean seeds (its baseline runs as many for it); *fixed design*: the fewest seeds of "
-           f"one plain {1 - d['alpha']:.0%} paired t-test with at least that power (noncentral t, exact).", "",
-           "| procedure | looks at | level per look | false positives | power | seeds, no effect | "
-           f"seeds, {d['effect']:g}-point effect | fixed design, same power |", "|---|---|--:|--:|--:|--:|--:|--:|"]
+           f"one plain {1 - d['alpha']:.0%} paired t-test with at least that power, or {d['power_ceiling']:.0%} where it is "
+           f"higher (noncentral t, exact).", "",
+           "| procedure | looks at | level per look | false positives | seeds, no effect | "
+           + " | ".join(f"power at {e:g} | seeds at {e:g} | fixed design, same power" for e in (d["effect"], d["large"]))
+           + " |", "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for r in d["procedures"]:
         margin = f" ±{r['match_margin']:g}" if r.get("match_margin") else ""
         out.append(f"| {r['procedure']}{margin} | {', '.join(map(str, r['looks']))} | {r['level_per_look']:.2%} | "
-                   f"{r['false_positive_rate']:.2%} ± {r['false_positive_se']:.2%} | {r['power']:.2%} | "
-                   f"{r['mean_seeds_no_effect']:.1f} | {r['mean_seeds_effect']:.1f} | {r['fixed_seeds_same_power']} |")
+                   f"{r['false_positive_rate']:.2%} ± {r['false_positive_se']:.2%} | {r['mean_seeds_no_effect']:.1f} | "
+                   f"{r['power']:.2%} | {r['mean_seeds_effect']:.1f} | {r['fixed_seeds_same_power']} | "
+                   f"{r['power_large']:.2%} | {r['mean_seeds_large']:.1f} | {r['fixed_seeds_same_power_large']} |")
     return out
 
 
