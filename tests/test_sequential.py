@@ -149,3 +149,21 @@ def test_power_grows_with_the_effect():
     differs = STATUSES.index("differs")
     power = [(simulate(plan, e, 0.8, 4000, np.random.default_rng(2))["status"] == differs).mean() for e in (0.5, 1.0, 2.0)]
     assert power[0] < power[1] < power[2] and power[2] > 0.95
+
+
+def test_the_benchmarks_fixed_design_power_matches_a_simulated_t_test():
+    """benchmarks/sequential_seeds.py's exact power (noncentral t) of a fixed paired t-test, against
+    rejections counted over simulated sweeps of the same design (scipy's ttest_rel)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "sequential_seeds.py"
+    spec = importlib.util.spec_from_file_location("sequential_seeds", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(1.0, 0.8, (20_000, 6)), rng.normal(0.0, 0.8, (20_000, 6))   # (sweeps, seeds)
+    rejected = (stats.ttest_rel(a, b, axis=1).pvalue < 0.05).mean()
+    assert bench.fixed_power(6, 1.0, 0.8) == pytest.approx(rejected, abs=0.015)
+    n = bench.fixed_seeds_for(0.8, 1.0, 0.8)
+    assert bench.fixed_power(n, 1.0, 0.8) >= 0.8 > bench.fixed_power(n - 1, 1.0, 0.8)
