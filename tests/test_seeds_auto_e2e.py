@@ -30,8 +30,8 @@ def outcome(exp: Path) -> tuple[list, list]:
     """The finished (config, seed) trials and each cell's verdict."""
     df = pd.read_parquet(exp / "trials.parquet")
     trials = sorted((r.method, r.mur, int(r.seed)) for r in df.itertuples() if r.status == "finished")
-    summary = pd.read_csv(exp / "summary.csv").fillna("")
-    return trials, sorted((r.method, r.mur, str(r.verdict)) for r in summary.itertuples())
+    summary = pd.read_csv(exp / "summary.csv", dtype={"verdict": str}).fillna({"verdict": ""})  # "" for the baseline
+    return trials, sorted((r.method, r.mur, r.verdict) for r in summary.itertuples())
 
 
 def test_a_stopped_and_resumed_sweep_ends_with_the_same_seeds_and_verdicts(tmp_path):
