@@ -17,16 +17,17 @@ import pandas as pd
 from search_spaces import Sweep
 from sweeper.aggregate import NON_GROUP_KEYS, config_key, group_keys, seed_values
 from sweeper.paired import baseline_cells
-from sweeper.sequential import FIRST_SEEDS, Plan, SequentialError, simulate, verdict
+from sweeper.sequential import FIRST_SEEDS, MAX_SEEDS, Plan, SequentialError, simulate, verdict
 
 SPREAD = 0.8          # seed-to-seed sd of a trial's error (percent points) the dry run assumes
 EFFECT = 1.0          # the difference (points) of the dry run's "every cell differs" case
 DRY_RUN_SWEEPS = 2000  # simulated sweeps behind the dry run's expected counts
 
 
-def auto_sweep(sweep: Sweep, max_seeds: int) -> Sweep:
-    """The sweep marked for `--seeds auto` (max_seeds set, FIRST_SEEDS seeds first); SequentialError for a
-    search (hpo), a sweep without a baseline row, or a cap below the first look."""
+def auto_sweep(sweep: Sweep, max_seeds: int | None) -> Sweep:
+    """The sweep marked for `--seeds auto` (max_seeds set, MAX_SEEDS if None; FIRST_SEEDS seeds first);
+    SequentialError for a search (hpo), a sweep without a baseline row, or a cap below the first look."""
+    max_seeds = MAX_SEEDS if max_seeds is None else max_seeds
     if sweep.search:
         raise SequentialError(f"--seeds auto adds seeds to a grid's open comparisons; {sweep.name} is a search "
                               f"(Optuna samples, no baseline cells): use --seeds N")

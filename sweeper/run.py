@@ -64,7 +64,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seeds", type=seeds_arg, default=None,
                    help="seeds per grid point (default: the sweep's, 3), or auto: 3, then more only where a cell's "
                         "paired difference from its baseline is still open, up to --max-seeds (sweeper/sequential.py)")
-    p.add_argument("--max-seeds", type=int, default=16, metavar="N", help="--seeds auto: the most seeds per config (16)")
+    p.add_argument("--max-seeds", type=int, default=None, metavar="N", help="--seeds auto: the most seeds per config (16)")
     p.add_argument("--seed-start", type=int, default=None, metavar="N",
                    help="first seed (default: the sweep's, 0); e.g. --seed-start 8 --seeds 8 runs seeds 8-15")
     p.add_argument("--storage", default="./results",
@@ -495,6 +495,8 @@ def prepare(args):
             sweep, args.seeds = auto_sweep(sweep, args.max_seeds), None
         except SequentialError as e:
             raise InputError(str(e)) from None
+    elif args.max_seeds is not None:
+        raise InputError("--max-seeds caps --seeds auto; add --seeds auto, or drop --max-seeds")
     trials = trial_configs(sweep, args)
     check_search(sweep, trials)
     check_baseline(sweep, trials)

@@ -28,6 +28,7 @@ import numpy as np
 
 FIRST_SEEDS = 3     # seeds every configuration runs before its first look
 GROWTH = 1.5        # each planned look has about this many times the seeds of the last
+MAX_SEEDS = 16      # --max-seeds unless given: a cell still open at 16 seeds is called "capped"
 ALPHA = 0.05        # the chance of any wrong "differs" or "matches" of one cell, over all its looks
 STATUSES = ("differs", "matches", "capped", "open")
 
@@ -39,7 +40,7 @@ class SequentialError(ValueError):
 @dataclass(frozen=True)
 class Plan:
     first_seed: int = 0                # seeds first_seed, first_seed + 1, ... in this order
-    cap: int = 16                      # the most seeds a configuration runs (--max-seeds)
+    cap: int = MAX_SEEDS               # the most seeds a configuration runs (--max-seeds)
     match_margin: float | None = None  # |difference| below this (metric units) decides "matches"; None: never
     alpha: float = ALPHA               # split evenly over the planned looks (Bonferroni)
     first: int = FIRST_SEEDS           # seeds of the first look

@@ -189,11 +189,14 @@ def test_the_cli_dry_run_prints_least_expected_and_most_trials(capsys):
     # 3 configs (LabelSpreading, MT, MT + MUR): 9 trials at the first look, 24 at the cap of 8
     assert "looks at 3, 5, 8 seeds" in out and "least: 9 trials" in out and "most: 24 trials" in out
     assert "expected if no cell differs" in out
+    assert main(["ablation_radius", "--preset", "quick", "--seeds", "auto", "--dry-run"]) == 0
+    assert "most: 48 trials" in capsys.readouterr().out  # the default cap, 16 seeds of 3 configs
 
 
 @pytest.mark.parametrize("argv, message", [
     (["hpo", "--preset", "quick", "--seeds", "auto", "--dry-run"], "hpo is a search"),
     (["ablation_radius", "--preset", "quick", "--seeds", "auto", "--max-seeds", "2", "--dry-run"], "--max-seeds must be >= 3"),
+    (["ablation_radius", "--preset", "quick", "--max-seeds", "8", "--dry-run"], "add --seeds auto"),
 ])
 def test_the_cli_refuses_what_seeds_auto_cannot_run_in_one_line(capsys, argv, message):
     from sweeper.run import main
