@@ -40,6 +40,8 @@ class Sweep:
     baseline: dict[str, Any] | None = None  # the row each cell is compared with, paired over seeds, e.g. {"method": "mt", "mur": "none"}
     baseline_within: tuple[str, ...] = ()  # keys a cell keeps when its baseline is looked for: ("method",) compares Pi+VD with Pi, Pi with MT
     baseline_for: dict[str, dict[str, Any]] = field(default_factory=dict)  # method -> the row its base row is compared with instead of the baseline (VAT+EntMin vs MUT+MUR)
+    match_margin: float | None = None       # --seeds auto: a cell whose interval lies inside ± this (metric units) "matches" its baseline and stops; None: only "differs" stops
+    max_seeds: int | None = None            # --seeds auto (set by sweeper.run --max-seeds): seeds added per cell while its claim is open, up to this; None: a fixed design of `seeds`
 
     def trials(self, seeds: int | None = None) -> list[dict[str, Any]]:
         """Every trial's config dict: base, then a variant, then a grid point, then the seed."""

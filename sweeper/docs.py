@@ -284,6 +284,28 @@ def scale_md(name: str, d: dict) -> list[str]:
     return out
 
 
+def sequential_md(name: str, d: dict) -> list[str]:
+    """sequential_seeds.py: each procedure's false-positive rate, power and seeds, beside a fixed design."""
+    out = [f"### `{name}`", "", f"`{d.get('command')}`: {d['sweeps']} simulated sweeps per procedure and effect "
+           f"of one cell against its baseline; each trial's error is a fixed mean plus N(0, {d['sd']:g}²) points, "
+           f"independent per trial; looks as `--seeds auto --max-seeds {d['cap']}` makes them. *False positives*: "
+           f"\"differs\" with no effect (a {1 - d['alpha']:.0%} procedure must stay at or below {d['alpha']:.0%}, "
+           f"± its standard error); *power*: \"differs\", in the right direction, at a {d['effect']:g}- and a {d['large']:g}-point difference; "
+           f"*seeds*: the cell's mean seeds (its baseline runs as many for it); *fixed design*: the fewest seeds of "
+           f"one plain {1 - d['alpha']:.0%} paired t-test with at least that power, or {d['power_ceiling']:.0%} where it is "
+           f"higher (noncentral t, exact).", "",
+           "| procedure | looks at | level per look | false positives | seeds, no effect | "
+           + " | ".join(f"power at {e:g} | seeds at {e:g} | fixed design, same power" for e in (d["effect"], d["large"]))
+           + " |", "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    for r in d["procedures"]:
+        margin = f" ±{r['match_margin']:g}" if r.get("match_margin") else ""
+        out.append(f"| {r['procedure']}{margin} | {', '.join(map(str, r['looks']))} | {r['level_per_look']:.2%} | "
+                   f"{r['false_positive_rate']:.2%} ± {r['false_positive_se']:.2%} | {r['mean_seeds_no_effect']:.1f} | "
+                   f"{r['power']:.2%} | {r['mean_seeds_effect']:.1f} | {r['fixed_seeds_same_power']} | "
+                   f"{r['power_large']:.2%} | {r['mean_seeds_large']:.1f} | {r['fixed_seeds_same_power_large']} |")
+    return out
+
+
 def scalars_md(name: str, d: dict) -> list[str]:
     """A result file without a renderer of its own: its top-level numbers and strings."""
     out = [f"### `{name}`", "", "| key | value |", "|---|---|"]
@@ -328,6 +350,7 @@ def performance_md(root: Path = ROOT) -> str:
                 "Ray's overhead on a quick sweep (`benchmarks/ray_overhead.py`)": [],
                 "The live report page's cost (`benchmarks/live_report.py`)": [],
                 "The driver with 50 to 500 trials (`benchmarks/driver_scale.py`)": [],
+                "`--seeds auto` simulated (`benchmarks/sequential_seeds.py`)": [],
                 "Other results": []}
     titles = list(sections)
     for path in sorted((root / BENCHMARKS).glob("*.json")):
@@ -345,8 +368,10 @@ def performance_md(root: Path = ROOT) -> str:
             sections[titles[4]] += live_md(path.name, d) + [""]
         elif "growth" in d and "sizes" in d:
             sections[titles[5]] += scale_md(path.name, d) + [""]
+        elif d.get("benchmark") == "sequential_seeds":
+            sections[titles[6]] += sequential_md(path.name, d) + [""]
         else:
-            sections[titles[6]] += scalars_md(path.name, d) + [""]
+            sections[titles[7]] += scalars_md(path.name, d) + [""]
     for title, lines in sections.items():
         if lines:
             out += [f"## {title}", ""] + lines

@@ -202,8 +202,11 @@ def progress(trials: pd.DataFrame, total: int, state: str) -> str:
 
 
 def total_trials(meta: dict, trials: pd.DataFrame) -> int:
-    """The sweep's trial count: a search's samples, a grid's trials (sweep.json), else the folders found."""
+    """The sweep's trial count: a search's samples, a grid's trials (sweep.json), else (and for --seeds auto)
+    the folders found."""
     search = meta.get("search") or {}
+    if meta.get("max_seeds"):  # --seeds auto: the results decide how many trials run
+        return len(trials)
     return int(search.get("num_samples") or meta.get("n_trials") or len(trials))
 
 

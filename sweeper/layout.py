@@ -21,13 +21,14 @@ STAT_COLS = ("metric", "which", "mean", "std", "n", "n_failed", "n_diverged", "n
 # baseline cell, and whether it was compared with its own method's row (Sweep.baseline_within).
 DIFF_COLS = ("diff_vs_baseline", "diff_ci_low", "diff_ci_high", "baseline", "n_paired", "is_baseline",
              "within_baseline")
+VERDICT_COL = "verdict"  # --seeds auto: a cell's sequential verdict, "differs at 5 seeds" (sweeper/auto_seeds.py)
 
 
 # ---------------------------------------------------------------- the layout
 
 def config_keys(summary: pd.DataFrame) -> list[str]:
     """The config keys among a summary's columns (not its statistics nor the baseline comparison)."""
-    return [c for c in summary.columns if c not in STAT_COLS and c not in DIFF_COLS]
+    return [c for c in summary.columns if c not in STAT_COLS and c not in DIFF_COLS and c != VERDICT_COL]
 
 
 def layout_keys(summary: pd.DataFrame, rows, cols) -> tuple[list[str], list[str]]:

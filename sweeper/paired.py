@@ -54,17 +54,43 @@ def baseline_diffs(summary: pd.DataFrame, trials: pd.DataFrame, baseline: dict |
     out["within_baseline"] = False
     if not len(out):
         return out, []
+    pairs, notes = baseline_cells(summary, baseline, rows, cols, within, baseline_for)
+    labels = row_labels(summary, rows, cols)
+    values = seed_values(trials, summary["metric"].iloc[0], summary["which"].iloc[0])
+    gkeys = group_keys(trials)
+    by_seed = {i: values.get(config_key(summary.loc[i], gkeys), {}) for i in summary.index}
+    base = [i for i, j in pairs.items() if j is None]
+    for i, j in pairs.items():
+        if j is None:
+            out.loc[i, ["baseline", "is_baseline"]] = [labels[i], True]
+            continue
+        seeds = sorted(set(by_seed[i]) & set(by_seed[j]), key=str)
+        d, lo, hi, n = paired_diff([by_seed[i][s] for s in seeds], [by_seed[j][s] for s in seeds], level)
+        out.loc[i, ["diff_vs_baseline", "diff_ci_low", "diff_ci_high", "baseline", "n_paired", "within_baseline"]] = \
+            [d, lo, hi, labels[j], n, j not in base]
+    out["n_paired"] = out["n_paired"].astype(int)
+    return out, notes
+
+
+def baseline_cells(summary: pd.DataFrame, baseline: dict | None, rows=("method", "vd", "mur"), cols=(),
+                   within: tuple[str, ...] = (), baseline_for: dict | None = None) -> tuple[dict, list[str]]:
+    """({cell index: its baseline cell's index, None for a baseline cell}, notes): the pairing that
+    baseline_diffs describes, from the summary's config columns only (no results needed, so the
+    `--seeds auto` searcher pairs configurations before they run). A cell without exactly one
+    baseline cell is left out, and the notes say why."""
+    if not baseline or not len(summary):
+        return {}, []
     defaults = train_config_defaults()
     keys = config_keys(summary)
     unknown = sorted(k for k in baseline if k not in keys and k not in defaults)
     if unknown:
-        return out, [f"No differences: the sweep's baseline {baseline} names {unknown}, which are not config keys; "
-                     f"fix Sweep.baseline (in sweep.json for this folder) to the config of one table row."]
+        return {}, [f"No differences: the sweep's baseline {baseline} names {unknown}, which are not config keys; "
+                    f"fix Sweep.baseline (in sweep.json for this folder) to the config of one table row."]
     cfgs = cell_configs(summary)
     is_base = [all(same_value(cfg[k], v) for k, v in baseline.items()) for cfg in cfgs]
     if not any(is_base):
-        return out, [f"No differences: no row of this table matches the sweep's baseline {baseline}; "
-                     f"fix Sweep.baseline (in sweep.json for this folder) to the config of one table row."]
+        return {}, [f"No differences: no row of this table matches the sweep's baseline {baseline}; "
+                    f"fix Sweep.baseline (in sweep.json for this folder) to the config of one table row."]
     labels = row_labels(summary, rows, cols)
     _, col_keys = layout_keys(summary, rows, cols)
     idx = list(summary.index)
@@ -82,13 +108,11 @@ def baseline_diffs(summary: pd.DataFrame, trials: pd.DataFrame, baseline: dict |
             cand = [j for j in cand if all(same_value(cfg_of[j][k], cfg_of[i][k]) for k in rows if k not in target)]
         return cand
 
-    values = seed_values(trials, summary["metric"].iloc[0], summary["which"].iloc[0])
-    gkeys = group_keys(trials)
-    by_seed = {i: values.get(config_key(summary.loc[i], gkeys), {}) for i in idx}
+    pairs: dict = {}
     ambiguous = []
     for pos, (i, cfg) in enumerate(zip(idx, cfgs)):
         if is_base[pos]:
-            out.loc[i, ["baseline", "is_baseline"]] = [labels[i], True]
+            pairs[i] = None
             continue
         cand = []
         own = {**baseline, **{k: cfg[k] for k in within if k in cfg}}  # Pi + VD -> Pi
@@ -101,14 +125,8 @@ def baseline_diffs(summary: pd.DataFrame, trials: pd.DataFrame, baseline: dict |
             cand = pick(i, baseline, base)
         if len(cand) > 1:
             ambiguous.append(f"{labels[i]} ({', '.join(labels[j] for j in cand)})")
-        if len(cand) != 1:
-            continue
-        j = cand[0]
-        seeds = sorted(set(by_seed[i]) & set(by_seed[j]), key=str)
-        d, lo, hi, n = paired_diff([by_seed[i][s] for s in seeds], [by_seed[j][s] for s in seeds], level)
-        out.loc[i, ["diff_vs_baseline", "diff_ci_low", "diff_ci_high", "baseline", "n_paired", "within_baseline"]] = \
-            [d, lo, hi, labels[j], n, j not in base]
-    out["n_paired"] = out["n_paired"].astype(int)
+        if len(cand) == 1:
+            pairs[i] = cand[0]
     notes = []
     if one_cell and len(col_keys) and len({col_of[i] for i in idx}) > 1:
         notes.append(f"The baseline row ran in one column only ({col_label(dict(zip(col_keys, col_of[base[0]])))}); "
@@ -116,7 +134,7 @@ def baseline_diffs(summary: pd.DataFrame, trials: pd.DataFrame, baseline: dict |
     if ambiguous:
         notes.append(f"No difference for {len(ambiguous)} cell(s) whose baseline is ambiguous: "
                      f"{'; '.join(ambiguous[:3])}; add the key that tells them apart to Sweep.baseline.")
-    return out, notes
+    return pairs, notes
 
 
 def same_value(a, b) -> bool:

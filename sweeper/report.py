@@ -32,6 +32,7 @@ from sweeper.aggregate import (SELECT_METRIC, WHICH, WHICH_ALIASES, AggregateErr
                                check_experiment, load_history, load_trials, read_sweep, summarize, write_summary,
                                write_trials)
 from sweeper import storage
+from sweeper.auto_seeds import sequential_diffs
 from sweeper.html import PAGE, write_page
 from sweeper.index import index_at, index_text, is_results_root
 from sweeper.plots import (plot_g0, plot_ga_vs_pga, plot_kl, plot_mur_vs_rr, plot_paired_diffs, plot_radius,
@@ -77,7 +78,8 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
     no_val = val_note(trials)
     summary, notes = baseline_diffs(summarize(trials, metric, which), trials, baseline, rows, cols, within=within,
                                     baseline_for=named)
-    notes = notes + classical_note(summary, trials, rows, cols) + [subset_note(trials)]
+    summary, seq_notes = sequential_diffs(summary, trials, meta)  # --seeds auto: each cell's sequential verdict
+    notes = notes + seq_notes + classical_note(summary, trials, rows, cols) + [subset_note(trials)]
     if metric == SELECT_METRIC:  # a table to choose from (--confirm): the test error beside, not used
         notes += test_beside_note(trials, baseline, rows, cols, which, within, named)
     paths.update(write_summary(summary, exp))

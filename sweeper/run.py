@@ -43,6 +43,16 @@ class InputError(ValueError):
     """Bad command-line input found before any work; message names the problem and the fix."""
 
 
+def seeds_arg(s: str) -> int | str:
+    """--seeds: a number, or "auto"."""
+    if s == "auto":
+        return s
+    try:
+        return int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{s!r} is neither a number nor auto; write e.g. --seeds 5 or --seeds auto") from None
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m sweeper.run", description=__doc__.splitlines()[0])
     p.add_argument("sweep", help="a module name in search_spaces/ (see python -m sweeper.list)")
@@ -51,7 +61,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--data-dir", default=None,
                    help="folder or URI (s3://, gs://) with CIFAR-10/100 or SVHN (default ./data); "
                         "a URI is copied to each node once")
-    p.add_argument("--seeds", type=int, default=None, help="seeds per grid point (default: the sweep's, 3)")
+    p.add_argument("--seeds", type=seeds_arg, default=None,
+                   help="seeds per grid point (default: the sweep's, 3), or auto: 3, then more only where a cell's "
+                        "paired difference from its baseline is still open, up to --max-seeds (sweeper/sequential.py)")
+    p.add_argument("--max-seeds", type=int, default=None, metavar="N", help="--seeds auto: the most seeds per config (16)")
     p.add_argument("--seed-start", type=int, default=None, metavar="N",
                    help="first seed (default: the sweep's, 0); e.g. --seed-start 8 --seeds 8 runs seeds 8-15")
     p.add_argument("--storage", default="./results",
@@ -234,6 +247,10 @@ def print_dry_run(sweep: Sweep, trials: list[dict], args) -> None:
               f"{sweep.search.get('metric', 'val_error')}")
         for point in start_points(sweep, trials) or []:
             print("  the first sample is the base values: " + "  ".join(f"{k}={v}" for k, v in point.items()))
+    if sweep.max_seeds:  # --seeds auto: the count depends on the results
+        from sweeper.auto_seeds import cost_lines
+        print("\n".join(cost_lines(sweep, trials, args.preset)))
+        return
     n = sweep.search["num_samples"] if sweep.search else len(trials)
     print(f"estimated cost: {n} trials x {sweep.minutes_per_trial:g} min = "
           f"{n * sweep.minutes_per_trial / 60:.1f} trial-hours "
@@ -300,6 +317,13 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
                                       metric=select, mode="min", trial_dirname_creator=_trial_dirname,
                                       reuse_actors=True,
                                       max_concurrent_trials=args.max_concurrent or None)
+    elif sweep.max_seeds:  # --seeds auto: a searcher suggests each trial, seeds only where a claim is open
+        from sweeper.seed_searcher import searcher_for
+
+        algo, most = searcher_for(sweep, trials)
+        param_space = {}
+        tune_config = tune.TuneConfig(search_alg=algo, num_samples=most, trial_dirname_creator=_trial_dirname,
+                                      max_concurrent_trials=args.max_concurrent or None, reuse_actors=True)
     else:  # a grid: trial_index picks one fully specified config (variants need not be a product)
         keys = list(trials[0])
         param_space = {"trial_index": tune.grid_search(list(range(len(trials))))}
@@ -464,6 +488,15 @@ def prepare(args):
             sweep = confirm_sweep(sweep, args.confirm, args.seeds)
         except ConfirmError as e:
             raise InputError(str(e)) from None
+    if args.seeds == "auto":  # the first look's seeds, then more where a cell's claim is open
+        from sweeper.auto_seeds import auto_sweep
+        from sweeper.sequential import SequentialError
+        try:
+            sweep, args.seeds = auto_sweep(sweep, args.max_seeds), None
+        except SequentialError as e:
+            raise InputError(str(e)) from None
+    elif args.max_seeds is not None:
+        raise InputError("--max-seeds caps --seeds auto; add --seeds auto, or drop --max-seeds")
     trials = trial_configs(sweep, args)
     check_search(sweep, trials)
     check_baseline(sweep, trials)

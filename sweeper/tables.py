@@ -66,7 +66,8 @@ def table_frame(summary: pd.DataFrame, rows=("method", "vd", "mur"), cols=(), pa
                     **{c: r[c] for c in STAT_COLS},
                     "paper_mean": pm, "paper_std": math.nan if ps is None else ps,
                     "delta": math.nan if reason else r["mean"] - pm, "paper_note": reason or "",
-                    **({c: r[c] for c in DIFF_COLS} if has_diff else {})})
+                    **({c: r[c] for c in DIFF_COLS} if has_diff else {}),
+                    **({"verdict": r["verdict"]} if "verdict" in summary.columns else {})})  # --seeds auto
     table = pd.DataFrame(out)
     dup = table[table.duplicated(["row", "col"], keep=False)] if len(table) else table
     if len(dup):
@@ -108,7 +109,8 @@ def diff_text(r) -> str:
     lo, hi = r["diff_ci_low"], r["diff_ci_high"]
     star = "*" if excludes_zero(lo, hi) else ""
     text = f" · {signed(r['diff_vs_baseline'])} [{signed(lo)}, {signed(hi)}]{star}"
-    return text + (f" ({k} pairs)" if k != int(r["n"]) else "") + vs
+    verdict = r.get("verdict") if hasattr(r, "get") else None  # --seeds auto: "differs at 5 seeds", ...
+    return text + (f" ({k} pairs)" if k != int(r["n"]) else "") + vs + (f" ({verdict})" if verdict else "")
 
 
 def table_notes(table: pd.DataFrame, extra=()) -> list[str]:
