@@ -106,11 +106,18 @@ def _command(claim: dict) -> str:
 
 
 def claims_table(claims: list[dict], runs: list[dict], link: str) -> str:
-    lines = ["| claim | paper | verdict on digits |", "|---|---|---|"]
+    """The README's summary: the claims grouped by verdict, each with where the paper makes it."""
+    groups: dict[str, list[str]] = {}
     for c in claims:
-        lines.append(f"| {c['claim']} | {c['source']} | "
-                     f"{claimlib.verdict_text(c, grade_claim(c, runs), _command(c))} |")
-    return "\n".join(lines) + f"\n\nEach verdict with its paired differences on both seed sets: [{link}]({link})."
+        g = grade_claim(c, runs)
+        key = "not testable here" if g is None else g["verdict"] or g["status"]
+        groups.setdefault(key, []).append(f"{c['claim']} ({c['source']})")
+    order = [*claimlib.VERDICTS, "one seed set committed", "not committed", "not testable here"]
+    lines = ["| verdict on digits | claims |", "|---|---|"]
+    for key in sorted(groups, key=lambda k: order.index(k) if k in order else len(order)):
+        name = f"**{key}**" if key == "yes" else key
+        lines.append(f"| {name} ({len(groups[key])}) | {'; '.join(groups[key])} |")
+    return "\n".join(lines) + f"\n\nEach claim with its paired differences on both seed sets: [{link}]({link})."
 
 
 # ---------------------------------------------------------------- RESULTS.md

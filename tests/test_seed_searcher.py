@@ -126,15 +126,15 @@ def test_configurations_drop_the_seed_and_keep_the_order():
 
 
 def test_pairing_follows_the_tables_rule_on_a_real_sweep():
-    sweep = get_sweep("table_svhn", "quick")
+    sweep = get_sweep("table_cifar", "quick")
     cells = configurations(sweep.trials(1))
     b = pairing(cells, sweep)
     name = lambda c: (cells[c]["method"], cells[c]["vd"], cells[c]["mur"])
     pairs = {name(c): None if j is None else name(j) for c, j in enumerate(b)}
     assert pairs[("mt", False, "none")] is None
-    assert pairs[("pi", True, "direct")] == ("pi", False, "none")       # a variant against its own method's row
-    assert pairs[("pi", False, "none")] == ("mt", False, "none")        # a method's row against MT
-    assert pairs[("supervised", False, "none")] == ("mt", False, "none")
+    assert pairs[("ict", True, "direct")] == ("ict", False, "none")     # a variant against its own method's row
+    assert pairs[("ict", False, "none")] == ("mt", False, "none")       # a method's row against MT
+    assert pairs[("labelspreading", False, "none")] == ("mt", False, "none")
 
 
 def test_a_sweep_without_a_baseline_is_refused():
@@ -186,11 +186,11 @@ def test_the_cli_dry_run_prints_least_expected_and_most_trials(capsys):
 
     assert main(["ablation_radius", "--preset", "quick", "--seeds", "auto", "--max-seeds", "8", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    # 3 configs (LabelSpreading, MT, MT + MUR): 9 trials at the first look, 24 at the cap of 8
-    assert "looks at 3, 5, 8 seeds" in out and "least: 9 trials" in out and "most: 24 trials" in out
+    # 5 configs (LabelSpreading, MT, MT + MUR at three radii): 15 trials at the first look, 40 at the cap of 8
+    assert "looks at 3, 5, 8 seeds" in out and "least: 15 trials" in out and "most: 40 trials" in out
     assert "expected if no cell differs" in out
     assert main(["ablation_radius", "--preset", "quick", "--seeds", "auto", "--dry-run"]) == 0
-    assert "most: 48 trials" in capsys.readouterr().out  # the default cap, 16 seeds of 3 configs
+    assert "most: 80 trials" in capsys.readouterr().out  # the default cap, 16 seeds of 5 configs
 
 
 @pytest.mark.parametrize("argv, message", [
