@@ -137,15 +137,17 @@ def test_a_claim_is_yes_on_both_seed_sets_mixed_when_one_contradicts_and_rendere
 
     made = docs.generated(root)
     readme = made[Path("README.md")]
-    assert "| MUR at r = 1 helps | Fig. 3(c) | mixed |" in readme
-    assert "| VD helps | Table 1 | not committed: `python -m sweeper.run ablation_kl --preset quick` |" in readme
-    assert "| CIFAR-100 too | Table 1 | not testable here |" in readme
+    assert "| mixed (1) | MUR at r = 1 helps (Fig. 3(c)) |" in readme
+    assert "| not committed (1) | VD helps (Table 1) |" in readme
+    assert "| not testable here (1) | CIFAR-100 too (Table 1) |" in readme
     assert "| table of ablation_radius-quick-s0-2 |" in readme and "old" not in readme
     results = made[Path("docs/RESULTS.md")]
     assert "## ablation_radius (quick, seeds 3-5)" in results
     assert "Test CPU, 2 cores, torch 9.9" in results
     assert "s0-2: yes, Δ −1.10 " + f"[{ci.low:+.2f}, {ci.high:+.2f}]".replace("-", "−") in results
     assert "| CIFAR-100 too | Table 1 | — | not testable here | no 100-class data here |" in results
+    assert "| VD helps | Table 1 | `ablation_kl` | not committed: `python -m sweeper.run ablation_kl --preset quick` |" \
+        in results
 
 
 def test_overlapping_seed_sets_and_unmatched_cells_are_errors(tmp_path):
