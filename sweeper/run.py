@@ -39,11 +39,20 @@ from sweeper import storage as store
 from sweeper.storage import StorageError, is_uri
 
 
+# The exit status of `python -m sweeper.run`: docs/USAGE.md and docs/ARCHITECTURE.md state the same codes.
+EXIT_OK = 0            # every trial finished
+EXIT_TRIAL_FAILED = 1  # some trial failed (Tune's fit() does not raise); the report is still written
+EXIT_BAD_INPUT = 2     # bad input, one line `error: ...` before Ray starts
+EXIT_INTERRUPTED = 3   # Ctrl+C, SIGTERM, `ray job stop`: the state is saved, `--resume` continues it
+EXIT_STORAGE_LOST = 4  # the storage bucket stopped answering for longer than its retries
+EXIT_CODES = (EXIT_OK, EXIT_TRIAL_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_STORAGE_LOST)
+
+
 class InputError(ValueError):
     """Bad command-line input found before any work; message names the problem and the fix."""
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m sweeper.run", description=__doc__.splitlines()[0])
     p.add_argument("sweep", help="a module name in search_spaces/ (see python -m sweeper.list)")
     p.add_argument("--preset", default=None,
@@ -51,7 +60,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--data-dir", default=None,
                    help="folder or URI (s3://, gs://) with CIFAR-10/100 or SVHN (default ./data); "
                         "a URI is copied to each node once")
-    p.add_argument("--seeds", type=int, default=None, help="seeds per grid point (default: the sweep's, 3)")
+    p.add_argument("--seeds", type=int, default=None, help="seeds per grid point (default: the sweep's own, which --dry-run shows)")
     p.add_argument("--seed-start", type=int, default=None, metavar="N",
                    help="first seed (default: the sweep's, 0); e.g. --seed-start 8 --seeds 8 runs seeds 8-15")
     p.add_argument("--storage", default="./results",
@@ -69,10 +78,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="searches (hpo, hpo_base): rerun that search's best trial by validation error and its "
                         "base values on fresh seeds (--seeds, default 5), paired (sweeper/confirm.py)")
     p.add_argument("--dashboard", action="store_true",
-                   help="give a local Ray its dashboard on 127.0.0.1:8265 (costs ~2 s at start and ~5%% of a "
-                        "2-core machine while trials run; a head's dashboard, see --address, outlives the sweep)")
+                   help="give a local Ray its dashboard on 127.0.0.1:8265 (it takes start-up time and CPU from the trials: "
+                        "docs/PERFORMANCE.md; a head's dashboard, see --address, outlives the sweep)")
     p.add_argument("--tensorboard", action="store_true",
-                   help="also write TensorBoard event files per trial (imports torch in this driver, ~3-5 s)")
+                   help="also write TensorBoard event files per trial (imports torch in this driver)")
     p.add_argument("--live-every", type=float, default=30.0, metavar="SECONDS",
                    help="rebuild the report (report.html) after trials end, at most every SECONDS (default 30; "
                         "0: only at the end), uploaded on a bucket (sweeper/live.py)")
@@ -82,7 +91,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a TrainConfig key in every trial, e.g. --set mur_radius=2 (repeatable; a "
                         "shorter run also needs its schedules: --set steps=600 --set lr_rampdown=150)")
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    return parser().parse_args(argv)
 
 
 # ---------------------------------------------------------------- validation (before Ray starts)
@@ -423,16 +436,16 @@ def main(argv=None) -> int:
         plan = prepare(args)
     except (SweepError, ConfigError, DataError, InputError, StorageError) as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     if plan is None:  # --dry-run: printed
-        return 0
+        return EXIT_OK
     sweep, trials, exp_dir, address = plan
     try:
         resources = start_ray(address, args)
     except ConnectionError as e:  # e.g. --address auto with no cluster running here
         print(f"error: cannot connect to Ray at {address}: {str(e).splitlines()[0]}; start a head with "
               f"`ray start --head --dashboard-host 127.0.0.1` or omit --address for a local Ray", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     tuner = make_tuner(sweep, trials, args, exp_dir, resources)
     # loggers: result_loggers(); Ctrl+C and SIGTERM: graceful_stop()
     with env_set(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1", TUNE_DISABLE_SIGINT_HANDLER="1"), graceful_stop() as stopped, \
@@ -548,8 +561,8 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
     if stopped:
         print(f"interrupted: the sweep's state is saved; continue it with "
               f"`python -m sweeper.run {sweep.name} --resume {exp_dir}`", file=sys.stderr)
-        return 3
-    return 1 if errors else 0
+        return EXIT_INTERRUPTED
+    return EXIT_TRIAL_FAILED if errors else EXIT_OK
 
 
 def storage_lost(sweep: Sweep, exp_dir, why: str) -> int:
@@ -558,7 +571,7 @@ def storage_lost(sweep: Sweep, exp_dir, why: str) -> int:
     print(f"error: storage {exp_dir} unreachable at the end of the sweep ({why}); it holds the state of its "
           f"last successful upload; once it answers again, continue with "
           f"`python -m sweeper.run {sweep.name} --resume {exp_dir}`", file=sys.stderr)
-    return 4
+    return EXIT_STORAGE_LOST
 
 
 @contextlib.contextmanager

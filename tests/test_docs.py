@@ -182,3 +182,62 @@ def test_a_committed_command_drops_the_machines_paths_but_keeps_every_other_argu
     argv = ["/home/u/p/sweeper/run.py", "ablation_radius", "--storage", "/tmp/r", "--preset", "quick",
             "--storage=s3://b/p", "--seed-start", "8"]
     assert public_args(argv) == ["ablation_radius", "--preset", "quick", "--seed-start", "8"]
+
+
+# ---------------------------------------------------------------- what the docs state about the CLI equals the code
+
+def _codes(text: str) -> list[int]:
+    """The codes of an exit-status list written as `0 ...; 1 ...; 2 ...` (the first digit of each clause)."""
+    return [int(m) for m in re.findall(r"(?:^|[;:]|,)\s*(\d) (?=[a-zA-Z(])", text)]
+
+
+def test_the_exit_codes_the_docs_list_are_the_ones_run_returns():
+    from sweeper import run
+
+    assert run.EXIT_CODES == tuple(range(len(run.EXIT_CODES)))
+    arch = re.search(r"\| `run\.py` \|.*exit status ([\d/]+)", (ROOT / "docs" / "ARCHITECTURE.md").read_text())
+    assert arch and [int(c) for c in arch.group(1).split("/")] == list(run.EXIT_CODES)
+    usage = (ROOT / "docs" / "USAGE.md").read_text()
+    para = usage.split("**Exit status**:", 1)[1].split("\n\n", 1)[0]
+    assert _codes(para) == list(run.EXIT_CODES), para
+    doc = run.__doc__.split("Exit status:", 1)[1].split("\n\n", 1)[0]
+    assert _codes(doc) == list(run.EXIT_CODES), doc
+    # every code run.py returns is a named one
+    src = (ROOT / "sweeper" / "run.py").read_text()
+    assert not re.search(r"return \d\b", src), "return a named EXIT_* code"
+
+
+def test_exit_code_parser_reads_a_planted_list():
+    assert _codes("0 every trial finished; 1 some trial failed; 2 bad input") == [0, 1, 2]
+
+
+# options whose default the code computes at run time, so the parser's own default is None or a stand-in
+COMPUTED_DEFAULTS = {"--preset", "--data-dir", "--address", "--gpus-per-trial", "--seed-start"}
+
+
+def test_the_defaults_usage_states_are_the_parsers():
+    from sweeper import run
+
+    parser = run.parser()
+    defaults = {a.option_strings[0]: a.default for a in parser._actions if a.option_strings}
+    table = (ROOT / "docs" / "USAGE.md").read_text().split("## Options of", 1)[1].split("\n\n", 2)[1]
+    checked = 0
+    for line in table.splitlines():
+        m = re.match(r"\| `(--[\w-]+)[^`]*` \| (.*)\|$", line)
+        stated = m and re.search(r"\(default `?([^`;,)]+)`?[;,)]", m.group(2))
+        if not stated or m.group(1) in COMPUTED_DEFAULTS:
+            continue
+        want, have = stated.group(1).strip(), defaults[m.group(1)]
+        assert want == str(have) or (isinstance(have, float) and float(want) == have), (m.group(1), want, have)
+        checked += 1
+    assert checked >= 2  # --storage, --live-every at least
+
+
+def test_the_seeds_help_names_no_number_since_sweeps_differ():
+    from sweeper import run
+    from search_spaces import presets
+
+    seeds = {get_sweep(n, p).seeds for n in names() for p in presets(n)}
+    assert len(seeds) > 1  # a single number in the help would be wrong for some sweep
+    helps = {a.option_strings[0]: a.help for a in run.parser()._actions if a.option_strings}
+    assert "the sweep's own" in helps["--seeds"] and not re.search(r"\d", helps["--seeds"])
