@@ -4,7 +4,7 @@ Hypothesis: too small an r finds no uncertain point, too large an r leaves the d
 the paper's error is lowest at r = 10 (17.96 vs MT 19.63). Baseline row: MT without MUR, whose
 paired difference every MT+MUR cell shows. Entropy minimisation is 0 in every row (the authors'
 MeanTeacher_MUR/run_cifar10.py), so the rows differ only in MUR and r.
-    python -m sweeper.run ablation_radius                  # CIFAR-10, (5 + 1) x 3 trials of 280k steps, ~1.7 H100-hours each (MT+MUR: 48 steps/s)
+    python -m sweeper.run ablation_radius                  # CIFAR-10, (5 + 1) x 3 trials of 280k steps
 
 Quick preset, the quick start (digits, 100 labels, 1000 steps): MT against MT+MUR at r = 1 (the
 standardised 64-dim digits' scale), and LabelSpreading as the classical baseline, 8 seeds. It tests the
@@ -13,7 +13,7 @@ curve over r (no second radius fits in its time). r = 1, 1000 steps and 8 seeds 
 validation error of single runs (`python -m trainables.trainer`, seeds 0-7); the claim is made only where
 the paired interval on test excludes 0 for both seeds 0-7 and seeds 8-15. Another CPU gives other digits
 (other floating-point paths); the same machine, the same digits.
-    python -m sweeper.run ablation_radius --preset quick                    # seeds 0-7: 3 rows x 8 seeds, ~3 min on 2 idle CPU cores
+    python -m sweeper.run ablation_radius --preset quick                    # seeds 0-7: 3 rows x 8 seeds
     python -m sweeper.run ablation_radius --preset quick --seed-start 8    # the same on seeds 8-15
 `--set mur_radius=2` moves the MUR row to another radius.
 
@@ -22,7 +22,7 @@ r in {2, 4, 8, 10, 16}, 3 seeds. The grid is four times the digits radii 0.5, 1,
 r is an L2 distance per image, and a standardised 32x32 one-channel image has norm ~ sqrt(1024) = 32
 against sqrt(64) = 8 for a standardised 8x8 digit, so 4x keeps r / |x|; r = 10 is added because it is
 the paper's CIFAR-10 value.
-    python -m sweeper.run ablation_radius --preset mnist   # 6 rows x 3 seeds; per trial ~3 GPU-min (hours on a CPU)
+    python -m sweeper.run ablation_radius --preset mnist   # 6 rows x 3 seeds, GPU work (common.MNIST says why)
 """
 from search_spaces import Sweep
 from search_spaces.common import BASELINE_MT, CIFAR, LABEL_SPREADING, QUICK, authors_rows
@@ -30,8 +30,8 @@ from search_spaces.common import MNIST, MNIST_MINUTES
 
 QUICK_RADII = [1.0]
 QUICK_SEEDS = 8  # a paired t-interval over 8 seeds: half-width 2.36 sd / sqrt(8) = 0.83 sd
-# 1000 steps (schedules scaled from QUICK's 1500), one radius, 8 seeds and two evaluations a run: a budget
-# of 5 minutes on a slow 2-core machine
+# 1000 steps (schedules scaled from QUICK's 1500), one radius, 8 seeds and two evaluations a run: the quick
+# start fits the few minutes a first reader gives it on a 2-core machine (its committed run: sweeper.list)
 QUICK_SHORT = {**QUICK, "steps": 1000, "lr_rampdown": 250, "rampup": 200, "eval_every": 500}
 PAPER_RADII = [4.0, 7.0, 10.0, 20.0, 40.0]
 

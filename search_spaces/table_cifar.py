@@ -11,13 +11,13 @@ ICT use 0.1, MT+MUR and the other ICT rows 0; the row labels name it wherever ro
 Quick preset (digits, 100 labels, 5 seeds): rows that change one knob at a time from MT (entmin 0),
 so that VD, MUR and entropy minimisation are separated, plus the supervised network and scikit-learn's
 LabelSpreading (kernel width chosen on the validation split) as the classical baseline. ICT is left
-out of the quick table to keep it within 20 minutes on 2 cores.
-    python -m sweeper.run table_cifar --preset quick   # digits, 8 rows x 5 seeds, 14.3 min measured on 2 CPU cores
+out of the quick table to keep its cost that of one sitting on 2 cores.
+    python -m sweeper.run table_cifar --preset quick   # digits, 8 rows x 5 seeds
 
 MNIST preset (real MNIST, 100 labels, ConvNet-13 at width 0.5, 5000 steps, common.MNIST): supervised
 and MT x {base, +VD, +MUR, +VD+MUR} (entmin 0), 3 seeds, ICT left out as in the quick table. Other papers' MNIST-100 errors are
 sweeper.paper_results.literature("mnist", 100), shown beside the cells, never as the paper's number.
-    python -m sweeper.run table_cifar --preset mnist   # 5 rows x 3 seeds; per trial ~3 GPU-min (hours on a CPU)
+    python -m sweeper.run table_cifar --preset mnist   # 5 rows x 3 seeds, GPU work (common.MNIST says why)
 """
 from search_spaces import Sweep
 from search_spaces.common import (BASELINE_MT, CIFAR, CIFAR100_RADIUS, LABEL_SPREADING, QUICK, SUPERVISED,

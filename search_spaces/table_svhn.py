@@ -7,7 +7,7 @@ run (search_spaces/common.py), so the paper rows differ only in what their label
 
 Quick preset (digits, 100 labels, 5 seeds): Pi and MT, each base, +VD, +MUR, +VD+MUR with
 entmin 0, plus the supervised network and LabelSpreading.
-    python -m sweeper.run table_svhn --preset quick   # digits, 10 rows x 5 seeds, ~18 min on 2 cores
+    python -m sweeper.run table_svhn --preset quick   # digits, 10 rows x 5 seeds
 
 Each variant's paired interval is against its own method's base row (Sweep.baseline_within), Pi and
 the supervised row against MT, so every interval changes one knob (on the paper preset, also what

@@ -349,7 +349,7 @@ def plot_virtual_points(images, xstars_by_radius: dict, path: str | Path, max_im
     images: (N, C, H, W) or (N, H, W) tensor/array; xstars_by_radius: {r: x* of the same shape}.
     Each column is shown in its input's own [min, max] range, x* clipped to it, so the
     perturbation is visible relative to the image (as the paper's unwhitened figure). One
-    mosaic image on one axis (a grid of axes took ~2 s to draw).
+    mosaic image on one axis (a grid of axes is slow to draw).
     """
     imgs = _np(images)
     imgs = imgs[:, None] if imgs.ndim == 3 else imgs

@@ -247,10 +247,11 @@ def print_dry_run(sweep: Sweep, trials: list[dict], args) -> None:
               f"{sweep.search.get('metric', 'val_error')}")
         for point in start_points(sweep, trials) or []:
             print("  the first sample is the base values: " + "  ".join(f"{k}={v}" for k, v in point.items()))
+    from sweeper.costs import cost_lines
+
     n = sweep.search["num_samples"] if sweep.search else len(trials)
-    print(f"estimated cost: {n} trials x {sweep.minutes_per_trial:g} min = "
-          f"{n * sweep.minutes_per_trial / 60:.1f} trial-hours "
-          f"({'one 2-core CPU machine' if args.preset == 'quick' else 'one GPU per trial'})")
+    for line in cost_lines(sweep.name, args.preset, n, sweep.minutes_per_trial, bool(args.seeds or args.set)):
+        print(f"cost: {line}")
 
 
 # ---------------------------------------------------------------- Ray
@@ -343,7 +344,7 @@ def grace_period(search: dict, steps: int, eval_every: int) -> int:
 def result_loggers(tensorboard: bool) -> list:
     """result.json (what sweeper.aggregate reads) and progress.csv per trial; TensorBoard files only
     on request. Tune adds its TensorBoard logger by default, and tensorboardX imports torch in the
-    driver (~3-5 s of a 2-core machine's CPU, taken from the trials); main() turns Tune's automatic
+    driver (seconds of CPU, taken from the trials); main() turns Tune's automatic
     loggers off during fit(), so these are all. They are stored with the experiment and apply on --resume."""
     from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback, TBXLoggerCallback
 
