@@ -106,7 +106,7 @@ def test_summary_mean_sample_std_and_counts(experiment):
     assert (s.loc[True, "n_failed"], s.loc[True, "n_diverged"], s.loc[True, "n_trials"]) == (1, 1, 5)
     assert (s.loc[False, "n_failed"], s.loc[False, "n_diverged"]) == (0, 0)
     assert s.loc[True, "seeds"] == "0,1,2"
-    best = summarize(df, "test_error", "best").set_index("vd")
+    best = summarize(df, "test_error", "best_test").set_index("vd")
     assert best.loc[False, "mean"] == pytest.approx(errs["A"].min(axis=1).mean())
     assert best.loc[True, "std"] == pytest.approx(np.std(errs["B"].min(axis=1), ddof=1))
 
@@ -236,7 +236,7 @@ def test_unknown_metric_or_which_is_a_clear_error(experiment):
     with pytest.raises(AggregateError, match="no trial reported 'accuracy'"):
         summarize(df, "accuracy")
     with pytest.raises(AggregateError, match="'best_test' is defined for the error metrics"):
-        summarize(df, "sparsity", "best")
+        summarize(df, "sparsity", "best_test")
     with pytest.raises(AggregateError, match="'best_val' is defined for the error metrics"):
         summarize(df, "sparsity", "best_val")
     with pytest.raises(AggregateError, match="which must be"):
@@ -264,8 +264,10 @@ def test_bestval_takes_the_metrics_at_the_report_of_lowest_validation_error(tmp_
     assert group_keys(df) == ["method"]                                        # bestval_* are no config keys
     s = summarize(df, "test_error", "best_val").iloc[0]
     assert (s["which"], s["n"], s["mean"], s["seeds"]) == ("best_val", 1, 22.0, "0")
-    assert summarize(df, "test_error", "best").iloc[0]["which"] == "best_test"   # the old name still works
-    assert summarize(df, "test_error", "best").iloc[0]["mean"] == pytest.approx((15.0 + 12.0) / 2)
+    assert summarize(df, "test_error", "best_test").iloc[0]["which"] == "best_test"
+    assert summarize(df, "test_error", "best_test").iloc[0]["mean"] == pytest.approx((15.0 + 12.0) / 2)
+    with pytest.raises(AggregateError, match="which must be one of final, best_val, best_test; got 'best'"):
+        summarize(df, "test_error", "best")
 
 
 @pytest.mark.slow

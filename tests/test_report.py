@@ -224,13 +224,13 @@ def test_row_labels_leave_out_keys_that_do_not_apply_to_a_row():
     assert list(row_labels(flat, ("method", "vd", "mur", "entmin_coef"))) == ["Π", "Π + VD", "MT", "MT + VD"]
 
 
-def test_which_best_tabulates_the_minimum(table_built):
+def test_which_best_test_tabulates_the_minimum(table_built):
     exp, curves, _ = table_built
-    t = table_frame(summarize(load_trials(exp), "test_error", "best"), ("method", "vd", "mur"), ("dataset",))
+    t = table_frame(summarize(load_trials(exp), "test_error", "best_test"), ("method", "vd", "mur"), ("dataset",))
     c = curves[("ict", True, "direct", "cifar100")]
     cell = t[(t["method"] == "ict") & (t["vd"]) & (t["dataset"] == "cifar100")].iloc[0]
     assert cell["mean"] == pytest.approx(c.min(axis=1).mean())
-    assert cell["which"] == "best_test"                  # "best" is the old name of best_test
+    assert cell["which"] == "best_test"
 
 
 MT_BASE = {"method": "mt", "vd": False, "mur": "none"}
@@ -576,7 +576,7 @@ def test_virtual_point_mosaic_places_and_scales_every_tile():
 
 def test_cli_prints_the_table(table_exp, capsys):
     exp, _ = table_exp
-    assert main([str(exp), "--format", "latex", "--which", "best"]) == 0   # best: the old name of best_test
+    assert main([str(exp), "--format", "latex", "--which", "best_test"]) == 0
     out = capsys.readouterr().out
     assert "\\begin{tabular}" in out and "best_test test_error" in out and f"results: {exp.resolve()}" in out
     title = out.splitlines()[0]
