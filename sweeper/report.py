@@ -122,7 +122,7 @@ def report_at(exp: str | storage.Folder, fmt: str = "md", which: str = "final") 
     """build_report for a local folder or a URI. For a URI: the report's inputs are
     copied into the local cache folder (storage.report_inputs), the report is built there, and every file it
     wrote (and hpo's optuna.db) is uploaded to exp. Returns {name: local path}; AggregateError as
-    build_report."""
+    build_report, StorageError when the bucket cannot be read or written."""
     exp, cache = storage.report_inputs(exp)
     if isinstance(exp, Path):
         return build_report(exp, fmt, which)
@@ -134,7 +134,8 @@ def report_at(exp: str | storage.Folder, fmt: str = "md", which: str = "final") 
         storage.push([*paths.values(), *([cache / storage.OPTUNA_DB] if (cache / storage.OPTUNA_DB).is_file() else [])],
                      cache, exp)
     except OSError as e:
-        raise AggregateError(f"the report was built in {cache} but not uploaded: {storage.explain(e, str(exp))}") from None
+        raise storage.StorageError(f"the report was built in {cache} but not uploaded: "
+                                   f"{storage.explain(e, str(exp))}") from None
     return paths
 
 
@@ -160,7 +161,7 @@ def main(argv=None) -> int:
         return 2
     try:
         paths = report_at(args.results_dir, args.format, args.which)
-    except AggregateError as e:
+    except (AggregateError, storage.StorageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(paths["table"].read_text())

@@ -550,7 +550,7 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
         return storage_lost(sweep, exp_dir, lost)
     try:
         paths = report_at(exp_dir)  # a URI: built in a local cache, uploaded
-    except AggregateError as e:  # e.g. no trial reported anything before the sweep ended
+    except (AggregateError, StorageError) as e:  # e.g. no trial reported anything before the sweep ended
         print(f"no report: {e}", file=sys.stderr)
         paths = {}
     for name in ("table.md", "table_ranked.md"):  # the ranked table: searches (hpo) only

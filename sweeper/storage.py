@@ -393,10 +393,8 @@ def push(files, cache: Path, exp: Location) -> None:
 
 def report_inputs(exp: str | Folder) -> tuple[Folder, Path]:
     """(exp resolved, a local folder holding its report's inputs): a local folder (or file:// URI) is
-    itself; a bucket's files are pulled into the local cache first. AggregateError if it holds nothing
+    itself; a bucket's files are pulled into the local cache first. StorageError if it holds nothing
     or cannot be read."""
-    from sweeper.aggregate import AggregateError
-
     if isinstance(exp, (str, Path)) and not is_uri(exp):
         return Path(exp), Path(exp)
     try:
@@ -405,8 +403,8 @@ def report_inputs(exp: str | Folder) -> tuple[Folder, Path]:
             return exp, exp
         cache = local_folder(exp)
         if not pull(exp, cache):
-            raise AggregateError(f"{exp} does not exist (no files there); pass the experiment folder printed "
-                                 f"by sweeper.run, such as {exp.parent}/<sweep>-<stamp>")
-    except (StorageError, OSError) as e:
-        raise AggregateError(str(e) if isinstance(e, StorageError) else explain(e, str(exp))) from None
+            raise StorageError(f"{exp} does not exist (no files there); pass the experiment folder printed "
+                               f"by sweeper.run, such as {exp.parent}/<sweep>-<stamp>")
+    except OSError as e:
+        raise StorageError(explain(e, str(exp))) from None
     return exp, cache

@@ -134,3 +134,10 @@ def test_the_driver_and_results_code_reach_no_module_that_imports_torch():
                 todo.append(nxt)
         found += [f"{start} -> {m}" for m in sorted(seen & torch_users)]
     assert not found, "\n".join(found)
+
+
+def test_storage_is_below_the_results_code():
+    """sweeper/storage.py has its own error (StorageError) and imports no results module: the report code
+    builds on storage, never the other way."""
+    graph = import_graph()
+    assert not {m for m in graph["sweeper.storage"] if m.startswith("sweeper.")}, graph["sweeper.storage"]
