@@ -12,25 +12,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import write_trial
 from sweeper.aggregate import (AggregateError, check_experiment, group_keys, load_history,
                                load_trials, summarize, write_summary, write_trials)
 from trainables.files import atomic_write
 
 STEPS = (100, 200, 300)
-
-
-def write_trial(exp, idx, params, reports, error=False, torn=None, sensitivity=None):
-    """A trial folder as Ray Tune 2.x lays it out: params.json, result.json (JSON lines), error.txt."""
-    d = exp / f"train_tune_ab12c_{idx:05d}_{idx}_seed={params.get('seed')}_2026-01-01_00-00-00"
-    d.mkdir(parents=True)
-    (d / "params.json").write_text(json.dumps(params, indent=2))
-    if reports is not None:
-        text = "".join(json.dumps({**r, "trial_id": f"ab12c_{idx:05d}", "config": params,
-                                   "time_total_s": 1.5 * (i + 1)}) + "\n" for i, r in enumerate(reports))
-        (d / "result.json").write_text(text + (torn or ""))
-    if error:
-        (d / "error.txt").write_text("Failure # 1 (occurred at 2026-01-01_00-00-05)\nRuntimeError: boom\n")
-    return d
 
 
 def finished_reports(errors, g0=None):

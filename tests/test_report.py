@@ -20,6 +20,7 @@ import pytest
 import scipy.stats
 import torch
 
+from conftest import write_trial
 from notorch import BLOCK_TORCH
 from sweeper.aggregate import AggregateError, load_trials, summarize
 from sweeper.paper_results import paper_value
@@ -33,16 +34,6 @@ from sweeper.tables import cell_text, table_frame
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-def write_trial(exp, idx, params, reports, error=False):
-    """A trial folder as Ray Tune 2.x lays it out (params.json, result.json as JSON lines)."""
-    d = exp / f"train_tune_cd34e_{idx:05d}_{idx}_seed={params.get('seed')}_2026-01-01_00-00-00"
-    d.mkdir(parents=True)
-    (d / "params.json").write_text(json.dumps(params))
-    (d / "result.json").write_text("".join(json.dumps({**r, "trial_id": f"cd34e_{idx:05d}"}) + "\n" for r in reports))
-    if error:
-        (d / "error.txt").write_text("Failure # 1\n")
 
 
 def reports(errors, done=True, steps=None, val=None, **last):
@@ -671,8 +662,8 @@ def make_search_exp(exp, with_val=True, start_points=None):
         write_trial(exp, i, {"method": "mt", "lr": lr, "mur_radius": r, "seed": 0},
                     reports(errs, done=kind == "finished", val=val if with_val else None, **last),
                     error=kind == "failed")
-        d = next(exp.glob(f"train_tune_cd34e_{i:05d}_*"))
-        states.append([json.dumps({"relative_logdir": d.name, "trial_id": f"cd34e_{i:05d}",
+        d = next(exp.glob(f"train_tune_ab12c_{i:05d}_*"))
+        states.append([json.dumps({"relative_logdir": d.name, "trial_id": f"ab12c_{i:05d}",
                                    "status": "ERROR" if kind == "failed" else "TERMINATED"}), "{}"])
     (exp / "experiment_state-2026-01-01_00-00-00.json").write_text(json.dumps({"trial_data": states}))
     (exp / "sweep.json").write_text(json.dumps({"name": "hpo", "rows": ["method"], "cols": [],
