@@ -303,14 +303,16 @@ def overhead_md(name: str, d: dict) -> list[str]:
     return out
 
 
-def two_trees_md(name: str, d: dict) -> list[str]:
-    a, b = (d.get("before_commit") or "other")[:7], (d.get("after_commit") or "this tree")[:7]
-    out = [f"### `{name}`", "", f"{_device(d)}; commit {b} against commit {a}, {d.get('steps')} steps a round, "
-           f"median of {d.get('rounds')} alternating rounds.", "",
-           f"| variant | steps/s at {a} | steps/s at {b} | speed-up | same losses |", "|---|--:|--:|--:|---|"]
+def cpu_step_md(name: str, d: dict) -> list[str]:
+    """cpu_step.py's measure of the code it ran (its `after` side; the other checkout is no part of this
+    code): each variant's steps/s and its step time against MT's, from the same rounds."""
+    at = f" at commit {d['after_commit'][:7]}" if d.get("after_commit") else ""
+    base = next((r for r in d["rows"] if r["variant"] == "MT"), d["rows"][0])
+    out = [f"### `{name}`", "", f"{_device(d)}{at}; {d.get('steps')} steps a round, median of {d.get('rounds')} "
+           f"rounds.", "", "| variant | steps/s | time per step vs MT |", "|---|--:|--:|"]
     for r in d["rows"]:
-        out.append(f"| {r['variant']} | {_f(r['steps_per_s_before'], 2)} | {_f(r['steps_per_s_after'], 2)} | "
-                   f"{r['speedup']:.2f}× | {r.get('same_losses')} |")
+        out.append(f"| {r['variant']} | {_f(r['steps_per_s_after'], 2)} | "
+                   f"{base['steps_per_s_after'] / r['steps_per_s_after']:.2f}× |")
     return out
 
 
@@ -329,24 +331,22 @@ SCALE_COLUMNS = (("wall_s", "wall s"), ("fit_per_trial_s", "Tune s / trial"), ("
 
 
 def scale_md(name: str, d: dict) -> list[str]:
-    """driver_scale.py: each size's measures, per checkout, and their growth from the smallest size."""
-    sizes = d["sizes"]
-    lo, hi = sizes["after"][0]["trials"], sizes["after"][-1]["trials"]
-    out = [f"### `{name}`", "", f"{d.get('machine')}, {d.get('date')}: `{d.get('sweep')}` quick, trials "
-           f"`{' '.join(d.get('trial_args') or [])}`" + (f"; *before* is commit {d['before_commit'][:7]}, run "
-                                                          f"alternately with *after*" if d.get("before_commit") else ""),
+    """driver_scale.py: each size's measures of the code it ran (its `after` side; the other checkout is
+    no part of this code), and their growth from the smallest size."""
+    rows = d["sizes"]["after"]
+    lo, hi = rows[0]["trials"], rows[-1]["trials"]
+    at = f" at commit {d['after_commit'][:7]}" if d.get("after_commit") else ""
+    out = [f"### `{name}`", "", f"{d.get('machine')}, {d.get('date')}{at}: `{d.get('sweep')}` quick, trials "
+           f"`{' '.join(d.get('trial_args') or [])}`",
            "", "*state saves*: Tune's saves of its experiment state, each of which writes every trial's state; "
                "*saving s*: their time in the driver. Wall times move with the machine's load; the driver's CPU "
-               "seconds and the saves are the measures to compare across sizes. The last row of each code is the "
-               "growth from the smallest size to the largest (linear: the ratio of the trial counts).",
-           "", "| code | trials | " + " | ".join(h for _, h in SCALE_COLUMNS) + " |",
-           "|---|--:|" + "--:|" * len(SCALE_COLUMNS)]
-    for tree, rows in sizes.items():
-        for r in rows:
-            out.append(f"| {tree} | {r['trials']} | " + " | ".join(_f(r.get(k), 2) for k, _ in SCALE_COLUMNS) + " |")
-        g = d["growth"][tree]
-        out.append(f"| {tree} | **{hi}/{lo}** | " + " | ".join(f"**{g[k]:.2f}×**" if k in g else "" for k, _ in SCALE_COLUMNS)
-                   + " |")
+               "seconds and the saves are the measures to compare across sizes. The last row is the growth from "
+               "the smallest size to the largest (linear: the ratio of the trial counts).",
+           "", "| trials | " + " | ".join(h for _, h in SCALE_COLUMNS) + " |", "|--:|" + "--:|" * len(SCALE_COLUMNS)]
+    for r in rows:
+        out.append(f"| {r['trials']} | " + " | ".join(_f(r.get(k), 2) for k, _ in SCALE_COLUMNS) + " |")
+    g = d["growth"]["after"]
+    out.append(f"| **{hi}/{lo}** | " + " | ".join(f"**{g[k]:.2f}×**" if k in g else "" for k, _ in SCALE_COLUMNS) + " |")
     return out
 
 
@@ -389,7 +389,7 @@ def performance_md(root: Path = ROOT) -> str:
            "- bf16 autocast with channels_last stays off by default until `python -m sweeper.run precision`",
            "  shows it harmless for VD and MUR on the data at hand.", ""]
     sections = {"Trainer throughput (`benchmarks/trainer_throughput.py`)": [],
-                "The quick preset's CPU step, two checkouts side by side (`benchmarks/cpu_step.py`)": [],
+                "The quick preset's CPU step (`benchmarks/cpu_step.py`)": [],
                 "Where a GPU step's time goes (`benchmarks/profile_step.py`)": [],
                 "Ray's overhead on a quick sweep (`benchmarks/ray_overhead.py`)": [],
                 "The live report page's cost (`benchmarks/live_report.py`)": [],
@@ -402,7 +402,7 @@ def performance_md(root: Path = ROOT) -> str:
         if rows and "steps_per_s" in rows[0]:
             sections[titles[0]] += throughput_md(path.name, d) + [""]
         elif rows and "steps_per_s_after" in rows[0]:
-            sections[titles[1]] += two_trees_md(path.name, d) + [""]
+            sections[titles[1]] += cpu_step_md(path.name, d) + [""]
         elif rows and "kernel_ms_per_step" in rows[0]:
             sections[titles[2]] += profile_md(path.name, d) + [""]
         elif "ray_overhead" in d or (isinstance(d.get("runs"), list) and "ray_overhead" in d["runs"][0]):

@@ -308,3 +308,20 @@ def test_a_planted_measured_number_fails(planted):
 ])
 def test_a_setting_or_a_format_is_not_a_measured_number(setting):
     assert measured_numbers(setting) == []
+
+
+def test_performance_shows_the_measured_code_not_a_comparison_with_an_older_one():
+    d = {"machine": "Test CPU", "before_commit": "a" * 40, "after_commit": "b" * 40, "steps": 50, "rounds": 7,
+         "rows": [{"variant": "MT", "steps_per_s_before": 11.0, "steps_per_s_after": 80.0, "speedup": 7.27},
+                  {"variant": "MT+MUR", "steps_per_s_before": 13.0, "steps_per_s_after": 20.0, "speedup": 1.54}]}
+    text = "\n".join(docs.cpu_step_md("x.json", d))
+    assert "| MT+MUR | 20.00 | 4.00× |" in text  # 80 / 20: its step against MT's, from the same rounds
+    assert "11.00" not in text and "7.27" not in text and "aaaaaaa" not in text and "commit bbbbbbb" in text
+    scale = {"machine": "m", "date": "d", "sweep": "s", "after_commit": "c" * 40,
+             "sizes": {"after": [{"trials": 50, "wall_s": 1.0}, {"trials": 500, "wall_s": 3.0}],
+                       "before": [{"trials": 50, "wall_s": 9.0}, {"trials": 500, "wall_s": 99.0}]},
+             "growth": {"after": {"wall_s": 3.0}, "before": {"wall_s": 11.0}}}
+    text = "\n".join(docs.scale_md("y.json", scale))
+    assert "**3.00×**" in text and "99.00" not in text and "11.00×" not in text
+    performance = (ROOT / "docs" / "PERFORMANCE.md").read_text()
+    assert not re.search(r"\bagainst commit\b|steps/s at [0-9a-f]{7}|\| before \|", performance)
