@@ -3,7 +3,8 @@
 docs/RESULTS.md comes from the run summaries in docs/runs/<sweep>-<preset>-s<first>-<last>/ (each
 holds a finished results folder's sweep.json, summary.csv, table.md, the PNGs the docs show, and
 machine.json), the claims from docs/claims.json, docs/PERFORMANCE.md from benchmarks/results/*.json,
-and the README's quick-start excerpt and claims table from the same files (between the markers
+and the README's install figures (benchmarks/results/install.json), quick-start excerpt and claims
+table from the same files (between the markers
 `<!-- generated: NAME -->` and `<!-- end -->`).
 
     python -m sweeper.docs                              # rewrite the generated files
@@ -37,6 +38,7 @@ RUNS = Path("docs/runs")
 CLAIMS = Path("docs/claims.json")
 BENCHMARKS = Path("benchmarks/results")
 AUTOSCALE = Path("cluster/autoscale_times.json")  # cluster/local_autoscale_demo.py
+INSTALL = BENCHMARKS / "install.json"  # the install's size and the test suite's time: the README's install block
 QUICKSTART = ("ablation_radius", "quick")  # the README's quick start
 RUN_FILES = ("sweep.json", "summary.csv", "table.md")
 PNGS = ("paired_diffs.png",)  # the plots the docs show, copied by `add` when the run made them
@@ -397,6 +399,8 @@ def performance_md(root: Path = ROOT) -> str:
                 "Other results": []}
     titles = list(sections)
     for path in sorted((root / BENCHMARKS).glob("*.json")):
+        if path == root / INSTALL:  # shown in the README's install block
+            continue
         d = json.loads(path.read_text())
         rows = d.get("rows") or []
         if rows and "steps_per_s" in rows[0]:
@@ -444,6 +448,19 @@ def table_excerpt(table: str) -> str:
     return "\n".join(lines[:last + 1])
 
 
+def install_md(root: Path = ROOT) -> str:
+    """The install's size and the test suite's wall time, from benchmarks/results/install.json."""
+    if not (root / INSTALL).is_file():
+        return f"(no `{INSTALL}` committed: measure `du -sm .venv` and the test command's time, and record them there)"
+    d = json.loads((root / INSTALL).read_text())
+    parts = sorted((d.get("venv_largest_mib") or {}).items(), key=lambda kv: -kv[1])[:3]
+    largest = ", ".join(f"{name} {mib:,} MiB" for name, mib in parts)
+    return (f"Measured on {d['machine']}, Python {d['python']}, torch {d['torch']} ({d['date']}; [`{INSTALL}`]"
+            f"({INSTALL})): the virtual environment takes {d['venv_mib'] / 1024:.1f} GiB (`{d['venv_command']}`)"
+            + (f", most of it torch's CUDA stack ({largest})" if parts else "") + f"; the test command took "
+            f"{d['test_suite_s'] / 60:.0f} min ({d['test_suite_s']:,} s), {d['test_suite_source']}.")
+
+
 def replace_block(text: str, name: str, body: str, where: str) -> str:
     pat = re.compile(rf"(<!-- generated: {name} -->\n).*?(<!-- end -->)", re.S)
     if not pat.search(text):
@@ -451,7 +468,8 @@ def replace_block(text: str, name: str, body: str, where: str) -> str:
     return pat.sub(lambda m: m.group(1) + body + "\n" + m.group(2), text, count=1)
 
 
-def readme_md(text: str, runs: list[dict], claims: list[dict]) -> str:
+def readme_md(text: str, runs: list[dict], claims: list[dict], root: Path = ROOT) -> str:
+    text = replace_block(text, "install", install_md(root), "README.md")
     text = replace_block(text, "quickstart", quickstart_md(runs), "README.md")
     return replace_block(text, "claims", claims_table(claims, runs, "docs/RESULTS.md"), "README.md")
 
@@ -465,7 +483,7 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
     claims = load_claims(root)
     return {Path("docs/RESULTS.md"): results_md(runs, claims),
             Path("docs/PERFORMANCE.md"): performance_md(root),
-            Path("README.md"): readme_md((root / "README.md").read_text(), runs, claims)}
+            Path("README.md"): readme_md((root / "README.md").read_text(), runs, claims, root)}
 
 
 def stale(root: Path = ROOT) -> list[Path]:

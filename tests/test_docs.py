@@ -24,13 +24,18 @@ def test_committed_generated_files_equal_what_the_generator_makes():
     assert docs.stale() == [], "run `python -m sweeper.docs` and commit what it writes"
 
 
-def test_readme_is_a_landing_page_with_the_ci_test_command():
+def test_readme_is_a_landing_page_with_the_ci_install_and_test_command():
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 150
-    assert "\npython -m pytest -q\n" in text  # .ci/run calls the README's test command
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "\npython -m pytest -q\n" in text and "\npython -m pytest -q\n" in ci  # .ci/run runs the README's
+    installs = re.findall(r"pip install -e '([^']+)'", ci)
+    assert installs and all(f"pip install -e '{extras}'" in text for extras in installs)  # what CI installs
+    assert ("chromium" in ci) == ("apt-get install -y chromium" in text)
     assert "python -m sweeper.run ablation_radius --preset quick" in text
-    assert "pip install -e '.[test]'" in text
-    assert "python -m pytest -q" in (ROOT / ".ci" / "run").read_text()
+    opening = text.split("\n\n")[1]  # the paragraph under the title: what it is, what the quick start shows
+    sentences = [s for s in re.split(r"(?<=[.])\s+(?=[A-Z])", opening.replace("\n", " ")) if s.strip()]
+    assert len(sentences) <= 2 and all(len(s.split()) <= 60 for s in sentences), sentences
 
 
 @pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: str(p.relative_to(ROOT)))
@@ -102,7 +107,8 @@ def project(tmp_path, claims):
     (tmp_path / "docs").mkdir(exist_ok=True)
     (tmp_path / "docs" / "claims.json").write_text(json.dumps(claims))
     (tmp_path / "benchmarks" / "results").mkdir(parents=True, exist_ok=True)
-    (tmp_path / "README.md").write_text("# x\n<!-- generated: quickstart -->\nold\n<!-- end -->\n"
+    (tmp_path / "README.md").write_text("# x\n<!-- generated: install -->\n<!-- end -->\n"
+                                        "<!-- generated: quickstart -->\nold\n<!-- end -->\n"
                                         "<!-- generated: claims -->\n<!-- end -->\n")
     return tmp_path
 
@@ -325,3 +331,18 @@ def test_performance_shows_the_measured_code_not_a_comparison_with_an_older_one(
     assert "**3.00×**" in text and "99.00" not in text and "11.00×" not in text
     performance = (ROOT / "docs" / "PERFORMANCE.md").read_text()
     assert not re.search(r"\bagainst commit\b|steps/s at [0-9a-f]{7}|\| before \|", performance)
+
+
+def test_the_readme_install_block_comes_from_its_result_file(tmp_path):
+    root = project(tmp_path, [CLAIM])
+    readme = docs.generated(root)[Path("README.md")]
+    assert "no `benchmarks/results/install.json` committed" in readme
+    (root / "benchmarks" / "results" / "install.json").write_text(json.dumps({
+        "machine": "Test CPU", "python": "3.0", "torch": "9.9", "date": "2000-01-01", "venv_command": "du -sm .venv",
+        "venv_mib": 3072, "venv_largest_mib": {"a": 1, "b": 3, "c": 2, "d": 0}, "test_suite_s": 1500,
+        "test_suite_source": "a made-up run"}))
+    made = docs.generated(root)
+    readme = made[Path("README.md")]
+    assert "takes 3.0 GiB (`du -sm .venv`), most of it torch's CUDA stack (b 3 MiB, c 2 MiB, a 1 MiB)" in readme
+    assert "took 25 min (1,500 s), a made-up run." in readme  # 1500 s / 60
+    assert "install.json" not in made[Path("docs/PERFORMANCE.md")]  # one home: the README
