@@ -10,6 +10,7 @@ table from the same files (between the markers
     python -m sweeper.docs                              # rewrite the generated files
     python -m sweeper.docs --check                      # exit 1 when a committed one differs
     python -m sweeper.docs add results/<sweep>-<stamp>  # copy a finished run into docs/runs/, then rewrite
+    python -m sweeper.docs --picture                    # docs/report.png from the quick start's run (Chromium)
 
 A claim is classified from summary.csv's paired columns of the cells it names: "yes" when every
 interval excludes 0 in the claimed direction, "in the mean" when every mean difference has the
@@ -31,16 +32,16 @@ from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from sweeper.picture import PAGE_INPUTS, RUNS, PictureError, picture_is_current, public_trials, write_picture
 from trainables.files import one_line
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNS = Path("docs/runs")
 CLAIMS = Path("docs/claims.json")
 BENCHMARKS = Path("benchmarks/results")
 AUTOSCALE = Path("cluster/autoscale_times.json")  # cluster/local_autoscale_demo.py
 INSTALL = BENCHMARKS / "install.json"  # the install's size and the test suite's time: the README's install block
 QUICKSTART = ("ablation_radius", "quick")  # the README's quick start
-RUN_FILES = ("sweep.json", "summary.csv", "table.md")
+RUN_FILES = ("sweep.json", "summary.csv", "table.md")  # and PAGE_INPUTS when the results folder has them
 PNGS = ("paired_diffs.png",)  # the plots the docs show, copied by `add` when the run made them
 PNG_CAPTIONS = {"paired_diffs.png": "The same cells as a picture (`paired_diffs.png`): each one's paired difference "
                                     "from its baseline with the 95 % interval, dark where it excludes 0"}
@@ -461,6 +462,18 @@ def install_md(root: Path = ROOT) -> str:
             f"{d['test_suite_s'] / 60:.0f} min ({d['test_suite_s']:,} s), {d['test_suite_source']}.")
 
 
+def picture_md(runs: list[dict], root: Path = ROOT) -> str:
+    qs = runs_of(runs, *QUICKSTART)
+    if qs and picture_is_current(root):
+        return (f"![report.html of the quick start's committed run](docs/report.png)\n\nThe page "
+                f"([docs/report.html](docs/report.html)) is rebuilt from [docs/runs/{qs[0]['name']}]"
+                f"(docs/runs/{qs[0]['name']}/) and drawn by `python -m sweeper.docs --picture`.")
+    missing = [n for n in PAGE_INPUTS if qs and not (qs[0]["folder"] / n).is_file()]
+    why = (f"the committed quick-start run has no {', '.join(missing)}; add it again with `python -m sweeper.docs "
+           f"add results/<sweep>-<stamp>`, then" if missing else "run")
+    return f"(no picture of the report page yet: {why} `python -m sweeper.docs --picture`)"
+
+
 def replace_block(text: str, name: str, body: str, where: str) -> str:
     pat = re.compile(rf"(<!-- generated: {name} -->\n).*?(<!-- end -->)", re.S)
     if not pat.search(text):
@@ -471,6 +484,7 @@ def replace_block(text: str, name: str, body: str, where: str) -> str:
 def readme_md(text: str, runs: list[dict], claims: list[dict], root: Path = ROOT) -> str:
     text = replace_block(text, "install", install_md(root), "README.md")
     text = replace_block(text, "quickstart", quickstart_md(runs), "README.md")
+    text = replace_block(text, "picture", picture_md(runs, root), "README.md")
     return replace_block(text, "claims", claims_table(claims, runs, "docs/RESULTS.md"), "README.md")
 
 
@@ -539,6 +553,10 @@ def add(exp: Path, root: Path = ROOT) -> Path:
     dest.mkdir(parents=True)
     for name in RUN_FILES + tuple(p for p in PNGS if (exp / p).is_file()):
         shutil.copyfile(exp / name, dest / name)
+    if (exp / "table.csv").is_file():
+        shutil.copyfile(exp / "table.csv", dest / "table.csv")
+    if (exp / "trials.parquet").is_file():  # without the machine's paths
+        public_trials(exp / "trials.parquet", dest / "trials.parquet")
     meta["argv"] = ["sweeper.run", *public_args(meta.get("argv", []))]  # no path of the machine that ran it
     (dest / "sweep.json").write_text(json.dumps(meta, indent=1) + "\n")
     (dest / "machine.json").write_text(json.dumps(machine_info(exp, meta), indent=1) + "\n")
@@ -548,6 +566,9 @@ def add(exp: Path, root: Path = ROOT) -> Path:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m sweeper.docs", description=__doc__.split("\n\n")[0])
     p.add_argument("--check", action="store_true", help="exit 1 when a committed generated file differs")
+    p.add_argument("--picture", action="store_true",
+                   help="rebuild docs/report.html from the quick start's committed run and draw docs/report.png "
+                        "(headless Chromium), then rewrite the generated files")
     sub = p.add_subparsers(dest="cmd")
     a = sub.add_parser("add", help="copy a finished results folder's summary into docs/runs/, then rewrite")
     a.add_argument("results", type=Path)
@@ -555,6 +576,16 @@ def main(argv=None) -> int:
     try:
         if args.cmd == "add":
             print(f"added {add(args.results).relative_to(ROOT)}")
+        if args.picture:
+            qs = runs_of([read_run(p) for p in run_dirs()], *QUICKSTART)
+            if not qs:
+                raise DocsError(f"no committed run of the quick start: `{command(*QUICKSTART)}`, then "
+                                f"`python -m sweeper.docs add results/<sweep>-<stamp>`")
+            try:
+                for path in write_picture(qs[0]["folder"]):
+                    print(f"wrote {path}")
+            except PictureError as e:
+                raise DocsError(str(e)) from None
         if args.check:
             bad = stale()
             for path in bad:

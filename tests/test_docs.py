@@ -109,6 +109,7 @@ def project(tmp_path, claims):
     (tmp_path / "benchmarks" / "results").mkdir(parents=True, exist_ok=True)
     (tmp_path / "README.md").write_text("# x\n<!-- generated: install -->\n<!-- end -->\n"
                                         "<!-- generated: quickstart -->\nold\n<!-- end -->\n"
+                                        "<!-- generated: picture -->\n<!-- end -->\n"
                                         "<!-- generated: claims -->\n<!-- end -->\n")
     return tmp_path
 
@@ -170,11 +171,11 @@ def test_add_copies_a_finished_results_folder_with_its_machine(tmp_path):
     (exp / "summary.csv").write_text("method,seeds\nmt,\"3,4,5\"\nlabelspreading,\"3,4,5\"\n")
     (exp / "table.md").write_text("| t |\n")
     (exp / "paired_diffs.png").write_bytes(b"\x89PNG")
-    (exp / "trials.parquet").write_bytes(b"big")  # not a committed file
+    (exp / "optuna.db").write_bytes(b"big")  # not a committed file
     dest = docs.add(exp, root=tmp_path)
     assert dest == tmp_path / "docs" / "runs" / "ablation_radius-quick-s3-5"
     assert sorted(p.name for p in dest.iterdir()) == ["machine.json", "paired_diffs.png", "summary.csv",
-                                                       "sweep.json", "table.md"]
+                                                       "sweep.json", "table.md"]  # no table.csv, trials.parquet here
     m = json.loads((dest / "machine.json").read_text())
     assert m["command"] == "python -m sweeper.run ablation_radius --preset quick"
     assert m["cores"] >= 1 and m["cpu"] and m["torch"] and m["wall_min"] >= 0
