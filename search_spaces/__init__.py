@@ -36,7 +36,7 @@ class Sweep:
     rows: tuple[str, ...] = ("method", "vd", "mur")          # config keys forming table rows
     cols: tuple[str, ...] = ()              # config keys forming table columns
     metric: str = "test_error"              # the number a trial returns (percent, lower is better)
-    minutes_per_trial: float = 1.0          # planning estimate per trial on the preset's target machine, a set value: sweeper.costs shows it only where no run of the preset is committed
+    minutes_per_trial: float = 1.0          # planning estimate per trial, set, not measured (sweeper/costs.py)
     search: dict[str, Any] | None = None    # hpo only: {"space": {...}, "num_samples": n, ...}
     baseline: dict[str, Any] | None = None  # the row each cell is compared with, paired over seeds, e.g. {"method": "mt", "mur": "none"}
     baseline_within: tuple[str, ...] = ()  # keys a cell keeps when its baseline is looked for: ("method",) compares Pi+VD with Pi, Pi with MT

@@ -302,7 +302,8 @@ def build_page(exp: Path, which: str = "final", now: float | None = None) -> str
     if meta.get("baseline"):
         parts.append(f"<p>Baseline (sweep.json): <code>{html.escape(json.dumps(meta['baseline']))}</code></p>")
     parts.append(f"<p class=\"progress state-{state}\" id=progress>{html.escape(progress(trials, total, state))}</p>"
-                 f"<p>Sweep <span id=state>{state}</span>; page written {time.strftime('%Y-%m-%d %H:%M:%S %Z', time.localtime(now))}"
+                 f"<p>Sweep <span id=state>{state}</span>; page written "
+                 f"{time.strftime('%Y-%m-%d %H:%M:%S %Z', time.localtime(now))}"
                  + (f", reloads every {RELOAD_S} s" if state == "running" else "") + ".</p>")
     parts.append("<dl class=provenance>" + "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>"
                                                     for k, v in provenance(exp, meta, trials)) + "</dl>")

@@ -60,7 +60,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", default=None,
                    help="folder or URI (s3://, gs://) with CIFAR-10/100 or SVHN (default ./data); "
                         "a URI is copied to each node once")
-    p.add_argument("--seeds", type=int, default=None, help="seeds per grid point (default: the sweep's own, which --dry-run shows)")
+    p.add_argument("--seeds", type=int, default=None,
+                   help="seeds per grid point (default: the sweep's own, which --dry-run shows)")
     p.add_argument("--seed-start", type=int, default=None, metavar="N",
                    help="first seed (default: the sweep's, 0); e.g. --seed-start 8 --seeds 8 runs seeds 8-15")
     p.add_argument("--storage", default="./results",
@@ -78,8 +79,8 @@ def parser() -> argparse.ArgumentParser:
                    help="searches (hpo, hpo_base): rerun that search's best trial by validation error and its "
                         "base values on fresh seeds (--seeds, default 5), paired (sweeper/confirm.py)")
     p.add_argument("--dashboard", action="store_true",
-                   help="give a local Ray its dashboard on 127.0.0.1:8265 (it takes start-up time and CPU from the trials: "
-                        "docs/PERFORMANCE.md; a head's dashboard, see --address, outlives the sweep)")
+                   help="give a local Ray its dashboard on 127.0.0.1:8265 (it takes start-up time and CPU from the "
+                        "trials: docs/PERFORMANCE.md; a head's dashboard, see --address, outlives the sweep)")
     p.add_argument("--tensorboard", action="store_true",
                    help="also write TensorBoard event files per trial (imports torch in this driver)")
     p.add_argument("--live-every", type=float, default=30.0, metavar="SECONDS",
