@@ -1,7 +1,8 @@
 """Search spaces: one module per sweep, found by its file name (the folder is the registry).
 
 Each module `search_spaces/<name>.py` defines `sweep(preset: str) -> Sweep` and a
-docstring stating the hypothesis, the command and the expected cost. A sweep is data:
+docstring stating the hypothesis and the command; the cost is measured, not typed here
+(`python -m sweeper.list`: each preset's committed run, sweeper/costs.py). A sweep is data:
 it never builds a Tuner (that is `sweeper.run`'s job).
 
     python -m sweeper.list
@@ -35,7 +36,7 @@ class Sweep:
     rows: tuple[str, ...] = ("method", "vd", "mur")          # config keys forming table rows
     cols: tuple[str, ...] = ()              # config keys forming table columns
     metric: str = "test_error"              # the number a trial returns (percent, lower is better)
-    minutes_per_trial: float = 1.0          # cost estimate on the preset's target machine
+    minutes_per_trial: float = 1.0          # planning estimate per trial, set, not measured (sweeper/costs.py)
     search: dict[str, Any] | None = None    # hpo only: {"space": {...}, "num_samples": n, ...}
     baseline: dict[str, Any] | None = None  # the row each cell is compared with, paired over seeds, e.g. {"method": "mt", "mur": "none"}
     baseline_within: tuple[str, ...] = ()  # keys a cell keeps when its baseline is looked for: ("method",) compares Pi+VD with Pi, Pi with MT

@@ -7,8 +7,8 @@ both presets: the authors' KL series behind the figure (MeanTeacher_VD/run_cifar
 (0.1); the MT row takes 0 too, so that it differs from the MT+VD rows in VD (and, on the paper
 preset, the authors' clean BN pass) only. It is therefore not the paper's MT configuration, and
 its table shows no Δ against the paper's MT (entmin 0.1; sweeper.paper_results.protocol_reason).
-    python -m sweeper.run ablation_kl                  # CIFAR-10, (5 + 1) x 3 trials, ~2.3 H100-hours each
-    python -m sweeper.run ablation_kl --preset quick   # digits, 5 coefficients + MT + LabelSpreading, 5 seeds, ~11 min on 2 CPU cores
+    python -m sweeper.run ablation_kl                  # CIFAR-10, (5 + 1) x 3 trials
+    python -m sweeper.run ablation_kl --preset quick   # digits, 5 coefficients + MT + LabelSpreading, 5 seeds
 """
 from search_spaces import Sweep
 from search_spaces.common import BASELINE_MT, CIFAR, LABEL_SPREADING, QUICK, QUICK_SEEDS, authors_rows

@@ -3,7 +3,7 @@
 Hypothesis: iterating finds more uncertain points than the direct approximation (the baseline row);
 the paper's best GA is (0.1, 8) at 17.21 and best PGA (1.0, 2) at 16.81 vs direct 17.96 (CIFAR-10,
 1000 labels). Entropy minimisation 0 in every row (the authors' MeanTeacher_MUR run file).
-    python -m sweeper.run ablation_mur_steps --preset quick   # digits, LabelSpreading + direct + 2 x 2 x 2 rows, 5 seeds, ~30 min on 2 CPU cores
+    python -m sweeper.run ablation_mur_steps --preset quick   # digits, LabelSpreading + direct + 2 x 2 x 2 rows, 5 seeds
     python -m sweeper.run ablation_mur_steps                  # CIFAR-10, (1 + 2 x 9) x 3 = 57 trials
 """
 from search_spaces import Sweep

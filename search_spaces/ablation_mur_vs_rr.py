@@ -4,7 +4,7 @@ Hypothesis: the most uncertain point beats a random one at moderate r (7, 10) an
 vanishes at large r (20, 40), where the linear approximation no longer holds. Baseline row: RR, so
 each MUR cell shows its paired difference from the random point at the same r. Entropy
 minimisation 0 in every row (the authors' MeanTeacher_MUR run file).
-    python -m sweeper.run ablation_mur_vs_rr --preset quick   # digits, 2 x 3 radii + LabelSpreading, 5 seeds, ~12 min on 2 CPU cores
+    python -m sweeper.run ablation_mur_vs_rr --preset quick   # digits, 2 x 3 radii + LabelSpreading, 5 seeds
     python -m sweeper.run ablation_mur_vs_rr                  # CIFAR-10, 2 x 5 x 3 = 30 trials
 """
 from search_spaces import Sweep

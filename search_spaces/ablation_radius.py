@@ -4,7 +4,7 @@ Hypothesis: too small an r finds no uncertain point, too large an r leaves the d
 the paper's error is lowest at r = 10 (17.96 vs MT 19.63). Baseline row: MT without MUR, whose
 paired difference every MT+MUR cell shows. Entropy minimisation is 0 in every row (the authors'
 MeanTeacher_MUR/run_cifar10.py), so the rows differ only in MUR and r.
-    python -m sweeper.run ablation_radius                  # CIFAR-10, (5 + 1) x 3 trials of 280k steps, ~1.7 H100-hours each (MT+MUR: 48 steps/s)
+    python -m sweeper.run ablation_radius                  # CIFAR-10, (5 + 1) x 3 trials of 280k steps
 
 Quick preset, the quick start (digits, 100 labels, 1000 steps): MT against MT+MUR at r = 0.25, 1 and 4
 (a quarter, one and four times the radius that suits the standardised 64-dim digits, as the paper's 4,
@@ -14,7 +14,7 @@ MT, r too large is worse than the fitting one (docs/claims.json). r = 1, 1000 st
 chosen on the validation error of single runs (`python -m trainables.trainer`, seeds 0-7); a claim holds
 only where it holds for both seeds 0-7 and seeds 8-15. Another CPU gives other digits (other
 floating-point paths); the same machine, the same digits.
-    python -m sweeper.run ablation_radius --preset quick                    # seeds 0-7: 3 rows x 8 seeds, ~3 min on 2 idle CPU cores
+    python -m sweeper.run ablation_radius --preset quick                    # seeds 0-7: 5 rows x 8 seeds
     python -m sweeper.run ablation_radius --preset quick --seed-start 8    # the same on seeds 8-15
 `--set mur_radius=2` moves the MUR row to another radius.
 
@@ -23,7 +23,7 @@ r in {2, 4, 8, 10, 16}, 3 seeds. The grid is four times the digits radii 0.5, 1,
 r is an L2 distance per image, and a standardised 32x32 one-channel image has norm ~ sqrt(1024) = 32
 against sqrt(64) = 8 for a standardised 8x8 digit, so 4x keeps r / |x|; r = 10 is added because it is
 the paper's CIFAR-10 value.
-    python -m sweeper.run ablation_radius --preset mnist   # 6 rows x 3 seeds; per trial ~3 GPU-min (hours on a CPU)
+    python -m sweeper.run ablation_radius --preset mnist   # 6 rows x 3 seeds, GPU work (common.MNIST says why)
 """
 from search_spaces import Sweep
 from search_spaces.common import BASELINE_MT, CIFAR, LABEL_SPREADING, QUICK, authors_rows

@@ -86,19 +86,16 @@ QUICK = dict(
 
 # MNIST preset (`--preset mnist`): real MNIST, 100 labels, between digits and CIFAR in cost. ConvNet-13 at
 # half width on 32x32 inputs (28x28 zero-padded, standardised), one input channel (models.IN_CHANNELS),
-# batches 25 + 75 as the paper, 5000 steps and r = 10 (on one GPU 25-42 steps/s with six runs sharing
-# it, i.e. 2-3.5 min per trial). Schedules as fractions of the run: LR ramp-up 10 %, ramp-down the last
+# batches 25 + 75 as the paper, 5000 steps and r = 10. Schedules as fractions of the run: LR ramp-up 10 %, ramp-down the last
 # 30 % (the paper's 10k and 80k of 280k steps), coefficient ramp-up 25 %. BN momentum 0.1 as the quick
 # preset (chosen, not tuned). Radius: a standardised 32x32 image has norm ~ sqrt(1024) = 32, four times a
 # digit's 8, so the quick grid's r ~ 1 becomes ~ 4; the radius sweep spans 2-16 around 10.
-# On 2 CPU cores this is GPU work: a training step costs MT 2.6-3.2 CPU-s and MT+VD+MUR 14 CPU-s, and
-# one evaluation (student and teacher on 10,000 validation and 10,000 test images) ~330 CPU-s, so 5000
-# steps take hours per trial; `--set steps=200 --set eval_every=100 --set lr_rampup=20 --set
-# lr_rampdown=60 --set rampup=50` is a smoke run of about an hour for MT+VD+MUR, too short to show
-# anything. A CPU-sized MNIST table is not offered: with the quick preset's ConvNetSmall on MNIST
-# (32x32) a step costs MT 0.13 s and MT+VD+MUR 0.37 s and one evaluation 16-19 s on 2 CPU cores, so
-# supervised and MT x {-, VD, MUR, VD+MUR} at 1500 steps x 3 seeds would take about 1.5 h, before any
-# tuning of its settings on validation.
+# This is GPU work: ConvNet-13 at half width on 32x32 images costs each step tens of times the digits
+# network's, and every evaluation runs student and teacher over 10,000 validation and 10,000 test images,
+# so on 2 CPU cores 5000 steps take hours per trial; `--set steps=200 --set eval_every=100 --set
+# lr_rampup=20 --set lr_rampdown=60 --set rampup=50` is a smoke run, too short to show anything. A
+# CPU-sized MNIST table is not offered: even the quick preset's ConvNetSmall on MNIST's 32x32 images
+# would need its own settings tuned on validation first.
 MNIST_STEPS = 5000
 MNIST = dict(
     dataset="mnist", num_labels=100, arch="convnet13", width=0.5,
@@ -108,7 +105,7 @@ MNIST = dict(
     translate=2, flip=False, input_noise=0.15, dropout=0.5, dropout_mode="channel", eval_every=500,
     sensitivity_samples=100, bn_momentum=0.1,  # eager: 5000 steps are too few for compiling to pay
 )
-MNIST_MINUTES = 3.0      # per trial on one GPU: 5000 steps at 25-42 steps/s
+MNIST_MINUTES = 3.0      # planning estimate per trial on one GPU, for --dry-run (no MNIST run is committed)
 
 # Entropy minimisation on unlabeled data (the authors' `cent_u_coeff_max`) is its own knob: it follows
 # the authors' run file of each method, variant and data set (clarken92/ConsistencySSL,

@@ -4,7 +4,7 @@ Hypothesis: the paper's CIFAR settings (lr 0.1, lambda1 10, EMA 0.99, noise 0.15
 for 8x8 digits in the quick run length; tuned on the validation split (never the test set), the MT baseline
 gets strong enough that a gain of VD or MUR over it means something. Only the baseline (MT, no VD,
 no MUR, no entropy minimisation) is tuned, so the settings favour no variant under study.
-    python -m sweeper.run hpo_base --preset quick   # digits, 20 samples of MT, ~8 min on 2 CPU cores
+    python -m sweeper.run hpo_base --preset quick   # digits, 20 samples of MT
     python -m sweeper.run hpo_base                  # CIFAR-10 1000 labels, 30 samples (ASHA cuts most short)
 Its choice, rounded, is search_spaces/common.py QUICK.
 """

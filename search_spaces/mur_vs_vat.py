@@ -11,9 +11,9 @@ Hypothesis: MUR's point beats VAT's and RR's at moderate r (the paper's argument
 a confident point of another class, MUR's is always the most uncertain one); at large r all three
 leave the data manifold and converge. On SVHN, MUT (paper: 3.58 at r = 0.5) beats VAT+EntMin (3.86).
 VAT uses one power iteration (mur_steps = 1, Miyato et al.) and xi = 1e-3 (trainables/mur.py).
-    python -m sweeper.run mur_vs_vat --preset quick   # digits, (3 x 2 + 3 + LabelSpreading) x 5 = 50 trials, ~20 min on 2 cores
+    python -m sweeper.run mur_vs_vat --preset quick   # digits, (3 x 2 + 3 + LabelSpreading) x 5 = 50 trials
     python -m sweeper.run mur_vs_vat                  # (3 x 5 + 3 x 4) x 3 = 81 trials of 280k steps
-Cost: ~1.7 H100-hours per trial, as MT+MUR (48 steps/s); VAT's extra passes are not measured.
+Cost: a trial's steps cost about MT+MUR's plus VAT's extra passes (docs/PERFORMANCE.md has MT+MUR's).
 """
 from search_spaces import Sweep
 from search_spaces.common import CIFAR, LABEL_SPREADING, QUICK, QUICK_SEEDS, SVHN_PI, authors_rows

@@ -2,7 +2,7 @@
 
 Hypothesis: direct MUT is best at small r (3.58 at r = 0.5) and degrades as r grows, while PGA,
 which may stop inside the ball, tolerates larger r. Baseline row: direct MUT at the same r.
-    python -m sweeper.run mut_radius --preset quick   # digits, 2 x 3 radii + LabelSpreading, 5 seeds, ~18 min on 2 CPU cores
+    python -m sweeper.run mut_radius --preset quick   # digits, 2 x 3 radii + LabelSpreading, 5 seeds
     python -m sweeper.run mut_radius                  # SVHN, 2 x 5 x 3 = 30 trials
 """
 from search_spaces import Sweep

@@ -9,7 +9,7 @@ channels_last (the fast route; a layout and a compiler checked equal to eager), 
 compile="auto" the fp32 row would compile and the bf16 row run eagerly (auto measures fp32 only),
 and the rows would differ in two things.
     python -m sweeper.run precision                  # CIFAR-10 1000 labels, 2 rows x 3 seeds of 280k steps (GPU)
-    python -m sweeper.run precision --preset quick   # digits, 2 rows x 5 seeds, 6.0 min measured on 2 CPU cores
+    python -m sweeper.run precision --preset quick   # digits, 2 rows x 5 seeds
 The quick preset runs CPU autocast (oneDNN's bf16 kernels): a proxy for CUDA's, whose op lists and
 kernels differ; only the paper preset on a GPU answers for the GPU.
 """

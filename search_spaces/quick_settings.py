@@ -11,7 +11,7 @@ it); each row's test error is printed beside it, not used. The seeds are fresh, 
 are not (the split is fixed per data set: the same 300 that hpo_base chose on), so the validation
 difference still leans toward the chosen values and the test error is the independent check. Only
 plain MT is run, so the settings favour no variant under study.
-    python -m sweeper.run quick_settings --preset quick   # digits, 2 rows x 5 seeds, 2.4 min measured on 2 CPU cores
+    python -m sweeper.run quick_settings --preset quick   # digits, 2 rows x 5 seeds
 """
 from search_spaces import Sweep
 from search_spaces.common import BASELINE_MT, CIFAR, QUICK

@@ -13,12 +13,12 @@ minimisation 0 in every row so that each row changes the knobs its label names, 
 LabelSpreading (kernel width chosen on the validation split) as the classical baseline. The supervised
 network and the entropy-minimisation rows are left out to fit the quick budget; on digits the MT rows
 also grade Table 2's MT findings (table_svhn's quick preset runs the Pi-model's rows).
-    python -m sweeper.run table_cifar --preset quick   # digits, 8 rows x 5 seeds, 14.3 min measured on 2 CPU cores
+    python -m sweeper.run table_cifar --preset quick   # digits, 9 rows x 5 seeds
 
 MNIST preset (real MNIST, 100 labels, ConvNet-13 at width 0.5, 5000 steps, common.MNIST): supervised
 and MT x {base, +VD, +MUR, +VD+MUR} (entmin 0), 3 seeds, ICT left out as in the quick table. Other papers' MNIST-100 errors are
 sweeper.paper_results.literature("mnist", 100), shown beside the cells, never as the paper's number.
-    python -m sweeper.run table_cifar --preset mnist   # 5 rows x 3 seeds; per trial ~3 GPU-min (hours on a CPU)
+    python -m sweeper.run table_cifar --preset mnist   # 5 rows x 3 seeds, GPU work (common.MNIST says why)
 """
 from search_spaces import Sweep
 from search_spaces.common import (BASELINE_MT, CIFAR, CIFAR100_RADIUS, LABEL_SPREADING, QUICK, SUPERVISED,

@@ -9,7 +9,7 @@ Quick preset (digits, 100 labels, 5 seeds): the Pi-model's base, +VD, +MUR, +VD+
 and LabelSpreading. Baseline row: Pi. On digits the MT rows would repeat table_cifar's quick rows
 (the same data and settings), so Table 2's MT findings are graded on that run; the supervised
 network is left out to fit the quick budget.
-    python -m sweeper.run table_svhn --preset quick   # digits, 10 rows x 5 seeds, ~18 min on 2 cores
+    python -m sweeper.run table_svhn --preset quick   # digits, 5 rows x 5 seeds
 
 Each variant's paired interval is against its own method's base row (Sweep.baseline_within), Pi and
 the supervised row against MT, so every interval changes one knob (on the paper preset, also what

@@ -61,9 +61,8 @@ VAL_METRICS = ("val_error", "val_error_student", "val_error_teacher")
 # Metrics whose best value is the minimum over reports, and that bestval_* records.
 ERROR_METRICS = TEST_METRICS + VAL_METRICS
 SELECT_METRIC = "val_error"  # what best_val selects the report by (the evaluated network's validation error)
-# Points of a trial's curve a summary can take; "best" is kept as an alias of best_test.
+# Points of a trial's curve a summary can take.
 WHICH = ("final", "best_val", "best_test")
-WHICH_ALIASES = {"best": "best_test"}
 WHICH_PREFIX = {"final": "final_", "best_val": "bestval_", "best_test": "best_"}
 # Keys Ray adds to every report that are not metrics of ours.
 RAY_KEYS = ("config", "timestamp", "checkpoint_dir_name", "should_checkpoint", "date", "pid", "node_ip",
@@ -344,18 +343,17 @@ def group_keys(df: pd.DataFrame) -> list[str]:
     return [c for c in config_columns(df) if c not in NON_GROUP_KEYS]
 
 
-def canonical_which(which: str) -> str:
-    """One of WHICH ("best" becomes "best_test"); AggregateError naming the choices otherwise."""
-    which = WHICH_ALIASES.get(which, which)
+def check_which(which: str) -> str:
+    """One of WHICH; AggregateError naming the choices otherwise."""
     if which not in WHICH:
-        raise AggregateError(f"which must be one of {', '.join(WHICH)} (or 'best' for best_test), got {which!r}")
+        raise AggregateError(f"which must be one of {', '.join(WHICH)}; got {which!r}")
     return which
 
 
 def metric_column(df: pd.DataFrame, metric: str, which: str) -> str:
     """The trials-table column holding `metric` at the `which` point: final_<m>, bestval_<m> (best_val)
-    or best_<m> (best_test, alias best)."""
-    which = canonical_which(which)
+    or best_<m> (best_test)."""
+    which = check_which(which)
     if which != "final" and metric not in ERROR_METRICS:
         raise AggregateError(f"'{which}' is defined for the error metrics {list(ERROR_METRICS)} only, not "
                              f"{metric!r}; use which='final'")
@@ -372,7 +370,7 @@ def summarize(df: pd.DataFrame, metric: str = "test_error", which: str = "final"
 
     which="final": the metric at each trial's last report (the honest default); "best_val": at the
     report of lowest val_error (early stopping on the validation split; NaN for trials without
-    val_error); "best_test" (alias "best"): its minimum over the reports (selected on the test set,
+    val_error); "best_test": its minimum over the reports (selected on the test set,
     optimistic; what the paper's authors reported). Error metrics only for the last two.
     std is the SAMPLE standard deviation (ddof=1), as the paper's ± over 3 runs; NaN when n < 2.
     Only finished trials with a finite value are averaged: `n` counts them. `n_failed`,
@@ -380,7 +378,7 @@ def summarize(df: pd.DataFrame, metric: str = "test_error", which: str = "final"
     them and never averaged in. `seeds` lists the seeds averaged.
     """
     col = metric_column(df, metric, which)
-    which = canonical_which(which)
+    which = check_which(which)
     keys = group_keys(df)
     stats = []
     groups = df.groupby(keys, dropna=False, sort=True) if keys else [((), df)]

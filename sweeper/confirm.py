@@ -31,7 +31,7 @@ def confirm_sweep(search: Sweep, exp: str, seeds: int | None = None) -> Sweep:
     final validation error: ranking.ranking_frame's rank 1) except the searched ones, which are either
     the base values (sweep.json start_points, the baseline row) or the best trial's; seeds start past
     the search's own. Reads the search's files (a bucket's through the local cache), writes nothing."""
-    from sweeper.storage import report_inputs
+    from sweeper.storage import StorageError, report_inputs
 
     if not search.search:
         raise ConfirmError(f"--confirm takes a search's experiment folder; {search.name} is not a search "
@@ -43,7 +43,7 @@ def confirm_sweep(search: Sweep, exp: str, seeds: int | None = None) -> Sweep:
             raise ConfirmError(f"--confirm {exp} holds a {meta.get('name', 'unnamed')} experiment, not "
                                f"{search.name}; pass a {search.name}-<stamp> folder")
         trials = load_trials(folder)
-    except AggregateError as e:
+    except (AggregateError, StorageError) as e:
         raise ConfirmError(f"--confirm {exp}: {e}") from None
     space = list(meta["search"]["space"])
     starts = meta.get("start_points") or []

@@ -2,13 +2,16 @@
 
 docs/RESULTS.md comes from the run summaries in docs/runs/<sweep>-<preset>-s<first>-<last>/ (each
 holds a finished results folder's sweep.json, summary.csv, table.md, trials.csv (one row per trial:
-the keys it varies, seed, status, final metrics), the PNGs the docs show, and machine.json), the claims from docs/claims.json, docs/PERFORMANCE.md from benchmarks/results/*.json,
-and the README's quick-start excerpt and claims table from the same files (between the markers
+the keys it varies, seed, status, final metrics), the PNGs the docs show, and machine.json), the claims
+from docs/claims.json, docs/PERFORMANCE.md from benchmarks/results/*.json, and the README's install
+figures (benchmarks/results/install.json), quick-start excerpt and claims table from the same files
+(between the markers
 `<!-- generated: NAME -->` and `<!-- end -->`).
 
     python -m sweeper.docs                              # rewrite the generated files
     python -m sweeper.docs --check                      # exit 1 when a committed one differs
     python -m sweeper.docs add results/<sweep>-<stamp>  # copy a finished run into docs/runs/, then rewrite
+    python -m sweeper.docs --picture                    # docs/report.png from the quick start's run (Chromium)
 
 Claims are graded by sweeper/claims.py from each committed run's trials.csv (per-seed values), on
 two runs of disjoint seeds. No torch, no Ray, no pandas (but in `add`): this runs in CI's test of the docs.
@@ -29,15 +32,16 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from sweeper import claims as claimlib
+from sweeper.picture import PAGE_INPUTS, RUNS, PictureError, picture_is_current, public_trials, write_picture
 from trainables.files import one_line
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNS = Path("docs/runs")
 CLAIMS = Path("docs/claims.json")
 BENCHMARKS = Path("benchmarks/results")
 AUTOSCALE = Path("cluster/autoscale_times.json")  # cluster/local_autoscale_demo.py
+INSTALL = BENCHMARKS / "install.json"  # the install's size and the test suite's time: the README's install block
 QUICKSTART = ("ablation_radius", "quick")  # the README's quick start
-RUN_FILES = ("sweep.json", "summary.csv", "table.md")
+RUN_FILES = ("sweep.json", "summary.csv", "table.md")  # and PAGE_INPUTS when the results folder has them
 PNGS = ("paired_diffs.png",)  # the plots the docs show, copied by `add` when the run made them
 PNG_CAPTIONS = {"paired_diffs.png": "The same cells as a picture (`paired_diffs.png`): each one's paired difference "
                                     "from its baseline with the 95 % interval, dark where it excludes 0"}
@@ -244,14 +248,16 @@ def overhead_md(name: str, d: dict) -> list[str]:
     return out
 
 
-def two_trees_md(name: str, d: dict) -> list[str]:
-    a, b = (d.get("before_commit") or "other")[:7], (d.get("after_commit") or "this tree")[:7]
-    out = [f"### `{name}`", "", f"{_device(d)}; commit {b} against commit {a}, {d.get('steps')} steps a round, "
-           f"median of {d.get('rounds')} alternating rounds.", "",
-           f"| variant | steps/s at {a} | steps/s at {b} | speed-up | same losses |", "|---|--:|--:|--:|---|"]
+def cpu_step_md(name: str, d: dict) -> list[str]:
+    """cpu_step.py's measure of the code it ran (its `after` side; the other checkout is no part of this
+    code): each variant's steps/s and its step time against MT's, from the same rounds."""
+    at = f" at commit {d['after_commit'][:7]}" if d.get("after_commit") else ""
+    base = next((r for r in d["rows"] if r["variant"] == "MT"), d["rows"][0])
+    out = [f"### `{name}`", "", f"{_device(d)}{at}; {d.get('steps')} steps a round, median of {d.get('rounds')} "
+           f"rounds.", "", "| variant | steps/s | time per step vs MT |", "|---|--:|--:|"]
     for r in d["rows"]:
-        out.append(f"| {r['variant']} | {_f(r['steps_per_s_before'], 2)} | {_f(r['steps_per_s_after'], 2)} | "
-                   f"{r['speedup']:.2f}× | {r.get('same_losses')} |")
+        out.append(f"| {r['variant']} | {_f(r['steps_per_s_after'], 2)} | "
+                   f"{base['steps_per_s_after'] / r['steps_per_s_after']:.2f}× |")
     return out
 
 
@@ -270,24 +276,22 @@ SCALE_COLUMNS = (("wall_s", "wall s"), ("fit_per_trial_s", "Tune s / trial"), ("
 
 
 def scale_md(name: str, d: dict) -> list[str]:
-    """driver_scale.py: each size's measures, per checkout, and their growth from the smallest size."""
-    sizes = d["sizes"]
-    lo, hi = sizes["after"][0]["trials"], sizes["after"][-1]["trials"]
-    out = [f"### `{name}`", "", f"{d.get('machine')}, {d.get('date')}: `{d.get('sweep')}` quick, trials "
-           f"`{' '.join(d.get('trial_args') or [])}`" + (f"; *before* is commit {d['before_commit'][:7]}, run "
-                                                          f"alternately with *after*" if d.get("before_commit") else ""),
+    """driver_scale.py: each size's measures of the code it ran (its `after` side; the other checkout is
+    no part of this code), and their growth from the smallest size."""
+    rows = d["sizes"]["after"]
+    lo, hi = rows[0]["trials"], rows[-1]["trials"]
+    at = f" at commit {d['after_commit'][:7]}" if d.get("after_commit") else ""
+    out = [f"### `{name}`", "", f"{d.get('machine')}, {d.get('date')}{at}: `{d.get('sweep')}` quick, trials "
+           f"`{' '.join(d.get('trial_args') or [])}`",
            "", "*state saves*: Tune's saves of its experiment state, each of which writes every trial's state; "
                "*saving s*: their time in the driver. Wall times move with the machine's load; the driver's CPU "
-               "seconds and the saves are the measures to compare across sizes. The last row of each code is the "
-               "growth from the smallest size to the largest (linear: the ratio of the trial counts).",
-           "", "| code | trials | " + " | ".join(h for _, h in SCALE_COLUMNS) + " |",
-           "|---|--:|" + "--:|" * len(SCALE_COLUMNS)]
-    for tree, rows in sizes.items():
-        for r in rows:
-            out.append(f"| {tree} | {r['trials']} | " + " | ".join(_f(r.get(k), 2) for k, _ in SCALE_COLUMNS) + " |")
-        g = d["growth"][tree]
-        out.append(f"| {tree} | **{hi}/{lo}** | " + " | ".join(f"**{g[k]:.2f}×**" if k in g else "" for k, _ in SCALE_COLUMNS)
-                   + " |")
+               "seconds and the saves are the measures to compare across sizes. The last row is the growth from "
+               "the smallest size to the largest (linear: the ratio of the trial counts).",
+           "", "| trials | " + " | ".join(h for _, h in SCALE_COLUMNS) + " |", "|--:|" + "--:|" * len(SCALE_COLUMNS)]
+    for r in rows:
+        out.append(f"| {r['trials']} | " + " | ".join(_f(r.get(k), 2) for k, _ in SCALE_COLUMNS) + " |")
+    g = d["growth"]["after"]
+    out.append(f"| **{hi}/{lo}** | " + " | ".join(f"**{g[k]:.2f}×**" if k in g else "" for k, _ in SCALE_COLUMNS) + " |")
     return out
 
 
@@ -352,7 +356,7 @@ def performance_md(root: Path = ROOT) -> str:
            "- bf16 autocast with channels_last stays off by default until `python -m sweeper.run precision`",
            "  shows it harmless for VD and MUR on the data at hand.", ""]
     sections = {"Trainer throughput (`benchmarks/trainer_throughput.py`)": [],
-                "The quick preset's CPU step, two checkouts side by side (`benchmarks/cpu_step.py`)": [],
+                "The quick preset's CPU step (`benchmarks/cpu_step.py`)": [],
                 "Where a GPU step's time goes (`benchmarks/profile_step.py`)": [],
                 "Ray's overhead on a quick sweep (`benchmarks/ray_overhead.py`)": [],
                 "The live report page's cost (`benchmarks/live_report.py`)": [],
@@ -361,12 +365,14 @@ def performance_md(root: Path = ROOT) -> str:
                 "Other results": []}
     titles = list(sections)
     for path in sorted((root / BENCHMARKS).glob("*.json")):
+        if path == root / INSTALL:  # shown in the README's install block
+            continue
         d = json.loads(path.read_text())
         rows = d.get("rows") or []
         if rows and "steps_per_s" in rows[0]:
             sections[titles[0]] += throughput_md(path.name, d) + [""]
         elif rows and "steps_per_s_after" in rows[0]:
-            sections[titles[1]] += two_trees_md(path.name, d) + [""]
+            sections[titles[1]] += cpu_step_md(path.name, d) + [""]
         elif rows and "kernel_ms_per_step" in rows[0]:
             sections[titles[2]] += profile_md(path.name, d) + [""]
         elif "ray_overhead" in d or (isinstance(d.get("runs"), list) and "ray_overhead" in d["runs"][0]):
@@ -410,6 +416,31 @@ def table_excerpt(table: str) -> str:
     return "\n".join(lines[:last + 1])
 
 
+def install_md(root: Path = ROOT) -> str:
+    """The install's size and the test suite's wall time, from benchmarks/results/install.json."""
+    if not (root / INSTALL).is_file():
+        return f"(no `{INSTALL}` committed: measure `du -sm .venv` and the test command's time, and record them there)"
+    d = json.loads((root / INSTALL).read_text())
+    parts = sorted((d.get("venv_largest_mib") or {}).items(), key=lambda kv: -kv[1])[:3]
+    largest = ", ".join(f"{name} {mib:,} MiB" for name, mib in parts)
+    return (f"Measured on {d['machine']}, Python {d['python']}, torch {d['torch']} ({d['date']}; [`{INSTALL}`]"
+            f"({INSTALL})): the virtual environment takes {d['venv_mib'] / 1024:.1f} GiB (`{d['venv_command']}`)"
+            + (f", most of it torch's CUDA stack ({largest})" if parts else "") + f"; the test command took "
+            f"{d['test_suite_s'] / 60:.0f} min ({d['test_suite_s']:,} s), {d['test_suite_source']}.")
+
+
+def picture_md(runs: list[dict], root: Path = ROOT) -> str:
+    qs = runs_of(runs, *QUICKSTART)
+    if qs and picture_is_current(root):
+        return (f"![report.html of the quick start's committed run](docs/report.png)\n\nThe page "
+                f"([docs/report.html](docs/report.html)) is rebuilt from [docs/runs/{qs[0]['name']}]"
+                f"(docs/runs/{qs[0]['name']}/) and drawn by `python -m sweeper.docs --picture`.")
+    missing = [n for n in PAGE_INPUTS if qs and not (qs[0]["folder"] / n).is_file()]
+    why = (f"the committed quick-start run has no {', '.join(missing)}; add it again with `python -m sweeper.docs "
+           f"add results/<sweep>-<stamp>`, then" if missing else "run")
+    return f"(no picture of the report page yet: {why} `python -m sweeper.docs --picture`)"
+
+
 def replace_block(text: str, name: str, body: str, where: str) -> str:
     pat = re.compile(rf"(<!-- generated: {name} -->\n).*?(<!-- end -->)", re.S)
     if not pat.search(text):
@@ -417,8 +448,10 @@ def replace_block(text: str, name: str, body: str, where: str) -> str:
     return pat.sub(lambda m: m.group(1) + body + "\n" + m.group(2), text, count=1)
 
 
-def readme_md(text: str, runs: list[dict], claims: list[dict]) -> str:
+def readme_md(text: str, runs: list[dict], claims: list[dict], root: Path = ROOT) -> str:
+    text = replace_block(text, "install", install_md(root), "README.md")
     text = replace_block(text, "quickstart", quickstart_md(runs), "README.md")
+    text = replace_block(text, "picture", picture_md(runs, root), "README.md")
     return replace_block(text, "claims", claims_table(claims, runs, "docs/RESULTS.md"), "README.md")
 
 
@@ -431,7 +464,7 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
     claims = load_claims(root)
     return {Path("docs/RESULTS.md"): results_md(runs, claims),
             Path("docs/PERFORMANCE.md"): performance_md(root),
-            Path("README.md"): readme_md((root / "README.md").read_text(), runs, claims)}
+            Path("README.md"): readme_md((root / "README.md").read_text(), runs, claims, root)}
 
 
 def stale(root: Path = ROOT) -> list[Path]:
@@ -503,6 +536,10 @@ def add(exp: Path, root: Path = ROOT) -> Path:
     for name in RUN_FILES + tuple(p for p in PNGS if (exp / p).is_file()):
         shutil.copyfile(exp / name, dest / name)
     write_trials_csv(exp, dest / claimlib.TRIALS_CSV)
+    if (exp / "table.csv").is_file():
+        shutil.copyfile(exp / "table.csv", dest / "table.csv")
+    if (exp / "trials.parquet").is_file():  # without the machine's paths
+        public_trials(exp / "trials.parquet", dest / "trials.parquet")
     meta["argv"] = ["sweeper.run", *public_args(meta.get("argv", []))]  # no path of the machine that ran it
     (dest / "sweep.json").write_text(json.dumps(meta, indent=1) + "\n")
     (dest / "machine.json").write_text(json.dumps(machine_info(exp, meta), indent=1) + "\n")
@@ -512,6 +549,9 @@ def add(exp: Path, root: Path = ROOT) -> Path:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m sweeper.docs", description=__doc__.split("\n\n")[0])
     p.add_argument("--check", action="store_true", help="exit 1 when a committed generated file differs")
+    p.add_argument("--picture", action="store_true",
+                   help="rebuild docs/report.html from the quick start's committed run and draw docs/report.png "
+                        "(headless Chromium), then rewrite the generated files")
     sub = p.add_subparsers(dest="cmd")
     a = sub.add_parser("add", help="copy a finished results folder's summary into docs/runs/, then rewrite")
     a.add_argument("results", type=Path)
@@ -519,6 +559,16 @@ def main(argv=None) -> int:
     try:
         if args.cmd == "add":
             print(f"added {add(args.results).relative_to(ROOT)}")
+        if args.picture:
+            qs = runs_of([read_run(p) for p in run_dirs()], *QUICKSTART)
+            if not qs:
+                raise DocsError(f"no committed run of the quick start: `{command(*QUICKSTART)}`, then "
+                                f"`python -m sweeper.docs add results/<sweep>-<stamp>`")
+            try:
+                for path in write_picture(qs[0]["folder"]):
+                    print(f"wrote {path}")
+            except PictureError as e:
+                raise DocsError(str(e)) from None
         if args.check:
             bad = stale()
             for path in bad:

@@ -285,14 +285,16 @@ def study_figures(db: Path, study_name: str) -> list[tuple[str, bytes]]:
 
 # ---------------------------------------------------------------- the page
 
-def build_page(exp: Path, which: str = "final") -> str:
+def build_page(exp: Path, which: str = "final", now: float | None = None) -> str:
     """The HTML of report.html for an experiment folder whose report (table.md, table.csv,
-    trials.parquet, PNGs) has been written."""
+    trials.parquet, PNGs) has been written; `now` (epoch seconds, default the clock): when the page
+    says it was written."""
+    now = time.time() if now is None else now
     meta = read_sweep(exp) or {}
     name = meta.get("name") or exp.name
     trials = pd.read_parquet(exp / "trials.parquet")
     total = total_trials(meta, trials)
-    state = sweep_state(exp, trials, total)
+    state = sweep_state(exp, trials, total, now)
     cells = pd.read_csv(exp / "table.csv") if (exp / "table.csv").is_file() else None
     parts = [f"<h1>{html.escape(name)}</h1>",
              f"<p>{html.escape(meta.get('description', ''))}"
@@ -303,7 +305,8 @@ def build_page(exp: Path, which: str = "final") -> str:
     if meta.get("baseline"):
         parts.append(f"<p>Baseline (sweep.json): <code>{html.escape(json.dumps(meta['baseline']))}</code></p>")
     parts.append(f"<p class=\"progress state-{state}\" id=progress>{html.escape(progress(trials, total, state))}</p>"
-                 f"<p>Sweep <span id=state>{state}</span>; page written {time.strftime('%Y-%m-%d %H:%M:%S %Z')}"
+                 f"<p>Sweep <span id=state>{state}</span>; page written "
+                 f"{time.strftime('%Y-%m-%d %H:%M:%S %Z', time.localtime(now))}"
                  + (f", reloads every {RELOAD_S} s" if state == "running" else "") + ".</p>")
     parts.append("<dl class=provenance>" + "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>"
                                                     for k, v in provenance(exp, meta, trials)) + "</dl>")

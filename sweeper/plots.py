@@ -2,8 +2,7 @@
 
 Each plot_* function returns the path it wrote, or None when the sweep does not vary what the plot
 shows (no radius plot for a fixed r). Figures are matplotlib `Figure`s without pyplot state, written
-atomically; neither Ray nor torch is imported (a checkpoint without virtual_points.npz is the one
-case that loads torch, to recompute x*).
+atomically; neither Ray nor torch is imported (x* comes from the virtual_points.npz a trial stored).
 
     python -m sweeper.report results/ablation_radius-20260101-120000   # writes radius.png and the rest
     pytest tests/test_report.py -q
@@ -349,7 +348,7 @@ def plot_virtual_points(images, xstars_by_radius: dict, path: str | Path, max_im
     images: (N, C, H, W) or (N, H, W) tensor/array; xstars_by_radius: {r: x* of the same shape}.
     Each column is shown in its input's own [min, max] range, x* clipped to it, so the
     perturbation is visible relative to the image (as the paper's unwhitened figure). One
-    mosaic image on one axis (a grid of axes took ~2 s to draw).
+    mosaic image on one axis (a grid of axes is slow to draw).
     """
     imgs = _np(images)
     imgs = imgs[:, None] if imgs.ndim == 3 else imgs
@@ -382,42 +381,19 @@ def plot_virtual_points(images, xstars_by_radius: dict, path: str | Path, max_im
 
 
 def virtual_points_from_checkpoint(exp: Path, trials: pd.DataFrame, path: Path, n_images: int = 8) -> Path | None:
-    """The appendix figure from a stored run: the last checkpoint of the first finished trial that
-    uses MUR, and direct x* of `n_images` test images at r/2, r, 2r and 4r (in the network's input
-    space: standardised digits, ZCA-whitened CIFAR). The trial wrote them to virtual_points.npz
-    (no torch needed here); a checkpoint without that file (written before it existed) is
-    recomputed from its trainer.pt. None when no checkpoint fits."""
+    """The appendix figure from a stored run: direct x* of `n_images` test images at r/2, r, 2r and 4r
+    (in the network's input space: standardised digits, ZCA-whitened CIFAR), from the
+    virtual_points.npz that a MUR trial writes beside its last checkpoint (trainables/tune.py). The
+    first finished MUR trial with that file gives it; None when none has one."""
     done = trials[(trials["status"] == "finished") & (trials.get("mur", "none") != "none")] \
         if "mur" in trials.columns else trials.iloc[:0]
     for _, row in done.iterrows():
-        ckpts = sorted((exp / str(row["trial_dir"])).glob("checkpoint_*/trainer.pt"))
-        if ckpts:
+        stored = sorted((exp / str(row["trial_dir"])).glob("checkpoint_*/virtual_points.npz"))
+        if stored:
             break
     else:
         return None
-    stored = ckpts[-1].with_name("virtual_points.npz")
-    if stored.is_file():
-        with np.load(stored) as f:
-            pts = {k: f[k] for k in ("x", "radii", "xstar")}
-    else:
-        pts = virtual_points_from_trainer(ckpts[-1], n_images)
+    with np.load(stored[-1]) as f:
+        pts = {k: f[k] for k in ("x", "radii", "xstar")}
     xs = {float(r): pts["xstar"][i] for i, r in enumerate(pts["radii"])}
     return plot_virtual_points(pts["x"], xs, path, max_images=n_images)
-
-
-def virtual_points_from_trainer(ckpt: Path, n_images: int) -> dict:
-    import torch
-
-    from trainables.config import TrainConfig
-    from trainables.data import load_dataset
-    from trainables.models import build_model
-    from trainables.mur import virtual_point_examples
-
-    state = torch.load(ckpt, map_location="cpu", weights_only=False)
-    cfg = TrainConfig.from_dict({**state["config"], "device": "cpu"})
-    student = build_model(cfg)
-    student.load_state_dict(state["student"])
-    data = load_dataset(cfg.dataset, cfg.data_dir, svhn_norm=cfg.svhn_norm, n_val=cfg.n_val,
-                        cifar_norm=cfg.cifar_norm)  # as the run saw it
-    x = data.x_test[:n_images]  # (N, C, H, W)
-    return virtual_point_examples(student, x, cfg.mur_radius)

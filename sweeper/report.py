@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sweeper.aggregate import (SELECT_METRIC, WHICH, WHICH_ALIASES, AggregateError, canonical_which,
+from sweeper.aggregate import (SELECT_METRIC, WHICH, AggregateError, check_which,
                                check_experiment, load_history, load_trials, read_sweep, summarize, write_summary,
                                write_trials)
 from sweeper import storage
@@ -54,7 +54,7 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
 
     Returns {file name: path} of what was written; "table" is the table in `fmt` (md | latex | csv).
     which="final" (default) tabulates each trial's last evaluation; "best_val" the test error at the
-    evaluation of lowest validation error; "best_test" (alias "best") the minimum test error over
+    evaluation of lowest validation error; "best_test" the minimum test error over
     evaluations, selected on the test set (optimistic), which is what the paper's numbers are. With
     a baseline in sweep.json, summary.* and the tables carry each cell's paired difference from it
     (paired.baseline_diffs). Nothing is written for a folder that is not a Ray Tune experiment
@@ -62,7 +62,7 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
     """
     if fmt not in FORMATS:
         raise AggregateError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    which = canonical_which(which)
+    which = check_which(which)
     exp = check_experiment(exp_dir)
     meta = read_sweep(exp) or {}
     rows, cols = tuple(meta.get("rows") or ("method", "vd", "mur")), tuple(meta.get("cols") or ())
@@ -124,7 +124,7 @@ def report_at(exp: str | storage.Folder, fmt: str = "md", which: str = "final") 
     """build_report for a local folder or a URI. For a URI: the report's inputs are
     copied into the local cache folder (storage.report_inputs), the report is built there, and every file it
     wrote (and hpo's optuna.db) is uploaded to exp. Returns {name: local path}; AggregateError as
-    build_report."""
+    build_report, StorageError when the bucket cannot be read or written."""
     exp, cache = storage.report_inputs(exp)
     if isinstance(exp, Path):
         return build_report(exp, fmt, which)
@@ -136,7 +136,8 @@ def report_at(exp: str | storage.Folder, fmt: str = "md", which: str = "final") 
         storage.push([*paths.values(), *([cache / storage.OPTUNA_DB] if (cache / storage.OPTUNA_DB).is_file() else [])],
                      cache, exp)
     except OSError as e:
-        raise AggregateError(f"the report was built in {cache} but not uploaded: {storage.explain(e, str(exp))}") from None
+        raise storage.StorageError(f"the report was built in {cache} but not uploaded: "
+                                   f"{storage.explain(e, str(exp))}") from None
     return paths
 
 
@@ -146,9 +147,9 @@ def main(argv=None) -> int:
                                        "or s3://BUCKET/results/<sweep>-<stamp> (see sweeper/storage.py); "
                                        "a results root (results/, s3://BUCKET/results): its index.html")
     p.add_argument("--format", choices=sorted(FORMATS), default="md", help="table printed (all are written)")
-    p.add_argument("--which", choices=(*WHICH, *WHICH_ALIASES), default="final",
+    p.add_argument("--which", choices=WHICH, default="final",
                    help="final: last evaluation (default); best_val: test error where the validation error "
-                        "is lowest; best_test (alias best): minimum test error over evaluations, selected on "
+                        "is lowest; best_test: minimum test error over evaluations, selected on "
                         "the test set (optimistic), as the paper's authors kept")
     args = p.parse_args(argv)
     try:
@@ -162,7 +163,7 @@ def main(argv=None) -> int:
         return 2
     try:
         paths = report_at(args.results_dir, args.format, args.which)
-    except AggregateError as e:
+    except (AggregateError, storage.StorageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(paths["table"].read_text())

@@ -39,6 +39,15 @@ from sweeper import storage as store
 from sweeper.storage import StorageError, is_uri
 
 
+# The exit status of `python -m sweeper.run`: docs/USAGE.md and docs/ARCHITECTURE.md state the same codes.
+EXIT_OK = 0            # every trial finished
+EXIT_TRIAL_FAILED = 1  # some trial failed (Tune's fit() does not raise); the report is still written
+EXIT_BAD_INPUT = 2     # bad input, one line `error: ...` before Ray starts
+EXIT_INTERRUPTED = 3   # Ctrl+C, SIGTERM, `ray job stop`: the state is saved, `--resume` continues it
+EXIT_STORAGE_LOST = 4  # the storage bucket stopped answering for longer than its retries
+EXIT_CODES = (EXIT_OK, EXIT_TRIAL_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_STORAGE_LOST)
+
+
 class InputError(ValueError):
     """Bad command-line input found before any work; message names the problem and the fix."""
 
@@ -53,7 +62,7 @@ def seeds_arg(s: str) -> int | str:
         raise argparse.ArgumentTypeError(f"{s!r} is neither a number nor auto; write e.g. --seeds 5 or --seeds auto") from None
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m sweeper.run", description=__doc__.splitlines()[0])
     p.add_argument("sweep", help="a module name in search_spaces/ (see python -m sweeper.list)")
     p.add_argument("--preset", default=None,
@@ -62,8 +71,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="folder or URI (s3://, gs://) with CIFAR-10/100 or SVHN (default ./data); "
                         "a URI is copied to each node once")
     p.add_argument("--seeds", type=seeds_arg, default=None,
-                   help="seeds per grid point (default: the sweep's, 3), or auto: 3, then more only where a cell's "
-                        "paired difference from its baseline is still open, up to --max-seeds (sweeper/sequential.py)")
+                   help="seeds per grid point (default: the sweep's own, which --dry-run shows), or auto: a few "
+                        "first, then more only where a cell's paired difference from its baseline is still open, "
+                        "up to --max-seeds (sweeper/sequential.py)")
     p.add_argument("--max-seeds", type=int, default=None, metavar="N", help="--seeds auto: the most seeds per config (16)")
     p.add_argument("--seed-start", type=int, default=None, metavar="N",
                    help="first seed (default: the sweep's, 0); e.g. --seed-start 8 --seeds 8 runs seeds 8-15")
@@ -82,10 +92,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="searches (hpo, hpo_base): rerun that search's best trial by validation error and its "
                         "base values on fresh seeds (--seeds, default 5), paired (sweeper/confirm.py)")
     p.add_argument("--dashboard", action="store_true",
-                   help="give a local Ray its dashboard on 127.0.0.1:8265 (costs ~2 s at start and ~5%% of a "
-                        "2-core machine while trials run; a head's dashboard, see --address, outlives the sweep)")
+                   help="give a local Ray its dashboard on 127.0.0.1:8265 (it takes start-up time and CPU from the "
+                        "trials: docs/PERFORMANCE.md; a head's dashboard, see --address, outlives the sweep)")
     p.add_argument("--tensorboard", action="store_true",
-                   help="also write TensorBoard event files per trial (imports torch in this driver, ~3-5 s)")
+                   help="also write TensorBoard event files per trial (imports torch in this driver)")
     p.add_argument("--live-every", type=float, default=30.0, metavar="SECONDS",
                    help="rebuild the report (report.html) after trials end, at most every SECONDS (default 30; "
                         "0: only at the end), uploaded on a bucket (sweeper/live.py)")
@@ -95,7 +105,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a TrainConfig key in every trial, e.g. --set mur_radius=2 (repeatable; a "
                         "shorter run also needs its schedules: --set steps=600 --set lr_rampdown=150)")
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    return parser().parse_args(argv)
 
 
 # ---------------------------------------------------------------- validation (before Ray starts)
@@ -248,13 +262,14 @@ def print_dry_run(sweep: Sweep, trials: list[dict], args) -> None:
         for point in start_points(sweep, trials) or []:
             print("  the first sample is the base values: " + "  ".join(f"{k}={v}" for k, v in point.items()))
     if sweep.max_seeds:  # --seeds auto: the count depends on the results
-        from sweeper.auto_seeds import cost_lines
-        print("\n".join(cost_lines(sweep, trials, args.preset)))
+        from sweeper.auto_seeds import cost_lines as auto_cost_lines
+        print("\n".join(auto_cost_lines(sweep, trials, args.preset)))
         return
+    from sweeper.costs import cost_lines
+
     n = sweep.search["num_samples"] if sweep.search else len(trials)
-    print(f"estimated cost: {n} trials x {sweep.minutes_per_trial:g} min = "
-          f"{n * sweep.minutes_per_trial / 60:.1f} trial-hours "
-          f"({'one 2-core CPU machine' if args.preset == 'quick' else 'one GPU per trial'})")
+    for line in cost_lines(sweep.name, args.preset, n, sweep.minutes_per_trial, bool(args.seeds or args.set)):
+        print(f"cost: {line}")
 
 
 # ---------------------------------------------------------------- Ray
@@ -354,7 +369,7 @@ def grace_period(search: dict, steps: int, eval_every: int) -> int:
 def result_loggers(tensorboard: bool) -> list:
     """result.json (what sweeper.aggregate reads) and progress.csv per trial; TensorBoard files only
     on request. Tune adds its TensorBoard logger by default, and tensorboardX imports torch in the
-    driver (~3-5 s of a 2-core machine's CPU, taken from the trials); main() turns Tune's automatic
+    driver (seconds of CPU, taken from the trials); main() turns Tune's automatic
     loggers off during fit(), so these are all. They are stored with the experiment and apply on --resume."""
     from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback, TBXLoggerCallback
 
@@ -447,16 +462,16 @@ def main(argv=None) -> int:
         plan = prepare(args)
     except (SweepError, ConfigError, DataError, InputError, StorageError) as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     if plan is None:  # --dry-run: printed
-        return 0
+        return EXIT_OK
     sweep, trials, exp_dir, address = plan
     try:
         resources = start_ray(address, args)
     except ConnectionError as e:  # e.g. --address auto with no cluster running here
         print(f"error: cannot connect to Ray at {address}: {str(e).splitlines()[0]}; start a head with "
               f"`ray start --head --dashboard-host 127.0.0.1` or omit --address for a local Ray", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     tuner = make_tuner(sweep, trials, args, exp_dir, resources)
     # loggers: result_loggers(); Ctrl+C and SIGTERM: graceful_stop()
     with env_set(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1", TUNE_DISABLE_SIGINT_HANDLER="1"), graceful_stop() as stopped, \
@@ -569,7 +584,7 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
         return storage_lost(sweep, exp_dir, lost)
     try:
         paths = report_at(exp_dir)  # a URI: built in a local cache, uploaded
-    except AggregateError as e:  # e.g. no trial reported anything before the sweep ended
+    except (AggregateError, StorageError) as e:  # e.g. no trial reported anything before the sweep ended
         print(f"no report: {e}", file=sys.stderr)
         paths = {}
     for name in ("table.md", "table_ranked.md"):  # the ranked table: searches (hpo) only
@@ -581,8 +596,8 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
     if stopped:
         print(f"interrupted: the sweep's state is saved; continue it with "
               f"`python -m sweeper.run {sweep.name} --resume {exp_dir}`", file=sys.stderr)
-        return 3
-    return 1 if errors else 0
+        return EXIT_INTERRUPTED
+    return EXIT_TRIAL_FAILED if errors else EXIT_OK
 
 
 def storage_lost(sweep: Sweep, exp_dir, why: str) -> int:
@@ -591,7 +606,7 @@ def storage_lost(sweep: Sweep, exp_dir, why: str) -> int:
     print(f"error: storage {exp_dir} unreachable at the end of the sweep ({why}); it holds the state of its "
           f"last successful upload; once it answers again, continue with "
           f"`python -m sweeper.run {sweep.name} --resume {exp_dir}`", file=sys.stderr)
-    return 4
+    return EXIT_STORAGE_LOST
 
 
 @contextlib.contextmanager

@@ -27,7 +27,7 @@ def paired_diff(a, b, level: float = 0.95) -> tuple[float, float, float, int]:
     the mean too when n == 0. Pairs with a non-finite member are the caller's to drop (a diverged
     seed is not a pair); here they are an error.
     """
-    from scipy import stats  # here, not at the top: ~1-3 s to import, and only a baseline comparison needs it
+    from scipy import stats  # here, not at the top: a slow import, and only a baseline comparison needs it
 
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.shape != b.shape or a.ndim != 1:

@@ -5,7 +5,7 @@ scheme-less path, scheme). Ray Tune gets the Location's file system and path (`r
 `prepare_restore`) and writes trials, checkpoints and experiment state there itself; sweeper.run
 writes sweep.json through `create_experiment`. The report code reads local files, so `report_inputs`
 copies an experiment's small files (sweep.json, experiment_state-*.json, params.json, result.json,
-progress.csv, error.*, virtual_points.npz; trainer.pt only where the report must recompute x*) into
+progress.csv, error.*, the virtual_points.npz of MUR checkpoints; never the weights) into
 a local cache folder (sweeper.report.report_at builds the report there and uploads what it wrote
 with `push`). Endpoint and credentials: the standard settings of each file system (AWS: environment,
 profile, instance role, AWS_ENDPOINT_URL_S3 for S3-compatible servers; GCS: application default
@@ -34,11 +34,10 @@ from trainables.files import atomic_write, one_line
 from trainables.remote import is_uri
 
 # What the report reads from an experiment folder (sweeper/aggregate.py, sweeper/report.py).
+VIRTUAL_POINTS = "virtual_points.npz"  # x* of a MUR trial, beside its checkpoint (trainables/tune.py)
 REPORT_INPUTS = ("sweep.json", "params.json", "result.json", "progress.csv", "error.txt", "error.pkl",
-                 "virtual_points.npz", "live.json")
+                 VIRTUAL_POINTS, "live.json")
 EXPERIMENT_STATE = re.compile(r"experiment_state-.*\.json")
-CHECKPOINT = "trainer.pt"          # trainables/tune.py's checkpoint file
-VIRTUAL_POINTS = "virtual_points.npz"
 OPTUNA_DB = "optuna.db"            # hpo's study: SQLite, so on the driver's disk, copied beside the results
 PREFLIGHT_RETRY_S = 5.0            # check()'s retry budget (the run's: remote.retry_budget())
 
@@ -368,9 +367,8 @@ def pull_file(src: Location, dest: Path, info=None) -> bool:
 
 def pull(exp: Location, dest: Path) -> int:
     """Copy the report's inputs of `exp` into dest (unchanged files are kept); returns how many files
-    `exp` holds in all (0: it does not exist). trainer.pt is copied only for the last checkpoint of a
-    MUR trial that has no virtual_points.npz (the report then recomputes x* from it); elsewhere an
-    empty stand-in keeps the checkpoint visible to the report's glob, which reads only the .npz."""
+    `exp` holds in all (0: it does not exist). A checkpoint's file that Tune deleted between the listing
+    and its copy (a running trial's older checkpoint) is left out."""
     import pyarrow.fs as pafs
 
     infos = [i for i in exp.fs.get_file_info(pafs.FileSelector(exp.path, recursive=True, allow_not_found=True))
@@ -379,23 +377,11 @@ def pull(exp: Location, dest: Path) -> int:
     for r, info in rel.items():
         name = r.rsplit("/", 1)[-1]
         if name in REPORT_INPUTS or (EXPERIMENT_STATE.fullmatch(name) and "/" not in r):
-            pull_file(exp / r, dest / r, info)
-    ckpts = sorted(r for r in rel if r.endswith(f"/{CHECKPOINT}"))
-    last = {}  # trial folder -> its last checkpoint's trainer.pt
-    for r in ckpts:
-        last[r.split("/", 1)[0]] = r
-    for r in ckpts:
-        trial, folder = r.split("/", 1)[0], r.rsplit("/", 1)[0]
-        params = dest / trial / "params.json"
-        mur = json.loads(params.read_text()).get("mur", "none") if params.is_file() else "none"
-        if last[trial] == r and mur != "none" and f"{folder}/{VIRTUAL_POINTS}" not in rel:
             try:
-                pull_file(exp / r, dest / r, rel[r])
-            except FileNotFoundError:  # a running trial's checkpoint that Tune replaced since the listing
-                continue
-        elif not (dest / r).exists():
-            (dest / r).parent.mkdir(parents=True, exist_ok=True)
-            (dest / r).touch()
+                pull_file(exp / r, dest / r, info)
+            except FileNotFoundError:
+                if "/checkpoint_" not in r:
+                    raise
     return len(rel)
 
 
@@ -407,10 +393,8 @@ def push(files, cache: Path, exp: Location) -> None:
 
 def report_inputs(exp: str | Folder) -> tuple[Folder, Path]:
     """(exp resolved, a local folder holding its report's inputs): a local folder (or file:// URI) is
-    itself; a bucket's files are pulled into the local cache first. AggregateError if it holds nothing
+    itself; a bucket's files are pulled into the local cache first. StorageError if it holds nothing
     or cannot be read."""
-    from sweeper.aggregate import AggregateError
-
     if isinstance(exp, (str, Path)) and not is_uri(exp):
         return Path(exp), Path(exp)
     try:
@@ -419,8 +403,8 @@ def report_inputs(exp: str | Folder) -> tuple[Folder, Path]:
             return exp, exp
         cache = local_folder(exp)
         if not pull(exp, cache):
-            raise AggregateError(f"{exp} does not exist (no files there); pass the experiment folder printed "
-                                 f"by sweeper.run, such as {exp.parent}/<sweep>-<stamp>")
-    except (StorageError, OSError) as e:
-        raise AggregateError(str(e) if isinstance(e, StorageError) else explain(e, str(exp))) from None
+            raise StorageError(f"{exp} does not exist (no files there); pass the experiment folder printed "
+                               f"by sweeper.run, such as {exp.parent}/<sweep>-<stamp>")
+    except OSError as e:
+        raise StorageError(explain(e, str(exp))) from None
     return exp, cache

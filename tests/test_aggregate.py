@@ -12,25 +12,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import write_trial
 from sweeper.aggregate import (AggregateError, check_experiment, group_keys, load_history,
                                load_trials, summarize, write_summary, write_trials)
 from trainables.files import atomic_write
 
 STEPS = (100, 200, 300)
-
-
-def write_trial(exp, idx, params, reports, error=False, torn=None, sensitivity=None):
-    """A trial folder as Ray Tune 2.x lays it out: params.json, result.json (JSON lines), error.txt."""
-    d = exp / f"train_tune_ab12c_{idx:05d}_{idx}_seed={params.get('seed')}_2026-01-01_00-00-00"
-    d.mkdir(parents=True)
-    (d / "params.json").write_text(json.dumps(params, indent=2))
-    if reports is not None:
-        text = "".join(json.dumps({**r, "trial_id": f"ab12c_{idx:05d}", "config": params,
-                                   "time_total_s": 1.5 * (i + 1)}) + "\n" for i, r in enumerate(reports))
-        (d / "result.json").write_text(text + (torn or ""))
-    if error:
-        (d / "error.txt").write_text("Failure # 1 (occurred at 2026-01-01_00-00-05)\nRuntimeError: boom\n")
-    return d
 
 
 def finished_reports(errors, g0=None):
@@ -106,7 +93,7 @@ def test_summary_mean_sample_std_and_counts(experiment):
     assert (s.loc[True, "n_failed"], s.loc[True, "n_diverged"], s.loc[True, "n_trials"]) == (1, 1, 5)
     assert (s.loc[False, "n_failed"], s.loc[False, "n_diverged"]) == (0, 0)
     assert s.loc[True, "seeds"] == "0,1,2"
-    best = summarize(df, "test_error", "best").set_index("vd")
+    best = summarize(df, "test_error", "best_test").set_index("vd")
     assert best.loc[False, "mean"] == pytest.approx(errs["A"].min(axis=1).mean())
     assert best.loc[True, "std"] == pytest.approx(np.std(errs["B"].min(axis=1), ddof=1))
 
@@ -236,7 +223,7 @@ def test_unknown_metric_or_which_is_a_clear_error(experiment):
     with pytest.raises(AggregateError, match="no trial reported 'accuracy'"):
         summarize(df, "accuracy")
     with pytest.raises(AggregateError, match="'best_test' is defined for the error metrics"):
-        summarize(df, "sparsity", "best")
+        summarize(df, "sparsity", "best_test")
     with pytest.raises(AggregateError, match="'best_val' is defined for the error metrics"):
         summarize(df, "sparsity", "best_val")
     with pytest.raises(AggregateError, match="which must be"):
@@ -264,8 +251,10 @@ def test_bestval_takes_the_metrics_at_the_report_of_lowest_validation_error(tmp_
     assert group_keys(df) == ["method"]                                        # bestval_* are no config keys
     s = summarize(df, "test_error", "best_val").iloc[0]
     assert (s["which"], s["n"], s["mean"], s["seeds"]) == ("best_val", 1, 22.0, "0")
-    assert summarize(df, "test_error", "best").iloc[0]["which"] == "best_test"   # the old name still works
-    assert summarize(df, "test_error", "best").iloc[0]["mean"] == pytest.approx((15.0 + 12.0) / 2)
+    assert summarize(df, "test_error", "best_test").iloc[0]["which"] == "best_test"
+    assert summarize(df, "test_error", "best_test").iloc[0]["mean"] == pytest.approx((15.0 + 12.0) / 2)
+    with pytest.raises(AggregateError, match="which must be one of final, best_val, best_test; got 'best'"):
+        summarize(df, "test_error", "best")
 
 
 @pytest.mark.slow

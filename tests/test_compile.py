@@ -32,7 +32,6 @@ from trainables.trainer import Diverged, Trainer, train
 MT_VD_MUR = dict(method="mt", vd=True, mur="direct", entmin_coef=0.1)
 
 
-@pytest.fixture(scope="module")
 def digits():
     return load_dataset("digits")
 

@@ -18,8 +18,9 @@ import scipy.linalg
 import torch
 import torchvision
 
-from trainables.data import (DataError, Batcher, augment, fit_zca, apply_zca, labeled_split, label_counts, load_dataset,
+from trainables.data import (Batcher, augment, fit_zca, apply_zca, labeled_split, label_counts, load_dataset,
                              validation_indices, ZCA_EPS)
+from trainables.datafiles import DataError
 
 
 # ----------------------------------------------------------------------------- real on-disk formats

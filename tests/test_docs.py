@@ -25,13 +25,18 @@ def test_committed_generated_files_equal_what_the_generator_makes():
     assert docs.stale() == [], "run `python -m sweeper.docs` and commit what it writes"
 
 
-def test_readme_is_a_landing_page_with_the_ci_test_command():
+def test_readme_is_a_landing_page_with_the_ci_install_and_test_command():
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 150
-    assert "\npython -m pytest -q\n" in text  # .ci/run calls the README's test command
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "\npython -m pytest -q\n" in text and "\npython -m pytest -q\n" in ci  # .ci/run runs the README's
+    installs = re.findall(r"pip install -e '([^']+)'", ci)
+    assert installs and all(f"pip install -e '{extras}'" in text for extras in installs)  # what CI installs
+    assert ("chromium" in ci) == ("apt-get install -y chromium" in text)
     assert "python -m sweeper.run ablation_radius --preset quick" in text
-    assert "pip install -e '.[test]'" in text
-    assert "python -m pytest -q" in (ROOT / ".ci" / "run").read_text()
+    opening = text.split("\n\n")[1]  # the paragraph under the title: what it is, what the quick start shows
+    sentences = [s for s in re.split(r"(?<=[.])\s+(?=[A-Z])", opening.replace("\n", " ")) if s.strip()]
+    assert len(sentences) <= 2 and all(len(s.split()) <= 60 for s in sentences), sentences
 
 
 @pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: str(p.relative_to(ROOT)))
@@ -100,7 +105,9 @@ def project(tmp_path, claims):
     (tmp_path / "docs").mkdir(exist_ok=True)
     (tmp_path / "docs" / "claims.json").write_text(json.dumps(claims))
     (tmp_path / "benchmarks" / "results").mkdir(parents=True, exist_ok=True)
-    (tmp_path / "README.md").write_text("# x\n<!-- generated: quickstart -->\nold\n<!-- end -->\n"
+    (tmp_path / "README.md").write_text("# x\n<!-- generated: install -->\n<!-- end -->\n"
+                                        "<!-- generated: quickstart -->\nold\n<!-- end -->\n"
+                                        "<!-- generated: picture -->\n<!-- end -->\n"
                                         "<!-- generated: claims -->\n<!-- end -->\n")
     return tmp_path
 
@@ -185,10 +192,11 @@ def test_add_copies_a_finished_results_folder_with_its_machine(tmp_path):
     (exp / "paired_diffs.png").write_bytes(b"\x89PNG")
     pd.DataFrame({"mur": ["none", "direct"], "lr": [0.1, 0.1], "seed": [3, 3], "status": ["finished"] * 2,
                   "trial_dir": ["/x/a", "/x/b"], "final_test_error": [5.0, 4.25]}).to_parquet(exp / "trials.parquet")
+    (exp / "optuna.db").write_bytes(b"big")  # not a committed file
     dest = docs.add(exp, root=tmp_path)
     assert dest == tmp_path / "docs" / "runs" / "ablation_radius-quick-s3-5"
     assert sorted(p.name for p in dest.iterdir()) == ["machine.json", "paired_diffs.png", "summary.csv",
-                                                       "sweep.json", "table.md", "trials.csv"]
+                                                       "sweep.json", "table.md", "trials.csv", "trials.parquet"]
     # the per-seed values the claims read: varying keys, seed, status, final metrics; no machine paths
     assert (dest / "trials.csv").read_text().splitlines() == [
         "mur,seed,status,final_test_error", "direct,3,finished,4.25", "none,3,finished,5"]
@@ -205,3 +213,161 @@ def test_a_committed_command_drops_the_machines_paths_but_keeps_every_other_argu
     argv = ["/home/u/p/sweeper/run.py", "ablation_radius", "--storage", "/tmp/r", "--preset", "quick",
             "--storage=s3://b/p", "--seed-start", "8"]
     assert public_args(argv) == ["ablation_radius", "--preset", "quick", "--seed-start", "8"]
+
+
+# ---------------------------------------------------------------- what the docs state about the CLI equals the code
+
+def _codes(text: str) -> list[int]:
+    """The codes of an exit-status list written as `0 ...; 1 ...; 2 ...` (the first digit of each clause)."""
+    return [int(m) for m in re.findall(r"(?:^|[;:]|,)\s*(\d) (?=[a-zA-Z(])", text)]
+
+
+def test_the_exit_codes_the_docs_list_are_the_ones_run_returns():
+    from sweeper import run
+
+    assert run.EXIT_CODES == tuple(range(len(run.EXIT_CODES)))
+    arch = re.search(r"\| `run\.py` \|.*exit status ([\d/]+)", (ROOT / "docs" / "ARCHITECTURE.md").read_text())
+    assert arch and [int(c) for c in arch.group(1).split("/")] == list(run.EXIT_CODES)
+    usage = (ROOT / "docs" / "USAGE.md").read_text()
+    para = usage.split("**Exit status**:", 1)[1].split("\n\n", 1)[0]
+    assert _codes(para) == list(run.EXIT_CODES), para
+    doc = run.__doc__.split("Exit status:", 1)[1].split("\n\n", 1)[0]
+    assert _codes(doc) == list(run.EXIT_CODES), doc
+    # every code run.py returns is a named one
+    src = (ROOT / "sweeper" / "run.py").read_text()
+    assert not re.search(r"return \d\b", src), "return a named EXIT_* code"
+
+
+def test_exit_code_parser_reads_a_planted_list():
+    assert _codes("0 every trial finished; 1 some trial failed; 2 bad input") == [0, 1, 2]
+
+
+# options whose default the code computes at run time, so the parser's own default is None or a stand-in
+COMPUTED_DEFAULTS = {"--preset", "--data-dir", "--address", "--gpus-per-trial", "--seed-start"}
+
+
+def test_the_defaults_usage_states_are_the_parsers():
+    from sweeper import run
+
+    parser = run.parser()
+    defaults = {a.option_strings[0]: a.default for a in parser._actions if a.option_strings}
+    table = (ROOT / "docs" / "USAGE.md").read_text().split("## Options of", 1)[1].split("\n\n", 2)[1]
+    checked = 0
+    for line in table.splitlines():
+        m = re.match(r"\| `(--[\w-]+)[^`]*` \| (.*)\|$", line)
+        stated = m and re.search(r"\(default `?([^`;,)]+)`?[;,)]", m.group(2))
+        if not stated or m.group(1) in COMPUTED_DEFAULTS:
+            continue
+        want, have = stated.group(1).strip(), defaults[m.group(1)]
+        assert want == str(have) or (isinstance(have, float) and float(want) == have), (m.group(1), want, have)
+        checked += 1
+    assert checked >= 2  # --storage, --live-every at least
+
+
+def test_the_seeds_help_names_no_number_since_sweeps_differ():
+    from sweeper import run
+    from search_spaces import presets
+
+    seeds = {get_sweep(n, p).seeds for n in names() for p in presets(n)}
+    assert len(seeds) > 1  # a single number in the help would be wrong for some sweep
+    helps = {a.option_strings[0]: a.help for a in run.parser()._actions if a.option_strings}
+    assert "the sweep's own" in helps["--seeds"] and not re.search(r"\d", helps["--seeds"])
+
+
+# ---------------------------------------------------------------- no measured number typed into the code
+#
+# A duration, speed or error typed into a comment, docstring or string of sweeper/, trainables/ or
+# search_spaces/ goes stale with the next change of code or machine; measured numbers live in committed
+# result files (docs/runs/, benchmarks/results/) and the Markdown generated from them. Flagged: a number
+# followed by a unit of time (ms, s, min, h, GPU-h, H100-hours, ...), speed (steps/s, images/s, "8x slower")
+# or a percentage. Allowed, by one narrow rule: a line that states a setting, i.e. that contains one of
+# SETTING_WORDS (a timeout, a wait between retries, a save period, a budget, a default, a ramp-up fraction),
+# and the 95 % confidence level the tables use.
+
+MEASURED = re.compile(r"(?<![\w.:])\d(?:[\d.]*\d)?(?:\s*-\s*\d(?:[\d.]*\d)?)?\s*"
+                      r"(?:ms|s|sec|seconds?|min|minutes?|h|hours?|\w+-hours?|\w+-min|GPU-h|steps/s|images/s|it/s|%"
+                      r"|[x×] (?:slower|faster))(?=$|[\s),;.:\]])")
+SETTING_WORDS = re.compile(r"\b(?:every|timeout\w*|wait\w*|retr\w*|period|budget\w*|at most|at least|default\w*|"
+                           r"ramp\w*)\b|\b95 ?%", re.I)
+CODE_DIRS = ("sweeper", "trainables", "search_spaces")
+
+
+def measured_numbers(source: str) -> list[tuple[int, str]]:
+    """(line, text) of every comment or string line of `source` that states a measured number."""
+    import io
+    import tokenize
+
+    out = []
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type in (tokenize.COMMENT, tokenize.STRING):
+            for i, line in enumerate(tok.string.splitlines()):
+                if MEASURED.search(line) and not SETTING_WORDS.search(line):
+                    out.append((tok.start[0] + i, line.strip()))
+    return out
+
+
+def _code_files():
+    return sorted(p for d in CODE_DIRS for p in (ROOT / d).glob("*.py"))
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="its docstring states measured speeds and errors"))
+    if p.name == "fixmatch.py" else p for p in _code_files()], ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_measured_number_in_the_code(path):
+    assert measured_numbers(path.read_text()) == [], f"{path.relative_to(ROOT)}: move it to a committed result file"
+
+
+@pytest.mark.parametrize("planted", [
+    '"""Quick preset: 8 rows x 5 seeds, 14.3 min measured on 2 CPU cores."""\n',
+    "x = 1  # MT+MUR runs at 25 steps/s on one GPU\n",
+    "x = 1  # about 3 GPU-hours per trial\n",
+    "x = 1  # a batch-100 step takes 10 ms\n",
+    "x = 1  # LabelSpreading's error is ~2.5 % on digits\n",
+    "x = 1  # NCHW max-pool is ~8x slower\n",
+    'p.add_argument("--dashboard", help="costs ~2 s at start")\n',
+])
+def test_a_planted_measured_number_fails(planted):
+    assert len(measured_numbers(planted)) == 1
+
+
+@pytest.mark.parametrize("setting", [
+    "RETRY_FIRST_WAIT_S = 0.05  # the SDK waits 50 ms, 100 ms, ... between attempts\n",
+    "x = 1  # checkpoints at most every 10 s\n",
+    "x = 1  # LR ramp-up 10 % of the run\n",
+    '"""Each cell with its 95 % t-interval."""\n',
+    'print(f"{x:.1%} of {n:>5.0f} trials, 8 rows x 5 seeds, 8x8 digits, s=8")\n',
+])
+def test_a_setting_or_a_format_is_not_a_measured_number(setting):
+    assert measured_numbers(setting) == []
+
+
+def test_performance_shows_the_measured_code_not_a_comparison_with_an_older_one():
+    d = {"machine": "Test CPU", "before_commit": "a" * 40, "after_commit": "b" * 40, "steps": 50, "rounds": 7,
+         "rows": [{"variant": "MT", "steps_per_s_before": 11.0, "steps_per_s_after": 80.0, "speedup": 7.27},
+                  {"variant": "MT+MUR", "steps_per_s_before": 13.0, "steps_per_s_after": 20.0, "speedup": 1.54}]}
+    text = "\n".join(docs.cpu_step_md("x.json", d))
+    assert "| MT+MUR | 20.00 | 4.00× |" in text  # 80 / 20: its step against MT's, from the same rounds
+    assert "11.00" not in text and "7.27" not in text and "aaaaaaa" not in text and "commit bbbbbbb" in text
+    scale = {"machine": "m", "date": "d", "sweep": "s", "after_commit": "c" * 40,
+             "sizes": {"after": [{"trials": 50, "wall_s": 1.0}, {"trials": 500, "wall_s": 3.0}],
+                       "before": [{"trials": 50, "wall_s": 9.0}, {"trials": 500, "wall_s": 99.0}]},
+             "growth": {"after": {"wall_s": 3.0}, "before": {"wall_s": 11.0}}}
+    text = "\n".join(docs.scale_md("y.json", scale))
+    assert "**3.00×**" in text and "99.00" not in text and "11.00×" not in text
+    performance = (ROOT / "docs" / "PERFORMANCE.md").read_text()
+    assert not re.search(r"\bagainst commit\b|steps/s at [0-9a-f]{7}|\| before \|", performance)
+
+
+def test_the_readme_install_block_comes_from_its_result_file(tmp_path):
+    root = project(tmp_path, [CLAIM])
+    readme = docs.generated(root)[Path("README.md")]
+    assert "no `benchmarks/results/install.json` committed" in readme
+    (root / "benchmarks" / "results" / "install.json").write_text(json.dumps({
+        "machine": "Test CPU", "python": "3.0", "torch": "9.9", "date": "2000-01-01", "venv_command": "du -sm .venv",
+        "venv_mib": 3072, "venv_largest_mib": {"a": 1, "b": 3, "c": 2, "d": 0}, "test_suite_s": 1500,
+        "test_suite_source": "a made-up run"}))
+    made = docs.generated(root)
+    readme = made[Path("README.md")]
+    assert "takes 3.0 GiB (`du -sm .venv`), most of it torch's CUDA stack (b 3 MiB, c 2 MiB, a 1 MiB)" in readme
+    assert "took 25 min (1,500 s), a made-up run." in readme  # 1500 s / 60
+    assert "install.json" not in made[Path("docs/PERFORMANCE.md")]  # one home: the README

@@ -4,7 +4,6 @@ import os
 import re
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import free_port
 from notorch import BLOCK_TORCH
 from procs import pids_naming
 
@@ -54,24 +54,18 @@ def test_tiny_sweep_runs_end_to_end_and_writes_results(tmp_path):
     assert not list(exp.glob("trial_*/events.out.tfevents*"))  # TensorBoard files only with --tensorboard
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_ray_job_submit_to_local_head_succeeds(tmp_path):
     """`ray job submit --working-dir . -- python -m sweeper.run ...` against a head on 127.0.0.1.
 
     Ray 2.60 heads turn token auth on by default; head and client share a token passed by value."""
     auth = _env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
     temp = Path("/tmp") / f"rayjob-{os.getpid()}"  # short: Ray's socket paths have a length limit
-    gcs, dash = _free_port(), _free_port()
+    gcs, dash = free_port(), free_port()
     ray_bin = str(Path(sys.executable).parent / "ray")
     head = subprocess.Popen([ray_bin, "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
                              "--port", str(gcs), "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash),
-                             "--ray-client-server-port", str(_free_port()),
-                             "--dashboard-agent-listen-port", str(_free_port()),
+                             "--ray-client-server-port", str(free_port()),
+                             "--dashboard-agent-listen-port", str(free_port()),
                              "--temp-dir", str(temp), "--num-cpus", "2", "--disable-usage-stats"],
                             env=auth, stdout=(tmp_path / "head.log").open("w"), stderr=subprocess.STDOUT,
                             start_new_session=True)

@@ -25,7 +25,6 @@ from trainables.variational import VDConv2d, VDLinear
 L, U = 4, 8
 
 
-@pytest.fixture(scope="module")
 def digits():
     return load_dataset("digits")
 

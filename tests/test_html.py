@@ -23,7 +23,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from browser import need_chromium, open_page
-from test_report import make_search_exp, make_table_exp, write_trial, reports
+from conftest import write_trial
+from test_report import make_search_exp, make_table_exp, reports
 
 from sweeper.html import LIVE, STALE_S, parse_markdown_table, sweep_state
 from sweeper.report import build_report, main
@@ -126,7 +127,7 @@ def table_page(tmp_path_factory):
     write_trial(exp, 99, {"method": "mt", "vd": False, "mur": "none", "entmin_coef": 0.0, "dataset": "cifar10",
                           "num_labels": 1000, "mur_radius": 10.0, "steps": 280_000, "val_size": 0, "seed": 7,
                           "trial_index": 99}, reports([40.0], done=False), error=True)
-    err = next(exp.glob("train_tune_cd34e_00099_*")) / "error.txt"
+    err = next(exp.glob("train_tune_ab12c_00099_*")) / "error.txt"
     err.write_text("Failure # 1 (occurred at 2026-01-01)\nTraceback (most recent call last):\n  File x\n"
                    "RuntimeError: CUDA out of memory\n")
     meta = json.loads((exp / "sweep.json").read_text())

@@ -107,3 +107,37 @@ def test_no_module_imports_a_private_name_of_another():
                 found += [f"{path.relative_to(ROOT)}:{node.lineno}: {node.module}.{a.name}"
                           for a in node.names if a.name.startswith("_")]
     assert not found, "private names imported from another module:\n" + "\n".join(found)
+
+
+def _imports_torch(path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+        if any(n.split(".")[0] == "torch" for n in names):
+            return True
+    return False
+
+
+def test_the_driver_and_results_code_reach_no_module_that_imports_torch():
+    """sweeper/ reads results without torch (docs/ARCHITECTURE.md): no import path, top-level or inside a
+    function, leads from a sweeper module to a project module that imports torch. sweeper.run is the one
+    exception: it names the trainable (trainables.tune, which imports torch in the trial's process)."""
+    modules, graph = _modules(), import_graph()
+    torch_users = {m for m, p in modules.items() if _imports_torch(p)}
+    assert "trainables.trainer" in torch_users and "sweeper.plots" not in torch_users
+    found = []
+    for start in sorted(m for m in modules if m.startswith("sweeper.") and m != "sweeper.run"):
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in graph[todo.pop()] - seen:
+                seen.add(nxt)
+                todo.append(nxt)
+        found += [f"{start} -> {m}" for m in sorted(seen & torch_users)]
+    assert not found, "\n".join(found)
+
+
+def test_storage_is_below_the_results_code():
+    """sweeper/storage.py has its own error (StorageError) and imports no results module: the report code
+    builds on storage, never the other way."""
+    graph = import_graph()
+    assert not {m for m in graph["sweeper.storage"] if m.startswith("sweeper.")}, graph["sweeper.storage"]

@@ -7,7 +7,6 @@ metrics by step, read back with MlflowClient and compared with trials.parquet.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,20 +16,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from conftest import free_port
 from sweeper.run import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_unreachable_server_is_one_line_and_exit_2_before_ray(tmp_path, capsys):
     pytest.importorskip("mlflow")
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     assert main(["ablation_radius", "--preset", "quick", "--mlflow", f"http://127.0.0.1:{port}",
                  "--storage", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
@@ -56,7 +50,7 @@ def test_missing_mlflow_is_one_line_and_exit_2(tmp_path):
 @pytest.mark.slow
 def test_every_trial_is_an_mlflow_run_with_its_tags_params_and_metrics(tmp_path):
     mlflow = pytest.importorskip("mlflow")
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
     env.pop("RAY_ADDRESS", None)
     server = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "server", "--backend-store-uri",

@@ -20,6 +20,7 @@ import pytest
 import scipy.stats
 import torch
 
+from conftest import write_trial
 from notorch import BLOCK_TORCH
 from sweeper.aggregate import AggregateError, load_trials, summarize
 from sweeper.paper_results import paper_value
@@ -33,16 +34,6 @@ from sweeper.tables import cell_text, table_frame
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-def write_trial(exp, idx, params, reports, error=False):
-    """A trial folder as Ray Tune 2.x lays it out (params.json, result.json as JSON lines)."""
-    d = exp / f"train_tune_cd34e_{idx:05d}_{idx}_seed={params.get('seed')}_2026-01-01_00-00-00"
-    d.mkdir(parents=True)
-    (d / "params.json").write_text(json.dumps(params))
-    (d / "result.json").write_text("".join(json.dumps({**r, "trial_id": f"cd34e_{idx:05d}"}) + "\n" for r in reports))
-    if error:
-        (d / "error.txt").write_text("Failure # 1\n")
 
 
 def reports(errors, done=True, steps=None, val=None, **last):
@@ -224,13 +215,13 @@ def test_row_labels_leave_out_keys_that_do_not_apply_to_a_row():
     assert list(row_labels(flat, ("method", "vd", "mur", "entmin_coef"))) == ["Π", "Π + VD", "MT", "MT + VD"]
 
 
-def test_which_best_tabulates_the_minimum(table_built):
+def test_which_best_test_tabulates_the_minimum(table_built):
     exp, curves, _ = table_built
-    t = table_frame(summarize(load_trials(exp), "test_error", "best"), ("method", "vd", "mur"), ("dataset",))
+    t = table_frame(summarize(load_trials(exp), "test_error", "best_test"), ("method", "vd", "mur"), ("dataset",))
     c = curves[("ict", True, "direct", "cifar100")]
     cell = t[(t["method"] == "ict") & (t["vd"]) & (t["dataset"] == "cifar100")].iloc[0]
     assert cell["mean"] == pytest.approx(c.min(axis=1).mean())
-    assert cell["which"] == "best_test"                  # "best" is the old name of best_test
+    assert cell["which"] == "best_test"
 
 
 MT_BASE = {"method": "mt", "vd": False, "mur": "none"}
@@ -351,7 +342,7 @@ def test_every_table_interval_changes_the_variant_or_the_method_never_both(tmp_p
                     and all(same_value(out.loc[j, c], r[c]) for c in sweep.cols)]
         assert len(same_col) == 1 and r["n_paired"] == sweep.seeds, (labels[i], r["baseline"], r["n_paired"])
         changed = {k for k in keys if not same_value(r[k], out.loc[same_col[0], k])}
-        if r["within_baseline"] or r["method"] == "mt":
+        if r["within_baseline"] or r["method"] == sweep.baseline["method"]:
             assert changed and changed <= variant, (labels[i], r["baseline"], changed)
         elif preset == "quick":
             assert changed == {"method"}, (labels[i], r["baseline"], changed)
@@ -377,10 +368,9 @@ def test_mur_vs_vat_compares_points_within_a_method_and_vat_with_mut(tmp_path):
            for _, r in out.iterrows() if not r["is_baseline"] and r["method"] != "labelspreading"}
     assert got == {("mut", "direct", 0.5): ("MUT + VAT", True),
                    ("mut", "vat", 0.5): ("MT + VAT", False), ("vat", "none", 0.5): ("MUT + MUR", True),
-                   ("mt", "direct", 0.5): ("MT + VAT", False), ("mt", "direct", 2.0): ("MT + VAT", False),
-                   ("mt", "random", 0.5): ("MT + VAT", False), ("mt", "random", 2.0): ("MT + VAT", False)}
+                   ("mt", "direct", 0.5): ("MT + VAT", False), ("mt", "random", 0.5): ("MT + VAT", False)}
     radius = {(r["method"], r["mur"], r["mur_radius"]): r for _, r in out.iterrows()}
-    assert radius[("mt", "direct", 2.0)]["n_paired"] == sweep.seeds  # paired with MT + VAT at r = 2, its own column
+    assert radius[("mt", "direct", 0.5)]["n_paired"] == sweep.seeds  # paired with MT + VAT at r = 0.5, its own column
 
 
 def test_a_baseline_with_one_cell_is_the_baseline_of_every_column(tmp_path):
@@ -576,7 +566,7 @@ def test_virtual_point_mosaic_places_and_scales_every_tile():
 
 def test_cli_prints_the_table(table_exp, capsys):
     exp, _ = table_exp
-    assert main([str(exp), "--format", "latex", "--which", "best"]) == 0   # best: the old name of best_test
+    assert main([str(exp), "--format", "latex", "--which", "best_test"]) == 0
     out = capsys.readouterr().out
     assert "\\begin{tabular}" in out and "best_test test_error" in out and f"results: {exp.resolve()}" in out
     title = out.splitlines()[0]
@@ -615,38 +605,15 @@ def test_pooled_histograms_keep_every_test_point():
     np.testing.assert_array_equal(counts, np.histogram(centres, bins=edges)[0])
 
 
-def test_virtual_points_figure_from_a_stored_checkpoint(tmp_path):
-    """The appendix figure is rebuilt from a trial's checkpoint, without Ray: x* of test images at 4 radii."""
+def test_virtual_points_stored_by_the_trial_are_plotted_without_torch(tmp_path):
+    """The appendix figure is rebuilt from the virtual_points.npz a MUR trial stores beside its checkpoint
+    (x* of test images at 4 radii), in a process where torch cannot be imported; a checkpoint without
+    that file, or a sweep without MUR, gives no figure."""
     import json as _json
 
     from search_spaces.common import QUICK
     from sweeper.aggregate import load_trials
     from sweeper.plots import virtual_points_from_checkpoint
-    from trainables.config import TrainConfig
-    from trainables.trainer import Trainer
-
-    cfg = TrainConfig(**{**QUICK, "method": "mt", "mur": "direct", "steps": 4, "eval_every": 4,
-                         "lr_rampdown": 2, "sensitivity_samples": 0})
-    tr = Trainer(cfg)
-    out = tr.run_interval()
-    tdir = tmp_path / "trial_0001"
-    tr.save(tdir / "checkpoint_000000" / "trainer.pt")
-    (tdir / "params.json").write_text(_json.dumps(cfg.to_dict()))
-    (tdir / "result.json").write_text(_json.dumps({**out, "trial_id": "0001", "done": True}) + "\n")
-    trials = load_trials(tmp_path)
-    png = virtual_points_from_checkpoint(tmp_path, trials, tmp_path / "virtual_points.png")
-    assert png is not None and png.stat().st_size > 1000
-    no_mur = trials.assign(mur="none")
-    assert virtual_points_from_checkpoint(tmp_path, no_mur, tmp_path / "none.png") is None
-
-
-def test_virtual_points_stored_by_the_trial_are_plotted_without_torch(tmp_path):
-    """A checkpoint with virtual_points.npz (what trainables.tune writes) gives the figure in a process
-    where torch cannot be imported; the stored arrays equal what the trainer.pt fallback recomputes."""
-    import json as _json
-
-    from search_spaces.common import QUICK
-    from sweeper.plots import virtual_points_from_trainer
     from trainables.config import TrainConfig
     from trainables.mur import virtual_point_examples
     from trainables.trainer import Trainer
@@ -657,13 +624,12 @@ def test_virtual_points_stored_by_the_trial_are_plotted_without_torch(tmp_path):
     out = tr.run_interval()
     ck = tmp_path / "trial_0001" / "checkpoint_000000"
     tr.save(ck / "trainer.pt")
-    stored = virtual_point_examples(tr.student, tr.data.x_test[:8], cfg.mur_radius)
-    np.savez(ck / "virtual_points.npz", **stored)
-    again = virtual_points_from_trainer(ck / "trainer.pt", 8)
-    for k in ("x", "radii", "xstar"):
-        np.testing.assert_allclose(again[k], stored[k], rtol=1e-5, atol=1e-6)
     (ck.parent / "params.json").write_text(_json.dumps(cfg.to_dict()))
     (ck.parent / "result.json").write_text(_json.dumps({**out, "trial_id": "0001", "done": True}) + "\n")
+    trials = load_trials(tmp_path)
+    assert virtual_points_from_checkpoint(tmp_path, trials, tmp_path / "none.png") is None  # no npz stored
+    np.savez(ck / "virtual_points.npz", **virtual_point_examples(tr.student, tr.data.x_test[:8], cfg.mur_radius))
+    assert virtual_points_from_checkpoint(tmp_path, trials.assign(mur="none"), tmp_path / "none.png") is None
     code = (BLOCK_TORCH +
             "from pathlib import Path\n"
             "from sweeper.aggregate import load_trials\n"
@@ -695,8 +661,8 @@ def make_search_exp(exp, with_val=True, start_points=None):
         write_trial(exp, i, {"method": "mt", "lr": lr, "mur_radius": r, "seed": 0},
                     reports(errs, done=kind == "finished", val=val if with_val else None, **last),
                     error=kind == "failed")
-        d = next(exp.glob(f"train_tune_cd34e_{i:05d}_*"))
-        states.append([json.dumps({"relative_logdir": d.name, "trial_id": f"cd34e_{i:05d}",
+        d = next(exp.glob(f"train_tune_ab12c_{i:05d}_*"))
+        states.append([json.dumps({"relative_logdir": d.name, "trial_id": f"ab12c_{i:05d}",
                                    "status": "ERROR" if kind == "failed" else "TERMINATED"}), "{}"])
     (exp / "experiment_state-2026-01-01_00-00-00.json").write_text(json.dumps({"trial_data": states}))
     (exp / "sweep.json").write_text(json.dumps({"name": "hpo", "rows": ["method"], "cols": [],

@@ -172,23 +172,26 @@ def test_storage_writes_lists_and_reads_back(s3):
 
 def test_pull_skips_a_checkpoint_deleted_between_listing_and_copy(s3, tmp_path, monkeypatch):
     """Tune deletes a running trial's older checkpoints while the live report copies the bucket:
-    a MUR trial's last checkpoint that is gone by the time it is copied is left out, the rest arrives."""
+    a MUR checkpoint's x* that is gone by the time it is copied is left out, the rest arrives; the
+    weights are never copied."""
     exp = storage.check(f"s3://{BUCKET}/vanish") / "ablation_radius-20260101-000000"
     storage.write_text(exp / "trial_0" / "params.json", json.dumps({"mur": "direct"}))
     storage.write_text(exp / "trial_0" / "result.json", '{"step": 10}\n')
-    storage.write_bytes(exp / "trial_0" / "checkpoint_000001" / storage.CHECKPOINT, b"weights")
+    storage.write_bytes(exp / "trial_0" / "checkpoint_000000" / "trainer.pt", b"weights")
+    storage.write_bytes(exp / "trial_0" / "checkpoint_000001" / storage.VIRTUAL_POINTS, b"x*")
     download = remote.download
 
     def deleted_first(fs, src, dest, size):  # Tune's deletion lands after pull listed the bucket
-        if src.endswith(storage.CHECKPOINT):
+        if src.endswith(storage.VIRTUAL_POINTS):
             fs.delete_file(src)
         return download(fs, src, dest, size)
 
     monkeypatch.setattr(remote, "download", deleted_first)
     dest = tmp_path / "cache"
-    assert storage.pull(exp, dest) == 3
+    assert storage.pull(exp, dest) == 4
     assert (dest / "trial_0" / "result.json").read_text() == '{"step": 10}\n'
-    assert not (dest / "trial_0" / "checkpoint_000001" / storage.CHECKPOINT).exists()
+    assert not (dest / "trial_0" / "checkpoint_000001" / storage.VIRTUAL_POINTS).exists()
+    assert not list(dest.glob("trial_0/checkpoint_*/trainer.pt"))
 
 
 def test_hpo_study_goes_up_after_each_trial_and_comes_back_on_another_machine(s3, tmp_path, monkeypatch):
@@ -361,8 +364,8 @@ def test_sweep_on_s3_stops_resumes_and_reports_from_the_bucket_alone(s3, tmp_pat
         df = pd.read_parquet(f)
     assert len(df) == len(final) and set(df["status"]) == {"finished"}
     cache = tmp_path / "report-cache" / "experiments" / "s3" / BUCKET / "results" / exps[0]
-    weights = list(cache.glob("trial_*/checkpoint_*/trainer.pt"))
-    assert weights and all(p.stat().st_size == 0 for p in weights)  # x* came from virtual_points.npz: no weights copied
+    assert list(cache.glob("trial_*/checkpoint_*/virtual_points.npz"))
+    assert not list(cache.glob("trial_*/checkpoint_*/trainer.pt"))  # x* comes from virtual_points.npz: no weights copied
     assert list(tmp_path.glob("s3:*")) == []
     print(json.dumps({"test": "s3 stop + resume + report", "trials": len(final),
                       "finished_at_stop": len(finished(stopped)), "stop_s": round(t_stop, 1),

@@ -1,6 +1,8 @@
 """Sweep modules, the sweeper.run command line (dry run, bad input) and sweeper.list; no Ray needed."""
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -139,7 +141,7 @@ def test_dry_run_counts_match_grid(capsys, tmp_path):
     rc = run_main(["ablation_mur_steps", "--preset", "quick", "--dry-run", "--storage", str(tmp_path / "r")])
     out = capsys.readouterr().out
     n = len(get_sweep("ablation_mur_steps", "quick").trials())
-    assert rc == 0 and f"{n} trials" in out and "estimated cost" in out
+    assert rc == 0 and f"{n} trials" in out and "cost: no committed run; estimate" in out
     assert not (tmp_path / "r").exists()  # a dry run writes nothing
     rc = run_main(["ablation_radius", "--preset", "quick", "--dry-run", "--seeds", "5"])
     n = len(get_sweep("ablation_radius", "quick").variants)
@@ -179,7 +181,7 @@ def test_cli_process_exit_status_and_list():
 
 def test_driver_checks_a_digits_sweep_without_torch():
     """sweeper.run validates and plans a digits sweep in a process where torch cannot be imported:
-    the driver leaves torch (3-5 s to import) to the trial processes."""
+    the driver leaves torch (a slow import) to the trial processes."""
     code = (BLOCK_TORCH +
             "from sweeper.run import main\n"
             "sys.exit(main(['ablation_radius', '--preset', 'quick', '--dry-run']))")
@@ -395,3 +397,33 @@ def test_ablation_paper_presets_use_the_entmin_of_the_run_series_behind_their_fi
         assert cfg.entmin_coef == want, (name, file, run, cfg.entmin_coef)
         used.add(hits[0])
     assert used == set(range(len(rows))), f"{name}: rows of the table no trial matched"
+
+
+def test_a_cost_is_its_committed_runs_wall_time_else_no_committed_run(tmp_path):
+    from sweeper import costs
+
+    folder = tmp_path / "docs" / "runs" / "ablation_kl-quick-s0-4"
+    folder.mkdir(parents=True)
+    (folder / "sweep.json").write_text(json.dumps({"name": "ablation_kl", "preset": "quick", "n_trials": 7}))
+    (folder / "machine.json").write_text(json.dumps({"cpu": "Test CPU", "cores": 3, "wall_min": 4.25}))
+    lines = costs.cost_lines("ablation_kl", "quick", 35, 0.8, root=tmp_path)
+    assert lines == ["committed run of the preset: 4.2 min for 7 trials on Test CPU, 3 cores "
+                     "(docs/runs/ablation_kl-quick-s0-4)"]
+    assert len(costs.cost_lines("ablation_kl", "quick", 35, 0.8, changed=True, root=tmp_path)) == 2
+    (lines,) = [costs.cost_lines("ablation_kl", "paper", 18, 140, root=tmp_path)]
+    assert lines == ["no committed run; estimate 18 trials x 140 min = 42.0 trial-hours on one GPU per trial "
+                     "(Sweep.minutes_per_trial, a planning value)"]  # 18 * 140 / 60 = 42
+
+
+def test_list_and_dry_run_show_the_committed_runs_wall_time(capsys):
+    root = Path(__file__).resolve().parent.parent
+    walls = {p.parent.name: json.loads(p.read_text())["wall_min"]
+             for p in (root / "docs" / "runs").glob("ablation_radius-quick-*/machine.json")}
+    assert walls, "the quick start's run is committed"
+    rows = {r["name"]: r for r in sweep_list.rows()}
+    assert {r["name"]: r["wall_min"] for r in rows["ablation_radius"]["quick_runs"]} == walls
+    assert run_main(["ablation_radius", "--preset", "quick", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    for name, wall in walls.items():
+        n = json.loads((root / "docs" / "runs" / name / "sweep.json").read_text())["n_trials"]
+        assert f"cost: committed run of the preset: {wall:.1f} min for {n} trials" in out and name in out

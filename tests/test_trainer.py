@@ -10,7 +10,6 @@ from trainables.data import load_dataset
 from trainables.trainer import Diverged, Trainer, train
 
 
-@pytest.fixture(scope="module")
 def digits():
     return load_dataset("digits")
 

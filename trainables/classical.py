@@ -11,9 +11,10 @@ log grid of multiples of 1 / median squared distance between the fit rows (the m
 heuristic), not of absolute values: the grid then does not depend on the units of the inputs
 (standardised 64-dim digits and ZCA 3072-dim CIFAR differ by orders of magnitude in ||x - x'||^2),
 and scaling the images by s scales the chosen gamma by 1/s^2 and changes no prediction.
-Measured on digits (100 labels), the validation error falls from ~50 % at 1/4 of the heuristic to
-a plateau of ~3-4 % from ~16x to ~1000x (label spreading wants a local graph), and above ~2000x the
-kernel rows of some points underflow to zero; hence multipliers 2^-2 .. 2^10 in factors of 2.
+On digits (100 labels) the validation error is far higher at a fraction of the heuristic than on
+the plateau it reaches from about 16 times it (label spreading wants a local graph), and well above
+2^10 times it the kernel rows of some points underflow to zero; hence multipliers 2^-2 .. 2^10 in
+factors of 2, and the choice made on validation.
 
 Memory: the rbf kernel is a dense N x N float64 matrix (plus copies), so more than
 config.MAX_RBF_ROWS fit rows is refused with the fix; kernel="knn" (a sparse k-nearest-neighbour graph,

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from trainables.datafiles import NAMES, DataError, check_available, read_raw  # noqa: F401 (re-exported)
+from trainables.datafiles import NAMES, DataError, read_raw
 
 # ZCA regulariser, added to the eigenvalues of the covariance of [0,1]-scaled pixels. The
 # paper's ZCA (Laine & Aila, Mean Teacher) uses about 1e-5: CIFAR-10's 3072 eigenvalues

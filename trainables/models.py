@@ -142,8 +142,8 @@ class ConvNetSmall(nn.Module):
     """ConvNet-13's family scaled to 8x8 inputs (digits): channels 32/64 times `width`.
 
     noise -> conv3x3(32) -> pool -> dropout -> conv3x3(64) -> pool -> dropout -> conv3x3(64)
-    -> conv1x1(32) -> global average pool -> FC. One conv per stage keeps a batch-100
-    forward+backward at about 10 ms on 2 CPU cores.
+    -> conv1x1(32) -> global average pool -> FC. One conv per stage keeps a quick trial's steps
+    cheap on a CPU (benchmarks/results/trainer_throughput_cpu.json).
     """
 
     def __init__(self, num_classes: int = 10, in_channels: int = 1, variational: bool = False,

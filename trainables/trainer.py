@@ -1,6 +1,6 @@
 """The M+VBI+MUR training loop (no Ray): data on the device, one step, EMA, evaluation, checkpoints.
 
-    python -m trainables.trainer --method mt --vd --mur direct --steps 600   # digits, CPU, ~1 min
+    python -m trainables.trainer --method mt --vd --mur direct --steps 600   # digits, CPU
 
 One `Trainer` owns the student, the teacher (MT, ICT), the optimizer, the step counter and every
 random generator, so that `load(save())` continues bit-for-bit like an uninterrupted run on CPU.
@@ -155,7 +155,7 @@ class Trainer:
                                 svhn_norm=cfg.svhn_norm, n_val=cfg.n_val, cifar_norm=cfg.cifar_norm)
         self.data = data.to(self.device)
         self.cuda = self.device.type == "cuda"
-        if cfg.channels_last:  # CPU too: ATen's NCHW BatchNorm and max-pool are ~8x slower than channels_last's
+        if cfg.channels_last:  # CPU too: ATen's NCHW BatchNorm and max-pool are far slower than channels_last's
             self.data.x_train = self.data.x_train.contiguous(memory_format=torch.channels_last)
         self.student = build_model(cfg).to(self.device)
         if cfg.channels_last:

@@ -14,7 +14,7 @@ last checkpoint of a MUR run also holds `virtual_points.npz` (x* of 8 test image
 which the report plots without torch.
 
 torch and the trainer are imported inside `train_tune`, in the trial's process: the driver
-(`sweeper.run`) pickles this function by reference and never imports torch (~3-5 s saved).
+(`sweeper.run`) pickles this function by reference and never imports torch, whose import would take the trials' CPU.
 
     python -m sweeper.run ablation_radius --preset quick     # uses this trainable
 """

@@ -39,60 +39,60 @@ def _sample(mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
     return mean + torch.sqrt(var.clamp_min(0) + EPS) * noise
 
 
-class VDLinear(nn.Module):
-    """Linear layer with a factorized Gaussian posterior per weight (theta, log_sigma2)."""
+class VDWeights(nn.Module):
+    """What VDLinear and VDConv2d share: weights theta with log_sigma2 of the same shape (output units
+    first), a bias, and the forward of the layer's linear map `op(x, weight, bias)` with the local
+    reparameterization trick: mean op(x, theta), variance op(x^2, alpha theta^2)."""
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True):
+    def __init__(self, shape: tuple[int, ...], bias: bool):
         super().__init__()
-        self.in_features, self.out_features = in_features, out_features
-        self.theta = nn.Parameter(torch.empty(out_features, in_features))  # (out, in)
-        self.log_sigma2 = nn.Parameter(torch.full((out_features, in_features), LOG_SIGMA2_INIT))
-        self.bias = nn.Parameter(torch.zeros(out_features)) if bias else None
+        self.theta = nn.Parameter(torch.empty(shape))
+        self.log_sigma2 = nn.Parameter(torch.full(shape, LOG_SIGMA2_INIT))
+        self.bias = nn.Parameter(torch.zeros(shape[0])) if bias else None
         self.sample = True  # False: mean weights even in train mode (see mean_weights)
         nn.init.kaiming_normal_(self.theta, a=0.1, nonlinearity="leaky_relu")
+
+    def op(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        raise NotImplementedError
 
     @property
     def log_alpha(self) -> torch.Tensor:
         return _log_alpha(self.theta, self.log_sigma2)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, in) -> (B, out)
-        mean = F.linear(x, self.theta, self.bias)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mean = self.op(x, self.theta, self.bias)
         if not (self.training and self.sample):
             return mean
-        sigma2 = torch.exp(self.log_alpha) * self.theta * self.theta  # (out, in)
-        var = F.linear(x * x, sigma2)
-        return _sample(mean, var)
+        sigma2 = torch.exp(self.log_alpha) * self.theta * self.theta  # theta's shape
+        return _sample(mean, self.op(x * x, sigma2, None))
+
+
+class VDLinear(VDWeights):
+    """Linear layer with a factorized Gaussian posterior per weight (theta, log_sigma2): (B, in) -> (B, out)."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True):
+        super().__init__((out_features, in_features), bias)  # theta: (out, in)
+        self.in_features, self.out_features = in_features, out_features
+
+    def op(self, x, weight, bias):
+        return F.linear(x, weight, bias)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-class VDConv2d(nn.Module):
-    """2-d convolution with a factorized Gaussian posterior per weight (theta, log_sigma2)."""
+class VDConv2d(VDWeights):
+    """2-d convolution with a factorized Gaussian posterior per weight (theta, log_sigma2):
+    (B, Cin, H, W) -> (B, Cout, H', W')."""
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1,
                  padding: int = 0, bias: bool = True):
-        super().__init__()
+        super().__init__((out_channels, in_channels, kernel_size, kernel_size), bias)  # theta: (Cout, Cin, k, k)
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-        shape = (out_channels, in_channels, kernel_size, kernel_size)
-        self.theta = nn.Parameter(torch.empty(shape))
-        self.log_sigma2 = nn.Parameter(torch.full(shape, LOG_SIGMA2_INIT))
-        self.bias = nn.Parameter(torch.zeros(out_channels)) if bias else None
-        self.sample = True  # False: mean weights even in train mode (see mean_weights)
-        nn.init.kaiming_normal_(self.theta, a=0.1, nonlinearity="leaky_relu")
 
-    @property
-    def log_alpha(self) -> torch.Tensor:
-        return _log_alpha(self.theta, self.log_sigma2)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, Cin, H, W) -> (B, Cout, H', W')
-        mean = F.conv2d(x, self.theta, self.bias, self.stride, self.padding)
-        if not (self.training and self.sample):
-            return mean
-        sigma2 = torch.exp(self.log_alpha) * self.theta * self.theta  # (Cout, Cin, k, k)
-        var = F.conv2d(x * x, sigma2, None, self.stride, self.padding)
-        return _sample(mean, var)
+    def op(self, x, weight, bias):
+        return F.conv2d(x, weight, bias, self.stride, self.padding)
 
     def extra_repr(self) -> str:
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "

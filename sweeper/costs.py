@@ -1,0 +1,54 @@
+"""What a sweep's preset costs: its committed runs' wall time (docs/runs/), else the sweep's estimate.
+
+A committed run (`python -m sweeper.docs add`) holds the trial count (sweep.json's n_trials) and the
+wall time and machine it ran on (machine.json); that is the cost `sweeper.list` and `sweeper.run
+--dry-run` show. A preset with no committed run (every paper preset) shows "no committed run" and
+the sweep's planning estimate, `Sweep.minutes_per_trial`, labelled as one.
+
+    python -m sweeper.list
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sweeper.docs import ROOT, RUNS, machine_text
+
+NO_RUN = "no committed run"
+
+
+def committed(sweep: str, preset: str, root: Path = ROOT) -> list[dict]:
+    """{"name", "trials", "wall_min", "machine"} of each run of `sweep` at `preset` under docs/runs/, by name."""
+    out = []
+    for folder in sorted((root / RUNS).glob(f"{sweep}-{preset}-s*")):
+        meta = json.loads((folder / "sweep.json").read_text())
+        machine = json.loads((folder / "machine.json").read_text())
+        if (meta.get("name"), meta.get("preset") or "paper") != (sweep, preset) or not machine.get("wall_min"):
+            continue
+        out.append({"name": folder.name, "trials": meta.get("n_trials"), "wall_min": machine["wall_min"],
+                    "machine": machine_text({k: machine.get(k) for k in ("cpu", "cores")})})
+    return out
+
+
+def run_text(run: dict) -> str:
+    trials = f" for {run['trials']} trials" if run.get("trials") else ""
+    return f"{run['wall_min']:.1f} min{trials} on {run['machine']} (docs/runs/{run['name']})"
+
+
+def estimate_text(n_trials: int, minutes_per_trial: float, preset: str) -> str:
+    where = "a 2-core CPU machine" if preset == "quick" else "one GPU per trial"
+    return (f"estimate {n_trials} trials x {minutes_per_trial:g} min = {n_trials * minutes_per_trial / 60:.1f} "
+            f"trial-hours on {where} (Sweep.minutes_per_trial, a planning value)")
+
+
+def cost_lines(sweep: str, preset: str, n_trials: int, minutes_per_trial: float, changed: bool = False,
+               root: Path = ROOT) -> list[str]:
+    """The committed runs' costs, or "no committed run" and the labelled estimate; `changed`: the command
+    changes the preset's trials (--seeds, --set), so the estimate follows its runs' costs."""
+    runs = committed(sweep, preset, root)
+    if not runs:
+        return [f"{NO_RUN}; {estimate_text(n_trials, minutes_per_trial, preset)}"]
+    out = [f"committed run of the preset: {run_text(r)}" for r in runs]
+    if changed:
+        out.append(f"this command changes its trials: {estimate_text(n_trials, minutes_per_trial, preset)}")
+    return out
