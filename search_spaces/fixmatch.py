@@ -1,7 +1,7 @@
 """FixMatch with VD and MUR: FM, FM+VD, FM+MUR on CIFAR-10 with 250 labels (paper appendix).
 
 Hypothesis (the paper's appendix): with strong augmentation, weight perturbation adds nothing
-(FM+VD = FM, 5.07% error) and MUR on the strongly augmented point hurts (FM+MUR 13.45%): the
+(FM+VD = FM, 5.07 error) and MUR on the strongly augmented point hurts (FM+MUR 13.45): the
 predictions on A(x_u) are too unreliable for the most uncertain point to be a useful target.
     python -m sweeper.run fixmatch --preset quick   # digits 50 labels, 3 rows + LabelSpreading, 5 seeds, CPU
     python -m sweeper.run fixmatch                  # CIFAR-10 250 labels, WRN-28-2, 3 x 3 trials of 2^20 steps, GPU
@@ -14,7 +14,7 @@ channel with the training images' mean and std (cifar_norm="channel", not the au
 steps, Nesterov SGD lr 0.03 momentum 0.9, cosine decay lr cos(7 pi k / 16 K) and no warm-up
 (lr_schedule="cosine"), weight decay 5e-4 on the conv and linear weights only (FixMatch's L2 term
 on its kernels), BatchNorm eps 1e-3 (TensorFlow's default, which FixMatch's code keeps), weak view
-= flip + reflect-padded translation by 12.5% (4 px), strong view = RandAugment (2 ops, random
+= flip + reflect-padded translation by an eighth of the side (4 px), strong view = RandAugment (2 ops, random
 magnitudes) + Cutout (trainables/augment_strong.py), evaluation of an EMA of the weights (decay
 0.999), no dropout / input noise.
 FM+MUR: direct MUR at r = FM_MUR_RADIUS. The paper's r = 10 is in ZCA units; r is an L2 step, so it

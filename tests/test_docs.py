@@ -310,9 +310,7 @@ def _code_files():
     return sorted(p for d in CODE_DIRS for p in (ROOT / d).glob("*.py"))
 
 
-@pytest.mark.parametrize("path", [
-    pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="its docstring states measured speeds and errors"))
-    if p.name == "fixmatch.py" else p for p in _code_files()], ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", _code_files(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_measured_number_in_the_code(path):
     assert measured_numbers(path.read_text()) == [], f"{path.relative_to(ROOT)}: move it to a committed result file"
 
