@@ -95,7 +95,7 @@ class Verdict:
 
 def interval(d, level: float) -> tuple[float, float, float]:
     """(mean, lo, hi) of the two-sided Student t-interval of the mean of d at `level` (NaN below 2 values)."""
-    from scipy import stats  # here: ~1-3 s to import, and only a look needs it
+    from scipy import stats  # here, not at the top: scipy is slow to import, and only a look needs it
 
     d = np.asarray(d, dtype=float)  # (m,) paired differences
     if len(d) == 0:
