@@ -19,7 +19,9 @@ Per committed run (one seed set) a claim is "yes" when every cell's interval is 
     mixed         contradicted on one set and not on the other
     no            otherwise
 
-All four are results. A claim the quick scale cannot test carries `"testable": false` and its reason.
+All four are results. A claim the quick scale cannot test carries `"testable": false` and its reason
+(`why`); a testable one whose sweep lacks a committed run on either seed set carries `pending`, what is
+missing, until both are committed.
 The per-seed values come from each run's trials.csv (written by `python -m sweeper.docs add`). No torch,
 no Ray, no pandas here: CI's docs test runs it.
 
@@ -215,7 +217,7 @@ def verdict_text(claim: dict, graded: dict | None, command: str) -> str:
     if claim.get("testable", True) is False:
         return "not testable here"
     if graded["verdict"] is None:
-        return f"{graded['status']}: `{command}`"
+        return f"pending ({graded['status']}): `{command}`"
     return f"**{graded['verdict']}**" if graded["verdict"] == "yes" else graded["verdict"]
 
 

@@ -114,9 +114,9 @@ def claims_table(claims: list[dict], runs: list[dict], link: str) -> str:
     groups: dict[str, list[str]] = {}
     for c in claims:
         g = grade_claim(c, runs)
-        key = "not testable here" if g is None else g["verdict"] or g["status"]
+        key = "not testable here" if g is None else g["verdict"] or f"pending ({g['status']})"
         groups.setdefault(key, []).append(f"{c['claim']} ({c['source']})")
-    order = [*claimlib.VERDICTS, "one seed set committed", "not committed", "not testable here"]
+    order = [*claimlib.VERDICTS, "pending (one seed set committed)", "pending (not committed)", "not testable here"]
     lines = ["| verdict on digits | claims |", "|---|---|"]
     for key in sorted(groups, key=lambda k: order.index(k) if k in order else len(order)):
         name = f"**{key}**" if key == "yes" else key

@@ -73,6 +73,10 @@ def test_every_claim_is_graded_on_two_committed_seed_sets_or_says_why_not():
         if graded is None:
             assert c["why"], c["claim"]
             continue
+        if graded["verdict"] is None:  # a sweep whose two seed sets are not both committed says so
+            assert c.get("pending"), (c["claim"], graded["status"])
+            continue
+        assert not c.get("pending"), (c["claim"], "graded now: drop its pending note")
         assert graded["verdict"] in claimlib.VERDICTS, (c["claim"], graded["status"])
         (a, _, _), (b, _, _) = graded["sets"]
         seeds = {r["name"]: set(r["seeds"]) for r in runs}
@@ -145,7 +149,7 @@ def test_a_claim_is_yes_on_both_seed_sets_mixed_when_one_contradicts_and_rendere
     made = docs.generated(root)
     readme = made[Path("README.md")]
     assert "| mixed (1) | MUR at r = 1 helps (Fig. 3(c)) |" in readme
-    assert "| not committed (1) | VD helps (Table 1) |" in readme
+    assert "| pending (not committed) (1) | VD helps (Table 1) |" in readme
     assert "| not testable here (1) | CIFAR-100 too (Table 1) |" in readme
     assert "| table of ablation_radius-quick-s0-2 |" in readme and "old" not in readme
     results = made[Path("docs/RESULTS.md")]
@@ -153,7 +157,7 @@ def test_a_claim_is_yes_on_both_seed_sets_mixed_when_one_contradicts_and_rendere
     assert "Test CPU, 2 cores, torch 9.9" in results
     assert "s0-2: yes, Δ −1.10 " + f"[{ci.low:+.2f}, {ci.high:+.2f}]".replace("-", "−") in results
     assert "| CIFAR-100 too | Table 1 | — | not testable here | no 100-class data here |" in results
-    assert "| VD helps | Table 1 | `ablation_kl` | not committed: `python -m sweeper.run ablation_kl --preset quick` |" \
+    assert "| VD helps | Table 1 | `ablation_kl` | pending (not committed): `python -m sweeper.run ablation_kl --preset quick` |" \
         in results
 
 
