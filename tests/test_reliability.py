@@ -625,6 +625,7 @@ def stored(tmp_path):
     tdir = exp / "train_tune_00000_0_trial_index=0"
     tdir.mkdir(parents=True)
     (exp / "sweep.json").write_text(json.dumps({"name": "ablation_radius", "rows": ["method"], "cols": []}))
+    (exp / "tuner.pkl").write_bytes(b"Tune's state")  # what --resume needs besides sweep.json
     (tdir / "params.json").write_text(json.dumps({"seed": 0, "mur_radius": 1.0}))
     (tdir / "result.json").write_text(json.dumps({"step": 10, "test_error": 50.0, "done": True}) + "\n")
     (exp / "summary.csv").write_text("mur_radius,mean\n1.0,50.0\n")

@@ -160,7 +160,10 @@ def test_storage_writes_lists_and_reads_back(s3):
     assert str(root) == f"s3://{BUCKET}/unit" and root.path == f"{BUCKET}/unit"
     assert not [k for k in objects(s3, prefix="unit/") if ".write-test" in k]  # the probe is gone again
     for stamp in ("20240101-000000", "20250101-000000"):
-        storage.create_experiment(root / f"sweep_a-{stamp}", json.dumps({"name": "sweep_a"}))
+        storage.create_experiment(root / f"sweep_a-{stamp}")
+        storage.write_text(root / f"sweep_a-{stamp}" / "sweep.json", json.dumps({"name": "sweep_a"}))
+    with pytest.raises(FileExistsError):  # a bucket's folder that holds an experiment is not reused
+        storage.create_experiment(root / "sweep_a-20250101-000000")
     storage.write_text(root / "sweep_b-20260101-000000" / "sweep.json", "{}")
     storage.write_text(root / "sweep_a-20990101-000000" / "other.txt", "no sweep.json: not an experiment")
     found = storage.experiments(root, "sweep_a")
