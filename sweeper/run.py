@@ -172,13 +172,7 @@ def credentials_hint(option: str, uri: str) -> str:
         return ("give them in MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD" if s in ("http", "https") else
                 "give the database password through its own settings (PGPASSWORD or ~/.pgpass for "
                 "postgresql), or run an MLflow server and use MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
-    if s == "s3":
-        return ("give the key through the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) or an AWS "
-                "profile (AWS_PROFILE) on every node")
-    if s in ("gs", "gcs"):
-        return ("give this machine application default credentials (`gcloud auth application-default login`) "
-                "or a service account")
-    return "give the credentials through the file system's own settings (environment, profile)"
+    return store.where_keys_go(uri)
 
 
 def check_credentials(args: argparse.Namespace, env=os.environ) -> None:

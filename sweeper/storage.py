@@ -143,6 +143,18 @@ def check(where: str | Path) -> Folder:
     return root
 
 
+def where_keys_go(uri: str) -> str:
+    """Where the credentials for a bucket URI belong (never in the URI itself)."""
+    s = remote.scheme(uri)
+    if s == "s3":
+        return ("give the key through the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) or an AWS "
+                "profile (AWS_PROFILE) on every node")
+    if s in ("gs", "gcs"):
+        return ("give this machine application default credentials (`gcloud auth application-default login`) "
+                "or a service account")
+    return "give the credentials through the file system's own settings (environment, profile)"
+
+
 def quick(f: Folder) -> Folder:
     """The same folder on a file system that retries for the pre-flight's PREFLIGHT_RETRY_S only, for
     reads before Ray starts (a bucket that does not answer is bad input, within seconds)."""
