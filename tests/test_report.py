@@ -20,6 +20,7 @@ import pytest
 import scipy.stats
 import torch
 
+from conftest import reduction_length, rounding_tol
 from notorch import BLOCK_TORCH
 from sweeper.aggregate import AggregateError, load_trials, summarize
 from sweeper.paper_results import paper_value
@@ -660,8 +661,15 @@ def test_virtual_points_stored_by_the_trial_are_plotted_without_torch(tmp_path):
     stored = virtual_point_examples(tr.student, tr.data.x_test[:8], cfg.mur_radius)
     np.savez(ck / "virtual_points.npz", **stored)
     again = virtual_points_from_trainer(ck / "trainer.pt", 8)
-    for k in ("x", "radii", "xstar"):
-        np.testing.assert_allclose(again[k], stored[k], rtol=1e-5, atol=1e-6)
+    # x and the radii are copied and multiplied the same way on both sides: exact
+    np.testing.assert_array_equal(again["x"], stored["x"])
+    np.testing.assert_array_equal(again["radii"], stored["radii"])
+    # x* = x + r g / |g|: the direction is a backward pass through the network and a norm over the
+    # image, rounded in another order by a rebuilt model (its kernels, threads); entries of g / |g| are
+    # at most 1, so r_max bounds the magnitude, plus the rounding of x + r d itself
+    n = reduction_length(tr.student) + stored["x"][0].size
+    tol = rounding_tol(stored["radii"].max(), n) + rounding_tol(np.abs(stored["xstar"]).max(), 1)
+    np.testing.assert_allclose(again["xstar"], stored["xstar"], rtol=0, atol=tol)
     (ck.parent / "params.json").write_text(_json.dumps(cfg.to_dict()))
     (ck.parent / "result.json").write_text(_json.dumps({**out, "trial_id": "0001", "done": True}) + "\n")
     code = (BLOCK_TORCH +
