@@ -4,9 +4,13 @@ Loads `search_spaces/<SWEEP>.py`, validates every trial's TrainConfig and the da
 starts, builds a Ray Tune Tuner (resources, storage, failure config; for `hpo` Optuna + ASHA, which
 select on the validation split's `val_error`, never on the test error),
 prints Tune's progress, then the mean ± std table and the results folder. Exit status: 0 all
-trials finished, 1 some trial failed (Tune's fit() does not raise), 2 bad input, 3 interrupted
-(Ctrl+C, SIGTERM, `ray job stop`: the state is saved, `--resume` continues it), 4 the storage bucket
-stopped answering for longer than its retries ($VBI_MUR_STORAGE_RETRY_S; `--resume` continues it).
+trials finished (a diverged trial is a result: counted in the tables, noted on stderr), 1 some trial
+failed (Tune's fit() does not raise), 2 bad input (one line, nothing written; a URI carrying
+credentials is bad input too), 3 interrupted (Ctrl+C, SIGTERM, `ray job stop`, also while the report
+is written: the state is saved, `--resume` continues it), 4 the storage bucket stopped answering for
+longer than its retries ($VBI_MUR_STORAGE_RETRY_S; `--resume` continues it), 5 the trials finished
+but the report could not be built or uploaded (`python -m sweeper.report EXP_DIR` rebuilds it).
+A new experiment folder is <storage>/<sweep>-<YYYYmmdd-HHMMSS>-<6 random hex digits>.
 
     python -m sweeper.run ablation_radius --preset quick
     python -m sweeper.run ablation_radius --preset quick --dry-run

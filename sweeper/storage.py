@@ -15,7 +15,7 @@ credentials); nothing here.
 credentials is a StorageError whose one-line message names the fix; nothing is written then.
 
     python -c "from sweeper.storage import check; print(check('s3://my-bucket/results'))"
-    python -m sweeper.report s3://my-bucket/results/ablation_radius-20250101-120000
+    python -m sweeper.report s3://my-bucket/results/ablation_radius-20250101-120000-3f9a1c
 
 Local cache: $VBI_MUR_CACHE, else ~/.cache/vbi-mur-sweeper (experiments/<scheme>/<bucket>/<prefix>).
 """
