@@ -248,7 +248,7 @@ def find_experiment(root, sweep: str, resume: str) -> tuple:
             raise InputError(f"nothing to resume: no {sweep}-* experiment under {root}; run without --resume")
         if len(runs) > 1 and store.stamp(runs[-1].name) == store.stamp(runs[-2].name):
             raise InputError(f"the latest experiments {runs[-2].name} and {runs[-1].name} under {root} started in "
-                             f"the same second; pass the one to continue: --resume {root / runs[-1].name}")
+                             f"the same second; pass the one to continue: --resume {shlex.quote(str(root / runs[-1].name))}")
         exp = root / runs[-1].name
     try:
         meta = json.loads(store.read_text(store.quick(exp) / "sweep.json"))
