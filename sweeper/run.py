@@ -485,19 +485,19 @@ def main(argv=None) -> int:
     if plan is None:  # --dry-run: printed
         return 0
     sweep, trials, exp_dir, address = plan
-    try:
-        resources = start_ray(address, args)
-    except ConnectionError as e:  # e.g. --address auto with no cluster running here
-        print(f"error: cannot connect to Ray at {address}: {str(e).splitlines()[0]}; start a head with "
-              f"`ray start --head --dashboard-host 127.0.0.1` or omit --address for a local Ray", file=sys.stderr)
-        return 2
-    except InputError as e:  # no node can ever run a trial
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    # loggers: result_loggers(); Ctrl+C and SIGTERM: graceful_stop(), in place before sweep.json is
-    # written, so that a signal from then on stops the sweep at fit()'s first step with its state saved
+    # loggers: result_loggers(); Ctrl+C and SIGTERM: graceful_stop(), in place before Ray starts and before
+    # sweep.json is written, so that a signal from then on stops the sweep at fit()'s first step, state saved
     with env_set(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1", TUNE_DISABLE_SIGINT_HANDLER="1"), graceful_stop() as stopped, \
             credentials_from_each_node():
+        try:
+            resources = start_ray(address, args)
+        except ConnectionError as e:  # e.g. --address auto with no cluster running here
+            print(f"error: cannot connect to Ray at {address}: {str(e).splitlines()[0]}; start a head with "
+                  f"`ray start --head --dashboard-host 127.0.0.1` or omit --address for a local Ray", file=sys.stderr)
+            return 2
+        except InputError as e:  # no node can ever run a trial
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         tuner = make_tuner(sweep, trials, args, exp_dir, resources)
         try:
             grid = tuner.fit()
@@ -556,6 +556,7 @@ def start_ray(address: str | None, args) -> dict:
     """Connect to Ray (a head at `address`, else a local Ray); each trial's resources {"cpu", "gpu"}.
     ConnectionError when no Ray answers at `address`."""
     ctx = connect_ray(address, dashboard=args.dashboard)
+    reinstall_handlers()  # at once: ray.init took SIGTERM over
     if getattr(ctx, "dashboard_url", None):
         print(f"Ray dashboard: http://{ctx.dashboard_url}")
     elif not address:
@@ -664,6 +665,21 @@ def storage_lost(sweep: Sweep, exp_dir, why: str) -> int:
     return 4
 
 
+_wanted: dict = {}  # signal -> the handler graceful_stop() wants in place now
+
+
+def _want(sig, handler) -> None:
+    _wanted[sig] = handler
+    signal.signal(sig, handler)
+
+
+def reinstall_handlers() -> None:
+    """Put graceful_stop()'s handlers back: Ray's driver takes SIGTERM over when it connects (a handler
+    that exits at once, and a C++ one that aborts), which would end the sweep without saving it."""
+    for sig, handler in _wanted.items():
+        signal.signal(sig, handler)
+
+
 @contextlib.contextmanager
 def signals_interrupt():
     """SIGINT and SIGTERM raise KeyboardInterrupt in the block (SIGTERM's default would end the process
@@ -700,16 +716,19 @@ def graceful_stop():
 
     def handler(signum, frame):
         stopped.set()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _want(signal.SIGINT, signal.default_int_handler)
+        _want(signal.SIGTERM, signal.SIG_DFL)
         stopping.request()  # SIGUSR1 once no trial is saving a checkpoint it reported
 
     stopping.reset()
 
-    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    old = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in old:
+        _want(sig, handler)
     try:
         yield stopped
     finally:
+        _wanted.clear()
         for sig, h in old.items():
             signal.signal(sig, h)
 

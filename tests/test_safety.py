@@ -356,3 +356,29 @@ def test_main_ends_with_exit_2_when_no_local_node_fits(tmp_path, capsys, monkeyp
 def test_the_resume_command_survives_a_shell(folder):
     cmd = sweeper_run.resume_command("ablation_radius", folder)
     assert shlex.split(cmd) == ["python", "-m", "sweeper.run", "ablation_radius", "--resume", folder]
+
+
+def test_the_stop_handlers_come_back_after_ray_takes_sigterm(monkeypatch):
+    """ray.init puts a SIGTERM handler of its own in place (one that exits at once); start_ray puts the
+    graceful stop back right after it connects, so a SIGTERM then still stops the sweep with its state."""
+    import sys
+
+    import ray
+
+    def connect(address, dashboard=False):
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))  # what Ray's driver does
+        return SimpleNamespace()
+
+    sent = []
+    monkeypatch.setattr(sweeper_run, "connect_ray", connect)
+    monkeypatch.setattr(ray, "nodes", lambda: NODES)
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0})
+    monkeypatch.setattr(stopping.os, "kill", lambda pid, sig: sent.append(sig))
+    old = signal.getsignal(signal.SIGTERM)
+    with sweeper_run.graceful_stop() as stopped:
+        sweeper_run.start_ray(None, sweeper_run.parse_args(QUICK))
+        signal.raise_signal(signal.SIGTERM)  # would be SystemExit(15) under Ray's handler
+        assert stopped.is_set()
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # a second signal acts at once
+    stopping.reset()
+    assert signal.getsignal(signal.SIGTERM) is old
