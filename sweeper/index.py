@@ -93,7 +93,7 @@ def sweep_row(root: Path, exp: Path) -> Row:
 
 def index_rows(root: Path) -> list[Row]:
     """Every experiment folder directly under root (those with sweep.json), newest first."""
-    exps = sorted((p.parent for p in root.glob("*/sweep.json")), key=lambda p: p.name.rsplit("-", 2)[-2:],
+    exps = sorted((p.parent for p in root.glob("*/sweep.json")), key=lambda p: (store.stamp(p.name), p.name),
                   reverse=True)
     return [sweep_row(root, e) for e in exps]
 

@@ -43,6 +43,7 @@ from sweeper.paired import baseline_diffs
 from sweeper.ranking import write_ranking
 from sweeper.render import write_tables
 from sweeper.tables import classical_note, subset_note, table_frame, test_beside_note, val_note
+from trainables.remote import redact, secret_in_uri
 
 FORMATS = {"md": "table.md", "latex": "table.tex", "csv": "table.csv"}
 
@@ -152,6 +153,10 @@ def main(argv=None) -> int:
                         "is lowest; best_test: minimum test error over evaluations, selected on "
                         "the test set (optimistic), as the paper's authors kept")
     args = p.parse_args(argv)
+    if secret_in_uri(args.results_dir):  # it would name the cache folder and be printed
+        print(f"error: {redact(args.results_dir)} carries credentials in the URI; pass it without them and "
+              f"{storage.where_keys_go(args.results_dir)}", file=sys.stderr)
+        return 2
     try:
         if is_results_root(args.results_dir):  # a results root: its index.html, one row per sweep
             path, rows = index_at(args.results_dir)

@@ -4,9 +4,13 @@ Loads `search_spaces/<SWEEP>.py`, validates every trial's TrainConfig and the da
 starts, builds a Ray Tune Tuner (resources, storage, failure config; for `hpo` Optuna + ASHA, which
 select on the validation split's `val_error`, never on the test error),
 prints Tune's progress, then the mean ± std table and the results folder. Exit status: 0 all
-trials finished, 1 some trial failed (Tune's fit() does not raise), 2 bad input, 3 interrupted
-(Ctrl+C, SIGTERM, `ray job stop`: the state is saved, `--resume` continues it), 4 the storage bucket
-stopped answering for longer than its retries ($VBI_MUR_STORAGE_RETRY_S; `--resume` continues it).
+trials finished (a diverged trial is a result: counted in the tables, noted on stderr), 1 some trial
+failed (Tune's fit() does not raise), 2 bad input (one line, nothing written; a URI carrying
+credentials is bad input too), 3 interrupted (Ctrl+C, SIGTERM, `ray job stop`, also while the report
+is written: the state is saved, `--resume` continues it), 4 the storage bucket stopped answering for
+longer than its retries ($VBI_MUR_STORAGE_RETRY_S; `--resume` continues it), 5 the trials finished
+but the report could not be built or uploaded (`python -m sweeper.report EXP_DIR` rebuilds it).
+A new experiment folder is <storage>/<sweep>-<YYYYmmdd-HHMMSS>-<6 random hex digits>.
 
     python -m sweeper.run ablation_radius --preset quick
     python -m sweeper.run ablation_radius --preset quick --dry-run
@@ -17,6 +21,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import signal
 import socket
 import sys
@@ -37,15 +42,17 @@ from trainables.datafiles import DataError, check_readable
 from trainables.files import one_line
 from sweeper import storage as store
 from sweeper.storage import StorageError, is_uri
+from trainables.remote import redact, scheme, secret_in_uri
 
 
 # The exit status of `python -m sweeper.run`: docs/USAGE.md and docs/ARCHITECTURE.md state the same codes.
-EXIT_OK = 0            # every trial finished
+EXIT_OK = 0            # every trial finished (diverged ones included: a divergence is a result, reported)
 EXIT_TRIAL_FAILED = 1  # some trial failed (Tune's fit() does not raise); the report is still written
 EXIT_BAD_INPUT = 2     # bad input, one line `error: ...` before Ray starts
 EXIT_INTERRUPTED = 3   # Ctrl+C, SIGTERM, `ray job stop`: the state is saved, `--resume` continues it
 EXIT_STORAGE_LOST = 4  # the storage bucket stopped answering for longer than its retries
-EXIT_CODES = (EXIT_OK, EXIT_TRIAL_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_STORAGE_LOST)
+EXIT_NO_REPORT = 5     # every trial finished but the report (or its upload) failed; sweeper.report rebuilds it
+EXIT_CODES = (EXIT_OK, EXIT_TRIAL_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_STORAGE_LOST, EXIT_NO_REPORT)
 
 
 class InputError(ValueError):
@@ -62,8 +69,16 @@ def seeds_arg(s: str) -> int | str:
         raise argparse.ArgumentTypeError(f"{s!r} is neither a number nor auto; write e.g. --seeds 5 or --seeds auto") from None
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's errors as one line on stderr (exit status 2), like every other bad input, without
+    the usage block: `sweeper.run: error: ...; see python -m sweeper.run --help`."""
+
+    def error(self, message: str):
+        self.exit(EXIT_BAD_INPUT, f"sweeper.run: error: {' '.join(message.split())}; see python -m sweeper.run --help\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m sweeper.run", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="python -m sweeper.run", description=__doc__.splitlines()[0])
     p.add_argument("sweep", help="a module name in search_spaces/ (see python -m sweeper.list)")
     p.add_argument("--preset", default=None,
                    help=f"one of {', '.join(PRESETS)} (default paper; with --resume, the experiment's own)")
@@ -118,6 +133,9 @@ def _parse_override(s: str) -> tuple[str, object]:
     if "=" not in s:
         raise InputError(f"--set {s!r} is not KEY=VALUE; write e.g. --set mur_radius=2")
     k, v = s.split("=", 1)
+    if k == "seed":
+        raise InputError(f"--set {s} would give every trial one seed; seeds are a grid axis: "
+                         f"--seeds N (how many) and --seed-start N (the first)")
     try:
         return k, json.loads(v)
     except json.JSONDecodeError:
@@ -177,6 +195,34 @@ def check_baseline(sweep: Sweep, trials: list[dict]) -> None:
               f"differences", file=sys.stderr)
 
 
+def credentials_hint(option: str, uri: str) -> str:
+    """Where the credentials that `uri` carries belong instead (for the error naming `option`)."""
+    s = scheme(uri)
+    if option in ("--address", "RAY_ADDRESS"):
+        return "a Ray head's token goes in RAY_AUTH_TOKEN or ~/.ray/auth_token"
+    if option == "--mlflow":
+        return ("give them in MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD" if s in ("http", "https") else
+                "give the database password through its own settings (PGPASSWORD or ~/.pgpass for "
+                "postgresql), or run an MLflow server and use MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
+    return store.where_keys_go(uri)
+
+
+def check_credentials(args: argparse.Namespace, env=os.environ) -> None:
+    """No URI option may carry credentials (https://user:pw@host, s3://KEY:SECRET@bucket): the command
+    line is stored in sweep.json and on the report page, --data-dir in every trial's params.json and in
+    MLflow, and URIs are printed in errors. InputError naming the option and where the key belongs; the
+    message shows the URI with its userinfo masked."""
+    given = [("--storage", args.storage), ("--data-dir", args.data_dir), ("--mlflow", args.mlflow),
+             ("--address", args.address), ("RAY_ADDRESS", env.get("RAY_ADDRESS")), ("--confirm", args.confirm),
+             *((("--resume", args.resume),) if args.resume != "latest" else ()),
+             *((f"--set {o.split('=', 1)[0]}", o.split("=", 1)[1]) for o in args.set if "=" in o)]
+    for option, uri in given:
+        if uri and secret_in_uri(uri):
+            raise InputError(f"{option} {redact(uri)} carries credentials in the URI, which would be stored "
+                             f"(sweep.json, params.json, the report) and printed; pass it without them and "
+                             f"{credentials_hint(option, uri)}")
+
+
 def check_resources(args: argparse.Namespace) -> None:
     """Per-trial resources and concurrency that Ray would reject only after it started."""
     if not args.cpus_per_trial > 0:
@@ -216,27 +262,40 @@ def check_address(address: str | None) -> str | None:
 
 def find_experiment(root, sweep: str, resume: str) -> tuple:
     """The experiment folder to resume (the given one, or the latest of `sweep` under root; a Path or
-    a store.Location) and its sweep.json; InputError if there is none, it is torn, or it holds another sweep."""
+    a store.Location) and its sweep.json; InputError if there is none, it is torn, it holds another
+    sweep or no Tune state, or two latest ones started in the same second. A bucket is read with the
+    pre-flight's short retries, so one that does not answer is exit 2 within seconds."""
     if resume != "latest":
         exp = store.resolve(resume)
-        if not store.is_file(exp / "sweep.json"):
+        if not store.is_file(store.quick(exp) / "sweep.json"):
             raise InputError(f"{exp} is not an experiment folder of sweeper.run (no sweep.json); "
                              f"pass the folder printed at the end of a run")
     else:
-        runs = store.experiments(root, sweep)
+        runs = store.experiments(store.quick(root), sweep)
         if not runs:
             raise InputError(f"nothing to resume: no {sweep}-* experiment under {root}; run without --resume")
-        exp = runs[-1]
+        if len(runs) > 1 and store.stamp(runs[-1].name) == store.stamp(runs[-2].name):
+            raise InputError(f"the latest experiments {runs[-2].name} and {runs[-1].name} under {root} started in "
+                             f"the same second; pass the one to continue: --resume {shlex.quote(str(root / runs[-1].name))}")
+        exp = root / runs[-1].name
     try:
-        meta = json.loads(store.read_text(exp / "sweep.json"))
+        meta = json.loads(store.read_text(store.quick(exp) / "sweep.json"))
         stored = meta.get("name")
     except (OSError, json.JSONDecodeError, AttributeError):
         raise InputError(f"{exp / 'sweep.json'} is not a sweep description (torn or edited); "
                          f"start a new run without --resume") from None
     if stored != sweep:
         raise InputError(f"{exp} holds the sweep {stored!r}, not {sweep!r}; "
-                         f"run `python -m sweeper.run {stored} --resume {exp}`")
+                         f"run `{resume_command(stored, exp)}`")
+    if not store.is_file(store.quick(exp) / store.TUNER_STATE):
+        raise InputError(f"{exp} holds no Tune state ({store.TUNER_STATE}): it was stopped before its first trial "
+                         f"was set up, so there is nothing to continue; start a new run without --resume")
     return exp, meta
+
+
+def resume_command(sweep: str, exp) -> str:
+    """The shell command that continues experiment `exp` (quoted: a folder may hold spaces or $)."""
+    return shlex.join(["python", "-m", "sweeper.run", sweep, "--resume", str(exp)])
 
 
 def stored_preset(exp: Path, meta: dict, asked: str | None) -> str:
@@ -466,16 +525,20 @@ def main(argv=None) -> int:
     if plan is None:  # --dry-run: printed
         return EXIT_OK
     sweep, trials, exp_dir, address = plan
-    try:
-        resources = start_ray(address, args)
-    except ConnectionError as e:  # e.g. --address auto with no cluster running here
-        print(f"error: cannot connect to Ray at {address}: {str(e).splitlines()[0]}; start a head with "
-              f"`ray start --head --dashboard-host 127.0.0.1` or omit --address for a local Ray", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    tuner = make_tuner(sweep, trials, args, exp_dir, resources)
-    # loggers: result_loggers(); Ctrl+C and SIGTERM: graceful_stop()
+    # loggers: result_loggers(); Ctrl+C and SIGTERM: graceful_stop(), in place before Ray starts and before
+    # sweep.json is written, so that a signal from then on stops the sweep at fit()'s first step, state saved
     with env_set(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1", TUNE_DISABLE_SIGINT_HANDLER="1"), graceful_stop() as stopped, \
             credentials_from_each_node():
+        try:
+            resources = start_ray(address, args)
+        except ConnectionError as e:  # e.g. --address auto with no cluster running here
+            print(f"error: cannot connect to Ray at {address}: {str(e).splitlines()[0]}; start a head with "
+                  f"`ray start --head --dashboard-host 127.0.0.1` or omit --address for a local Ray", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except InputError as e:  # no node can ever run a trial
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        tuner = make_tuner(sweep, trials, args, exp_dir, resources)
         try:
             grid = tuner.fit()
         except OSError as e:  # Tune lists the bucket once more after its loop: an outage still on ends here
@@ -489,6 +552,7 @@ def prepare(args):
     """Everything checked before Ray starts: (sweep, trial configs, experiment folder, Ray address), or
     None after a dry run's printout. SweepError, ConfigError, DataError, InputError or StorageError
     with the fix on bad input."""
+    check_credentials(args)  # before any URI is stored, printed or used as a cache folder's name
     get_sweep(args.sweep, args.preset or default_preset(args.sweep))  # unknown sweep or preset: the valid ones
     exp_dir = None
     if args.resume and not args.dry_run:  # the stored run decides the preset; its configs were checked
@@ -530,7 +594,7 @@ def prepare(args):
         return None
     root = check_storage(args.storage)
     if exp_dir is None:
-        exp_dir = root / f"{sweep.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        exp_dir = root / store.experiment_name(sweep.name, time.time())
     address = check_address(args.address or os.environ.get("RAY_ADDRESS"))
     if address:
         use_token_if_available()  # before Ray is imported: it reads the mode once
@@ -541,6 +605,7 @@ def start_ray(address: str | None, args) -> dict:
     """Connect to Ray (a head at `address`, else a local Ray); each trial's resources {"cpu", "gpu"}.
     ConnectionError when no Ray answers at `address`."""
     ctx = connect_ray(address, dashboard=args.dashboard)
+    reinstall_handlers()  # at once: ray.init took SIGTERM over
     if getattr(ctx, "dashboard_url", None):
         print(f"Ray dashboard: http://{ctx.dashboard_url}")
     elif not address:
@@ -550,7 +615,26 @@ def start_ray(address: str | None, args) -> dict:
     gpus = args.gpus_per_trial
     if gpus is None:
         gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
-    return {"cpu": args.cpus_per_trial, "gpu": gpus}
+    resources = {"cpu": args.cpus_per_trial, "gpu": gpus}
+    if not any(fits(n, resources) for n in ray.nodes() if n.get("Alive")):
+        largest = max((n for n in ray.nodes() if n.get("Alive")), default={},
+                      key=lambda n: (n.get("Resources", {}).get("GPU", 0), n.get("Resources", {}).get("CPU", 0)))
+        have = largest.get("Resources", {})
+        need = f"{resources['cpu']:g} CPUs and {resources['gpu']:g} GPUs per trial"
+        if not address:  # a local Ray never grows: the trials would wait forever
+            ray.shutdown()
+            raise InputError(f"{need}, but this machine's Ray has {have.get('CPU', 0):g} CPUs and "
+                             f"{have.get('GPU', 0):g} GPUs; lower --cpus-per-trial / --gpus-per-trial")
+        print(f"warning: no node of the cluster has {need} now (the largest: {have.get('CPU', 0):g} CPUs, "
+              f"{have.get('GPU', 0):g} GPUs); the trials stay PENDING until an autoscaler adds one that does "
+              f"(`ray status` shows the pending demand)", file=sys.stderr)
+    return resources
+
+
+def fits(node: dict, resources: dict) -> bool:
+    """Whether a node of ray.nodes() has, in all, the CPUs and GPUs one trial asks for."""
+    have = node.get("Resources", {})
+    return have.get("CPU", 0) >= resources["cpu"] and have.get("GPU", 0) >= resources["gpu"]
 
 
 def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict):
@@ -567,13 +651,18 @@ def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict)
                                   resume_errored=True, **store.prepare_restore(exp_dir))
     meta = {**asdict(sweep), "preset": args.preset, "n_trials": len(trials), "argv": sys.argv,
             "start_points": start_points(sweep, trials), "commit": source_commit()}
-    store.create_experiment(exp_dir, json.dumps(meta, indent=1, default=str))
-    return build_tuner(sweep, trials, args, exp_dir, resources)
+    store.create_experiment(exp_dir)
+    tuner = build_tuner(sweep, trials, args, exp_dir, resources)  # Tune writes its tuner.pkl here
+    # sweep.json last: a folder that has one is an experiment that --resume can continue
+    store.write_text(exp_dir / "sweep.json", json.dumps(meta, indent=1, default=str))
+    return tuner
 
 
 def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
-    """The report and the failed trials printed; the exit code: 0 all finished, 1 a trial failed, 3 stopped,
-    4 the bucket could not take the sweep's final state (no report: the bucket does not hold it all)."""
+    """The report and the failed trials printed; the exit code: 0 every trial finished (diverged ones
+    included: a divergence is a result, noted on stderr), 1 a trial failed, 3 stopped (a signal during
+    the report too), 4 the bucket could not take the sweep's final state (no report: the bucket does not
+    hold it all), 5 the trials finished but their report could not be built or uploaded."""
     from sweeper.aggregate import AggregateError
     from sweeper.report import report_at
 
@@ -582,22 +671,38 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
         for r in errors:
             print(f"trial {r.path} failed: {type(r.error).__name__}: {str(r.error).splitlines()[0]}", file=sys.stderr)
         return storage_lost(sweep, exp_dir, lost)
+    no_report = None
     try:
-        paths = report_at(exp_dir)  # a URI: built in a local cache, uploaded
-    except (AggregateError, StorageError) as e:  # e.g. no trial reported anything before the sweep ended
+        with signals_interrupt():
+            paths = report_at(exp_dir)  # a URI: built in a local cache, uploaded
+    except KeyboardInterrupt:  # Ctrl+C or SIGTERM while the report is built: the state is saved
+        print(f"interrupted while writing the report: the sweep's state is saved; `{resume_command(sweep.name, exp_dir)}` "
+              f"finishes it and writes the report", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (AggregateError, StorageError) as e:  # e.g. no trial reported anything, or the upload failed
         print(f"no report: {e}", file=sys.stderr)
-        paths = {}
+        paths, no_report = {}, e
     for name in ("table.md", "table_ranked.md"):  # the ranked table: searches (hpo) only
         if paths.get(name):
             print(Path(paths[name]).read_text())
     for r in errors:
         print(f"trial {r.path} failed: {type(r.error).__name__}: {str(r.error).splitlines()[0]}", file=sys.stderr)
+    diverged = [r for r in grid if r.error is None and (r.metrics or {}).get("diverged") == 1]
+    if diverged:
+        print(f"note: {len(diverged)} trial(s) diverged (a result: the tables count them, `n_diverged`)",
+              file=sys.stderr)
     print(f"results: {exp_dir}")
     if stopped:
-        print(f"interrupted: the sweep's state is saved; continue it with "
-              f"`python -m sweeper.run {sweep.name} --resume {exp_dir}`", file=sys.stderr)
+        print(f"interrupted: the sweep's state is saved; continue it with `{resume_command(sweep.name, exp_dir)}`",
+              file=sys.stderr)
         return EXIT_INTERRUPTED
-    return EXIT_TRIAL_FAILED if errors else EXIT_OK
+    if errors:
+        return EXIT_TRIAL_FAILED
+    if no_report is not None:
+        print(f"error: the trials finished but the report was not written; rebuild it with "
+              f"`{shlex.join(['python', '-m', 'sweeper.report', str(exp_dir)])}`", file=sys.stderr)
+        return EXIT_NO_REPORT
+    return EXIT_OK
 
 
 def storage_lost(sweep: Sweep, exp_dir, why: str) -> int:
@@ -605,8 +710,42 @@ def storage_lost(sweep: Sweep, exp_dir, why: str) -> int:
     results, checkpoints and Tune's final state; no report (it would read the bucket). One line."""
     print(f"error: storage {exp_dir} unreachable at the end of the sweep ({why}); it holds the state of its "
           f"last successful upload; once it answers again, continue with "
-          f"`python -m sweeper.run {sweep.name} --resume {exp_dir}`", file=sys.stderr)
+          f"`{resume_command(sweep.name, exp_dir)}`", file=sys.stderr)
     return EXIT_STORAGE_LOST
+
+
+_wanted: dict = {}  # signal -> the handler graceful_stop() wants in place now
+
+
+def _want(sig, handler) -> None:
+    _wanted[sig] = handler
+    signal.signal(sig, handler)
+
+
+def reinstall_handlers() -> None:
+    """Put graceful_stop()'s handlers back: Ray's driver takes SIGTERM over when it connects (a handler
+    that exits at once, and a C++ one that aborts), which would end the sweep without saving it."""
+    for sig, handler in _wanted.items():
+        signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def signals_interrupt():
+    """SIGINT and SIGTERM raise KeyboardInterrupt in the block (SIGTERM's default would end the process
+    without a word); the handlers before it come back after. In the main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
 
 
 @contextlib.contextmanager
@@ -626,16 +765,19 @@ def graceful_stop():
 
     def handler(signum, frame):
         stopped.set()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _want(signal.SIGINT, signal.default_int_handler)
+        _want(signal.SIGTERM, signal.SIG_DFL)
         stopping.request()  # SIGUSR1 once no trial is saving a checkpoint it reported
 
     stopping.reset()
 
-    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    old = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in old:
+        _want(sig, handler)
     try:
         yield stopped
     finally:
+        _wanted.clear()
         for sig, h in old.items():
             signal.signal(sig, h)
 

@@ -37,7 +37,9 @@ def request() -> None:
 
 
 def _interrupt() -> None:
-    if not _state["sent"]:
+    # before fit() installs Tune's handler, SIGUSR1 would end the process: StopAfterSaves sends it at
+    # fit()'s first step instead
+    if not _state["sent"] and signal.getsignal(signal.SIGUSR1) not in (signal.SIG_DFL, None):
         _state["sent"] = True
         os.kill(os.getpid(), signal.SIGUSR1)  # Tune's own interrupt
 

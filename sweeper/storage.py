@@ -15,16 +15,19 @@ credentials); nothing here.
 credentials is a StorageError whose one-line message names the fix; nothing is written then.
 
     python -c "from sweeper.storage import check; print(check('s3://my-bucket/results'))"
-    python -m sweeper.report s3://my-bucket/results/ablation_radius-20250101-120000
+    python -m sweeper.report s3://my-bucket/results/ablation_radius-20250101-120000-3f9a1c
 
 Local cache: $VBI_MUR_CACHE, else ~/.cache/vbi-mur-sweeper (experiments/<scheme>/<bucket>/<prefix>).
 """
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
+import secrets
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +41,9 @@ VIRTUAL_POINTS = "virtual_points.npz"  # x* of a MUR trial, beside its checkpoin
 REPORT_INPUTS = ("sweep.json", "params.json", "result.json", "progress.csv", "error.txt", "error.pkl",
                  VIRTUAL_POINTS, "live.json")
 EXPERIMENT_STATE = re.compile(r"experiment_state-.*\.json")
+CHECKPOINT = "trainer.pt"          # trainables/tune.py's checkpoint file
+VIRTUAL_POINTS = "virtual_points.npz"
+TUNER_STATE = "tuner.pkl"          # what Tuner.restore needs (Tune writes it when the Tuner is built)
 OPTUNA_DB = "optuna.db"            # hpo's study: SQLite, so on the driver's disk, copied beside the results
 PREFLIGHT_RETRY_S = 5.0            # check()'s retry budget (the run's: remote.retry_budget())
 
@@ -124,18 +130,38 @@ def check(where: str | Path) -> Folder:
     import pyarrow.fs as pafs
 
     # a bucket that does not answer at the start is bad input: a short retry budget, not the run's
-    quick = Location(remote.with_retry_budget(root.fs, PREFLIGHT_RETRY_S), root.path, root.scheme)
+    quick_root = quick(root)
     try:
         # S3: HeadBucket (s3:ListBucket) tells a missing bucket apart; elsewhere the probe's error does
         # (a GCS role with object rights only, roles/storage.objectAdmin, may not read bucket metadata)
-        if root.scheme == "s3" and quick.fs.get_file_info(root.bucket).type == pafs.FileType.NotFound:
+        if root.scheme == "s3" and quick_root.fs.get_file_info(root.bucket).type == pafs.FileType.NotFound:
             raise StorageError(missing_bucket(root))
-        probe = quick / f".write-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        probe = quick_root / f".write-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         write_bytes(probe, b"ok")
-        quick.fs.delete_file(probe.path)
+        quick_root.fs.delete_file(probe.path)
     except OSError as e:
         raise StorageError(explain(e, str(root))) from None
     return root
+
+
+def where_keys_go(uri: str) -> str:
+    """Where the credentials for a bucket URI belong (never in the URI itself)."""
+    s = remote.scheme(uri)
+    if s == "s3":
+        return ("give the key through the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) or an AWS "
+                "profile (AWS_PROFILE) on every node")
+    if s in ("gs", "gcs"):
+        return ("give this machine application default credentials (`gcloud auth application-default login`) "
+                "or a service account")
+    return "give the credentials through the file system's own settings (environment, profile)"
+
+
+def quick(f: Folder) -> Folder:
+    """The same folder on a file system that retries for the pre-flight's PREFLIGHT_RETRY_S only, for
+    reads before Ray starts (a bucket that does not answer is bad input, within seconds)."""
+    if isinstance(f, Path):
+        return f
+    return Location(remote.with_retry_budget(f.fs, PREFLIGHT_RETRY_S), f.path, f.scheme)
 
 
 def missing_bucket(loc: Location) -> str:
@@ -205,27 +231,47 @@ def write_text(f: Folder, text: str) -> None:
     write_bytes(f, text.encode())
 
 
+STAMP = re.compile(r"-(\d{8}-\d{6})(?:-[0-9a-f]+)?$")  # <sweep>-<YYYYmmdd-HHMMSS>[-<suffix>]
+
+
+def experiment_name(sweep: str, t: float) -> str:
+    """A new experiment folder's name: <sweep>-<YYYYmmdd-HHMMSS>-<6 random hex digits>, the local time `t`.
+    Two drivers started in the same second into one root get different folders: a bucket has no
+    atomic "create if absent", so the suffix is random rather than the first free one."""
+    return f"{sweep}-{time.strftime('%Y%m%d-%H%M%S', time.localtime(t))}-{secrets.token_hex(3)}"
+
+
+def stamp(name: str) -> str:
+    """The YYYYmmdd-HHMMSS of an experiment folder's name ("" if it has none)."""
+    m = STAMP.search(name)
+    return m.group(1) if m else ""
+
+
 def experiments(root: Folder, sweep: str) -> list[Folder]:
-    """The experiment folders of `sweep` under root (those holding sweep.json), oldest first (by name)."""
+    """The experiment folders of `sweep` under root (those holding sweep.json), oldest first (by the
+    time stamp in their names)."""
     if isinstance(root, Path):
-        return [p.parent for p in sorted(root.glob(f"{sweep}-*/sweep.json"))]
+        return sorted((p.parent for p in root.glob(f"{sweep}-*/sweep.json")), key=lambda e: (stamp(e.name), e.name))
     import pyarrow.fs as pafs
 
     with _explained(root):
         infos = root.fs.get_file_info(pafs.FileSelector(root.path, recursive=False, allow_not_found=True))
-    found = [root / n for n in sorted(i.base_name for i in infos
-                                      if i.type == pafs.FileType.Directory and i.base_name.startswith(f"{sweep}-"))]
+    found = [root / n for n in sorted((i.base_name for i in infos
+                                       if i.type == pafs.FileType.Directory and i.base_name.startswith(f"{sweep}-")),
+                                      key=lambda n: (stamp(n), n))]
     if not found:
         return []
     states = root.fs.get_file_info([(e / "sweep.json").path for e in found])
     return [e for e, i in zip(found, states) if i.type == pafs.FileType.File]
 
 
-def create_experiment(exp: Folder, sweep_json: str) -> None:
-    """A new experiment folder holding sweep.json (locally it must not exist yet)."""
+def create_experiment(exp: Folder) -> None:
+    """A new experiment folder: locally it must not exist yet, in a bucket it must hold no sweep.json
+    yet (FileExistsError). sweeper.run writes sweep.json into it once Tune has written its state."""
     if isinstance(exp, Path):
         exp.mkdir(parents=True)
-    write_text(exp / "sweep.json", sweep_json)
+    elif is_file(exp / "sweep.json"):
+        raise FileExistsError(f"{exp} already holds an experiment")
 
 
 def local_folder(exp: Folder) -> Path:
@@ -291,9 +337,24 @@ def stored_state_error() -> str | None:
     return _stored["error"]
 
 
+def same_content(fs, path: str, data: bytes) -> bool:
+    """Whether the object fs:path holds `data` (its size known to match), by its S3 ETag where that is
+    the content's MD5 (one PutObject), or the MD5 of that MD5 (one multipart part, "-1", as pyarrow
+    uploads); otherwise (more parts, another store) by reading it back."""
+    with fs.open_input_stream(path) as s:
+        etag = (s.metadata() or {}).get("ETag", b"").decode().strip('"')
+        md5 = hashlib.md5(data, usedforsecurity=False)
+        if re.fullmatch(r"[0-9a-f]{32}", etag):
+            return etag == md5.hexdigest()
+        if re.fullmatch(r"[0-9a-f]{32}-1", etag):
+            return etag[:32] == hashlib.md5(md5.digest(), usedforsecurity=False).hexdigest()
+        return s.read() == data
+
+
 def upload_missing(local: Path, fs, remote: str) -> int:
-    """Upload every file under local that remote (a folder of fs) lacks or holds with another size;
-    returns how many. OSError when the file system cannot be reached."""
+    """Upload every file under local that remote (a folder of fs) lacks or holds with other content
+    (another size, or the same size and another checksum); returns how many. OSError when the file
+    system cannot be reached."""
     import pyarrow.fs as pafs
 
     have = {i.path[len(remote) + 1:]: i.size
@@ -302,9 +363,12 @@ def upload_missing(local: Path, fs, remote: str) -> int:
     sent = 0
     for p in sorted(local.rglob("*")):
         rel = p.relative_to(local).as_posix()
-        if p.is_file() and have.get(rel) != p.stat().st_size:
+        if not p.is_file():
+            continue
+        data = p.read_bytes()
+        if have.get(rel) != len(data) or not same_content(fs, f"{remote}/{rel}", data):
             with fs.open_output_stream(f"{remote}/{rel}") as out:
-                out.write(p.read_bytes())
+                out.write(data)
             sent += 1
     return sent
 
@@ -365,6 +429,16 @@ def pull_file(src: Location, dest: Path, info=None) -> bool:
     return True
 
 
+def inside(dest: Path, rel: str, exp: Location) -> Path:
+    """dest/rel, refused (StorageError) when the object key `rel` of exp would land outside dest: an
+    absolute path, a ".." part, or a backslash (a bucket's keys are any strings)."""
+    parts = rel.split("/")
+    if rel.startswith("/") or "\\" in rel or any(p in ("", ".", "..") for p in parts):
+        raise StorageError(f"{exp} holds the object {rel!r}, a key that is not a plain relative path and would be "
+                           f"copied outside the cache folder {dest}; delete that object from the bucket")
+    return dest / rel
+
+
 def pull(exp: Location, dest: Path) -> int:
     """Copy the report's inputs of `exp` into dest (unchanged files are kept); returns how many files
     `exp` holds in all (0: it does not exist). A checkpoint's file that Tune deleted between the listing
@@ -374,6 +448,8 @@ def pull(exp: Location, dest: Path) -> int:
     infos = [i for i in exp.fs.get_file_info(pafs.FileSelector(exp.path, recursive=True, allow_not_found=True))
              if i.type == pafs.FileType.File]
     rel = {i.path[len(exp.path) + 1:]: i for i in infos}
+    for r in rel:
+        inside(dest, r, exp)
     for r, info in rel.items():
         name = r.rsplit("/", 1)[-1]
         if name in REPORT_INPUTS or (EXPERIMENT_STATE.fullmatch(name) and "/" not in r):

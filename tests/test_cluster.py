@@ -261,7 +261,7 @@ def values_of(obj, key: str) -> list:
     return []
 
 
-@pytest.mark.parametrize("name", KUBERAY + ["kuberay/storage.yaml"])
+@pytest.mark.parametrize("name", KUBERAY + ["kuberay/storage.yaml", "kuberay/networkpolicy.yaml"])
 def test_kuberay_nothing_public(name):
     for doc in kuberay_docs(name):
         assert doc["kind"] not in ("Ingress", "Service", "Gateway"), doc["kind"]
@@ -270,6 +270,49 @@ def test_kuberay_nothing_public(name):
         if doc["kind"] in ("RayCluster", "RayJob"):
             head = ray_cluster_spec(doc)["headGroupSpec"]
             assert head["serviceType"] == "ClusterIP" and head.get("enableIngress", False) is False
+
+
+def selects(selector: dict, labels: dict) -> bool:
+    """A Kubernetes label selector (matchLabels; {} selects everything) against a pod's labels."""
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+def admits(policy: dict, src_ns: str, src_labels: dict, port: int, ns: str) -> bool:
+    """Whether a NetworkPolicy of namespace `ns` lets a pod (src_ns, src_labels) connect to `port` of
+    a pod it selects, by the Kubernetes rules: a peer with a podSelector alone means pods of `ns`;
+    a namespaceSelector and a podSelector in one peer must both match; a rule without ports covers all."""
+    def peer_ok(peer):
+        if "namespaceSelector" in peer:
+            ns_ok = selects(peer["namespaceSelector"], {"kubernetes.io/metadata.name": src_ns})
+        else:
+            ns_ok = src_ns == ns
+        return ns_ok and selects(peer.get("podSelector", {}), src_labels)
+
+    return any(any(peer_ok(p) for p in rule.get("from", [])) and
+               (not rule.get("ports") or any(p["port"] == port and p.get("protocol", "TCP") == "TCP"
+                                             for p in rule["ports"]))
+               for rule in policy["spec"].get("ingress", []))
+
+
+def test_kuberay_network_policy_keeps_other_namespaces_off_the_dashboard():
+    (policy,) = kuberay_docs("kuberay/networkpolicy.yaml")
+    assert policy["kind"] == "NetworkPolicy" and policy["spec"]["policyTypes"] == ["Ingress"]
+    # the labels KubeRay puts on a head pod and on a worker pod (of a RayCluster or a RayJob's cluster)
+    head = {"ray.io/is-ray-node": "yes", "ray.io/node-type": "head", "ray.io/cluster": "vbi-mur"}
+    worker = {"ray.io/is-ray-node": "yes", "ray.io/node-type": "worker", "ray.io/group": "gpu"}
+    assert selects(policy["spec"]["podSelector"], head) and selects(policy["spec"]["podSelector"], worker)
+    dashboard = 8265
+    (head_spec,) = [c for c in ray_containers(kuberay_docs("kuberay/raycluster.yaml")[0]["spec"])
+                    if c["name"] == "ray-head"]
+    assert {"containerPort": dashboard, "name": "dashboard"} in head_spec["ports"]
+    ns = "sweeps"
+    assert admits(policy, ns, worker, 6379, ns) and admits(policy, ns, {"app": "submitter"}, dashboard, ns)
+    assert not admits(policy, "other-team", {}, dashboard, ns)
+    assert not admits(policy, "other-team", worker, dashboard, ns)  # Ray labels in another namespace
+    operator = {"app.kubernetes.io/name": "kuberay-operator"}
+    assert admits(policy, "ray-system", operator, dashboard, ns)
+    assert not admits(policy, "ray-system", operator, 6379, ns)
+    assert not admits(policy, "ray-system", {"app": "anything-else"}, dashboard, ns)
 
 
 def test_rayjob_entrypoint_parses_with_sweeper_run():

@@ -625,6 +625,7 @@ def stored(tmp_path):
     tdir = exp / "train_tune_00000_0_trial_index=0"
     tdir.mkdir(parents=True)
     (exp / "sweep.json").write_text(json.dumps({"name": "ablation_radius", "rows": ["method"], "cols": []}))
+    (exp / "tuner.pkl").write_bytes(b"Tune's state")  # what --resume needs besides sweep.json
     (tdir / "params.json").write_text(json.dumps({"seed": 0, "mur_radius": 1.0}))
     (tdir / "result.json").write_text(json.dumps({"step": 10, "test_error": 50.0, "done": True}) + "\n")
     (exp / "summary.csv").write_text("mur_radius,mean\n1.0,50.0\n")
@@ -643,6 +644,7 @@ BAD_INPUT = {  # name -> (argv after the sweep; {root}, {data}, {file} are fille
     "unknown method": ([*QUICK, "--set", "method=bogus"], "unknown method 'bogus'; choose one of"),
     "unknown config key": ([*QUICK, "--set", "radius=3"], "unknown config key(s) ['radius']"),
     "--set without =": ([*QUICK, "--set", "steps"], "is not KEY=VALUE"),
+    "--set seed": ([*QUICK, "--set", "seed=3"], "seeds are a grid axis: --seeds N (how many) and --seed-start N"),
     "value of the wrong type": ([*QUICK, "--set", "steps=abc"], "steps must be an integer, got 'abc'"),
     "radius 0": ([*QUICK, "--set", "mur_radius=0"], "mur_radius must be > 0, got 0.0"),
     "radius < 0": ([*QUICK, "--set", "mur_radius=-1"], "mur_radius must be > 0, got -1.0"),

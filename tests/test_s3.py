@@ -160,7 +160,10 @@ def test_storage_writes_lists_and_reads_back(s3):
     assert str(root) == f"s3://{BUCKET}/unit" and root.path == f"{BUCKET}/unit"
     assert not [k for k in objects(s3, prefix="unit/") if ".write-test" in k]  # the probe is gone again
     for stamp in ("20240101-000000", "20250101-000000"):
-        storage.create_experiment(root / f"sweep_a-{stamp}", json.dumps({"name": "sweep_a"}))
+        storage.create_experiment(root / f"sweep_a-{stamp}")
+        storage.write_text(root / f"sweep_a-{stamp}" / "sweep.json", json.dumps({"name": "sweep_a"}))
+    with pytest.raises(FileExistsError):  # a bucket's folder that holds an experiment is not reused
+        storage.create_experiment(root / "sweep_a-20250101-000000")
     storage.write_text(root / "sweep_b-20260101-000000" / "sweep.json", "{}")
     storage.write_text(root / "sweep_a-20990101-000000" / "other.txt", "no sweep.json: not an experiment")
     found = storage.experiments(root, "sweep_a")
@@ -192,6 +195,83 @@ def test_pull_skips_a_checkpoint_deleted_between_listing_and_copy(s3, tmp_path, 
     assert (dest / "trial_0" / "result.json").read_text() == '{"step": 10}\n'
     assert not (dest / "trial_0" / "checkpoint_000001" / storage.VIRTUAL_POINTS).exists()
     assert not list(dest.glob("trial_0/checkpoint_*/trainer.pt"))
+
+
+@pytest.mark.parametrize("key", ["../../outside/params.json", "trial_0/../../../outside/result.json",
+                                 "/abs/result.json", "trial_0//result.json"])
+def test_pull_refuses_a_key_that_would_land_outside_the_cache(key, s3, tmp_path):
+    """A bucket's keys are any strings: one with ".." parts, an empty part or a leading "/" would be
+    copied outside the cache folder (or over a file of this machine). The report is refused in one
+    line that names the key, before anything is copied."""
+    exp = storage.check(f"s3://{BUCKET}/escape-{len(key)}") / "ablation_radius-20260101-000000-abcdef"
+    storage.write_text(exp / "sweep.json", "{}")
+    s3.put_object(Bucket=BUCKET, Key=f"{exp.path.split('/', 1)[1]}/{key}", Body=b"{}")
+    dest = tmp_path / "deep" / "cache"
+    with pytest.raises(storage.StorageError, match="a key that is not a plain relative path") as e:
+        storage.pull(exp, dest)
+    assert repr(key) in str(e.value) and "\n" not in str(e.value)
+    assert not dest.exists() and list(tmp_path.rglob("*.json")) == []
+    assert report.main([str(exp)]) == 2  # sweeper.report: exit 2, no report
+
+
+def test_two_runs_in_the_same_second_into_one_bucket_get_their_own_folders(s3, capsys, monkeypatch):
+    """A frozen clock: both drivers' folders have the same stamp and different suffixes, each its own
+    sweep.json and Tune state (a stand-in Tuner writes tuner.pkl as Tune's does)."""
+    from types import SimpleNamespace
+
+    t0 = 1767225600.0
+    built = []
+
+    class Tuner:
+        def __init__(self, exp):
+            storage.write_bytes(exp / storage.TUNER_STATE, b"state")
+            built.append(exp)
+
+        def fit(self):
+            return []
+
+    monkeypatch.setattr(sweeper_run, "time", SimpleNamespace(time=lambda: t0))
+    monkeypatch.setattr(sweeper_run, "start_ray", lambda address, args: {"cpu": 1.0, "gpu": 0.0})
+    monkeypatch.setattr(sweeper_run, "build_tuner", lambda sweep, trials, args, exp, res: Tuner(exp))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    argv = ["ablation_radius", "--preset", "quick", "--storage", f"s3://{BUCKET}/same-second"]
+    assert [sweeper_run.main(argv) for _ in range(2)] == [5, 5]  # no trial reported: no report
+    a, b = built
+    assert a != b and storage.stamp(a.name) == storage.stamp(b.name) == time.strftime("%Y%m%d-%H%M%S",
+                                                                                         time.localtime(t0))
+    assert sorted(k for k in objects(s3, prefix="same-second/") if not k.endswith("/")) == sorted(
+        f"same-second/{e.name}/{f}" for e in (a, b) for f in ("sweep.json", "tuner.pkl"))
+    capsys.readouterr()
+    assert sweeper_run.main([*argv, "--resume"]) == 2  # which is the latest? one line naming both
+    err = capsys.readouterr().err
+    assert "started in the same second" in err and a.name in err and b.name in err
+
+
+def test_upload_missing_compares_content_not_only_size(s3, tmp_path):
+    """The end-of-run check re-uploads an object of the right size and the wrong bytes: by its ETag
+    (a plain PutObject's MD5, or pyarrow's one-part multipart ETag), and where there is none
+    (a local file system) by reading it back."""
+    import pyarrow.fs as pafs
+
+    local = tmp_path / "staging"
+    (local / "t").mkdir(parents=True)
+    for rel, body in {"a.json": b'{"x": 1}', "t/result.json": b"1\n2\n", "t/params.json": b"{}"}.items():
+        (local / rel).write_bytes(body)
+    s3.put_object(Bucket=BUCKET, Key="content/a.json", Body=b'{"x": 2}')       # same size, stale
+    s3.put_object(Bucket=BUCKET, Key="content/t/params.json", Body=b"{}")      # the same bytes
+    fs, path = remote.resolve(f"s3://{BUCKET}/content")
+    with fs.open_output_stream(f"{path}/t/result.json") as out:               # pyarrow's upload, stale
+        out.write(b"1\n3\n")
+    assert storage.upload_missing(local, fs, path) == 2
+    assert s3.get_object(Bucket=BUCKET, Key="content/a.json")["Body"].read() == b'{"x": 1}'
+    assert s3.get_object(Bucket=BUCKET, Key="content/t/result.json")["Body"].read() == b"1\n2\n"
+    assert storage.upload_missing(local, fs, path) == 0
+    remote_dir = tmp_path / "elsewhere"
+    (remote_dir / "t").mkdir(parents=True)
+    (remote_dir / "a.json").write_bytes(b'{"x": 3}')
+    assert storage.upload_missing(local, pafs.LocalFileSystem(), str(remote_dir)) == 3
+    assert (remote_dir / "a.json").read_bytes() == b'{"x": 1}'
+    assert storage.upload_missing(local, pafs.LocalFileSystem(), str(remote_dir)) == 0
 
 
 def test_hpo_study_goes_up_after_each_trial_and_comes_back_on_another_machine(s3, tmp_path, monkeypatch):

@@ -151,6 +151,29 @@ def test_a_bucket_that_does_not_answer_at_the_start_is_one_line_exit_2_within_se
     assert storage.PREFLIGHT_RETRY_S <= took < 30, took  # the run's budget would wait 102 s
 
 
+@pytest.mark.parametrize("resume", ["latest", "folder"])
+def test_resume_from_a_bucket_that_does_not_answer_is_one_line_exit_2_within_seconds(resume, s3, capsys,
+                                                                                       monkeypatch):
+    """--resume reads sweep.json (and lists the root for the latest) with the pre-flight's retries too."""
+    client, proxy = s3
+    exp = "resume-cut/ablation_radius-20260101-000000-abcdef"
+    client.put_object(Bucket=BUCKET, Key=f"{exp}/sweep.json", Body=b'{"name": "ablation_radius"}')
+    client.put_object(Bucket=BUCKET, Key=f"{exp}/tuner.pkl", Body=b"state")
+    monkeypatch.setattr(sweeper_run, "connect_ray", lambda *a, **k: pytest.fail("Ray was started for bad input"))
+    monkeypatch.setattr(storage, "check", lambda where: storage.resolve(where))  # the root answered before
+    argv = ["ablation_radius", "--storage", f"s3://{BUCKET}/resume-cut", "--resume"]
+    proxy.cut(refuse=True)
+    try:
+        t0 = time.monotonic()
+        rc = sweeper_run.main(argv + ([f"s3://{BUCKET}/{exp}"] if resume == "folder" else []))
+        took = time.monotonic() - t0
+    finally:
+        proxy.restore()
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "cannot be used" in err, err
+    assert storage.PREFLIGHT_RETRY_S <= took < 30, took  # the run's budget would wait 102 s
+
+
 def test_upload_missing_sends_what_the_bucket_lacks_or_holds_stale(s3, tmp_path):
     client, _ = s3
     local = tmp_path / "staging"

@@ -75,3 +75,42 @@ def test_checkpoints_do_not_change_the_numbers(monkeypatch):
     assert sum(c is not None for _, c in fake.reports) == STEPS // EVERY
     ref = train(config(), log=None)
     assert {k: fake.last[k] for k in EXACT} == {k: ref[k] for k in EXACT}
+
+
+class Planted:
+    """An object whose unpickling would run code (here: create a file): what a checkpoint planted in a
+    shared bucket could hold."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return Path.touch, (self.marker,)
+
+
+def test_a_checkpoint_loads_as_weights_only_and_continues_the_run(tmp_path):
+    """Everything Trainer.state_dict holds loads with torch.load(weights_only=True), and the restored
+    trainer continues exactly like one that never stopped."""
+    import torch
+
+    cfg = config(vd=True)
+    a, b = Trainer(cfg), Trainer(cfg)
+    a.run_interval()
+    a.save(tmp_path / trainable.CKPT)
+    torch.load(tmp_path / trainable.CKPT, weights_only=True)  # raises on anything but tensors and plain values
+    after = a.run_interval()
+    b.load(tmp_path / trainable.CKPT)  # also the global RNG state as it was at the save
+    assert (b.run_interval()["loss_total"], b.step) == (after["loss_total"], a.step)
+
+
+def test_a_checkpoint_holding_other_objects_is_refused_without_running_them(tmp_path):
+    import torch
+
+    trainer = Trainer(config())
+    state = trainer.state_dict()
+    state["interval"]["planted"] = Planted(tmp_path / "ran")
+    torch.save(state, tmp_path / trainable.CKPT)
+    with pytest.raises(ValueError, match=r"holds objects other than tensors and plain values \(\w+\), which "
+                                         r"loading could run as code"):
+        trainer.load(tmp_path / trainable.CKPT)
+    assert not (tmp_path / "ran").exists()

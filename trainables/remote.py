@@ -41,6 +41,29 @@ def is_uri(s) -> bool:
     return bool(_SCHEME.match(str(s)))
 
 
+# a URI's authority up to "@": userinfo, unless it is only host[:port] followed by a path that holds "@"
+_USERINFO = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://([^@]*)@")
+_HOST_PORT_PATH = re.compile(r"[^:/?#]*(:\d+)?([/?#].*)?")
+# object stores: whatever their URI carries as userinfo is an access key (pyarrow: s3://KEY:SECRET@bucket)
+_KEY_SCHEMES = ("s3", "gs", "gcs", "abfs", "abfss", "az", "hdfs")
+
+
+def secret_in_uri(s) -> bool:
+    """True when the URI `s` carries credentials in its userinfo: a password (https://user:pw@host,
+    postgresql://user:pw@host/db, s3://KEY:SECRET@bucket, also with an unescaped "/" in the secret),
+    or any userinfo of an object store. A user name alone (https://user@host) is no secret."""
+    m = _USERINFO.match(str(s))
+    if not m or _HOST_PORT_PATH.fullmatch(m.group(1)) and "/" in m.group(1):
+        return False  # no "@", or it lies in the path (https://host:5000/a@b)
+    return ":" in m.group(1) or scheme(str(s)) in _KEY_SCHEMES
+
+
+def redact(s: str) -> str:
+    """The URI with its userinfo replaced by "***" (for messages): s3://***@bucket/path."""
+    m = _USERINFO.match(str(s))
+    return f"{scheme(str(s))}://***@{str(s)[m.end():]}" if m else str(s)
+
+
 def scheme(uri: str) -> str:
     m = _SCHEME.match(uri)
     return m.group(1).lower() if m else ""

@@ -15,6 +15,8 @@ import copy
 import json
 import math
 import os
+import pickle
+import re
 import sys
 import time
 from pathlib import Path
@@ -454,7 +456,17 @@ class Trainer:
         atomic_write(path, write)
 
     def load(self, path: str | os.PathLike):
-        self.load_state_dict(torch.load(path, map_location=self.device, weights_only=False))
+        """Restore a checkpoint that save() wrote. weights_only: a checkpoint comes from shared storage,
+        and unpickling arbitrary objects would run whatever code a file in the bucket names; state_dict()
+        holds only tensors, dicts, lists, tuples, numbers, strings and None, which load this way."""
+        try:
+            state = torch.load(path, map_location=self.device, weights_only=True)
+        except pickle.UnpicklingError as e:
+            named = re.search(r"Unsupported global: GLOBAL (\S+)", str(e))
+            raise ValueError(f"{path} holds objects other than tensors and plain values "
+                             f"({named.group(1) if named else type(e).__name__}), which loading could run as code; "
+                             f"Trainer.save did not write it: remove it or restore from another checkpoint") from None
+        self.load_state_dict(state)
 
 
 def train(cfg: TrainConfig, data: Dataset | None = None, log=print) -> dict:
