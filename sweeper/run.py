@@ -544,12 +544,15 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
             print(Path(paths[name]).read_text())
     for r in errors:
         print(f"trial {r.path} failed: {type(r.error).__name__}: {str(r.error).splitlines()[0]}", file=sys.stderr)
+    refused = [r for r in grid if r.error is None and (r.metrics or {}).get("resume_error")]  # trainables/tune.py
+    for r in refused:
+        print(f"trial {r.path} failed: {r.metrics['resume_error']}", file=sys.stderr)
     print(f"results: {exp_dir}")
     if stopped:
         print(f"interrupted: the sweep's state is saved; continue it with "
               f"`python -m sweeper.run {sweep.name} --resume {exp_dir}`", file=sys.stderr)
         return 3
-    return 1 if errors else 0
+    return 1 if errors or refused else 0
 
 
 def storage_lost(sweep: Sweep, exp_dir, why: str) -> int:
