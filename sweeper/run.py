@@ -427,6 +427,9 @@ def main(argv=None) -> int:
     if plan is None:  # --dry-run: printed
         return 0
     sweep, trials, exp_dir, address = plan
+    from sweeper import stopping
+    if note := stopping.job_stop_note():
+        print(note, file=sys.stderr)
     try:
         resources = start_ray(address, args)
     except ConnectionError as e:  # e.g. --address auto with no cluster running here
@@ -435,7 +438,9 @@ def main(argv=None) -> int:
         return 2
     tuner = make_tuner(sweep, trials, args, exp_dir, resources)
     # loggers: result_loggers(); Ctrl+C and SIGTERM: graceful_stop()
-    with env_set(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1", TUNE_DISABLE_SIGINT_HANDLER="1"), graceful_stop() as stopped, \
+    resume = f"python -m sweeper.run {sweep.name} --resume {exp_dir}"
+    with env_set(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1", TUNE_DISABLE_SIGINT_HANDLER="1"), \
+            graceful_stop(lambda: stopping.announce(resume, exp_dir)) as stopped, \
             credentials_from_each_node():
         try:
             grid = tuner.fit()
@@ -443,6 +448,8 @@ def main(argv=None) -> int:
             if isinstance(exp_dir, Path):
                 raise
             return storage_lost(sweep, exp_dir, one_line(e))
+    import ray
+    ray.shutdown()  # prints the worker log lines Ray still buffers now: the lines of finish() end the log
     return finish(grid, sweep, exp_dir, stopped.is_set())
 
 
@@ -565,13 +572,15 @@ def storage_lost(sweep: Sweep, exp_dir, why: str) -> int:
 
 
 @contextlib.contextmanager
-def graceful_stop():
+def graceful_stop(announce=None):
     """Ctrl+C and SIGTERM (what `ray job stop` and most schedulers send) stop the sweep through Tune's
     own interrupt (SIGUSR1), sent once the checkpoints the trials reported are registered
     (sweeper/stopping.py): it ends the running trials and saves the experiment state, then fit()
     returns. Yields an Event that tells whether that happened (Tune marks the trials it stopped
     done=True, so the results cannot). A second signal acts at once. Tune's own SIGINT handler must
-    be off (TUNE_DISABLE_SIGINT_HANDLER=1) or it would replace this one inside fit()."""
+    be off (TUNE_DISABLE_SIGINT_HANDLER=1) or it would replace this one inside fit(). `announce()` runs
+    first, before anything waits (stopping.announce: the --resume command and trials.parquet, for a
+    sender that SIGKILLs seconds later, as `ray job stop` does)."""
     from sweeper import stopping
 
     stopped = threading.Event()
@@ -583,6 +592,8 @@ def graceful_stop():
         stopped.set()
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if announce is not None:
+            announce()
         stopping.request()  # SIGUSR1 once no trial is saving a checkpoint it reported
 
     stopping.reset()
@@ -593,6 +604,7 @@ def graceful_stop():
     finally:
         for sig, h in old.items():
             signal.signal(sig, h)
+        stopping.settle()
 
 
 @contextlib.contextmanager
