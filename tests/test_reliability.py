@@ -483,7 +483,8 @@ def test_a_driver_killed_with_the_default_checkpoint_period_resumes_from_each_la
     argv = ["quick_settings", "--preset", "quick", "--seeds", "1", "--set", "steps=1200", "--set", "eval_every=50",
             "--set", "sensitivity_samples=20", "--storage", str(storage)]
     sweep, _, trials = cli_trials(*argv)
-    period, every = trials[0]["checkpoint_every_s"], trials[0]["eval_every"]
+    cfg = trial_config(trials[0])
+    period, every = cfg.checkpoint_every_s, cfg.eval_every
     assert period == TrainConfig().checkpoint_every_s > 0  # nothing in argv changes it
     exp_of = lambda: next(storage.glob("quick_settings-*"), None)
     d, point, t0 = None, SavedCheckpoints(exp_of), time.time()
@@ -743,6 +744,21 @@ def test_a_stop_signal_prints_the_resume_command_and_writes_trials_parquet_befor
     df = pd.read_parquet(exp / "trials.parquet").set_index("trial_dir")
     assert df.loc["trial_a", "status"] == "finished" and df.loc["trial_a", "final_test_error"] == 46.0
     assert df.loc["trial_b", "status"] == "incomplete" and df.loc["trial_b", "final_test_error"] == 48.0
+
+
+def test_a_trial_whose_checkpoint_cannot_be_resumed_is_printed_as_failed_and_exits_1(tmp_path, capsys, monkeypatch):
+    """The trainable ends such a trial with one `resume_error` report (no exception, so no retry); the driver
+    prints it once among the failures and the sweep's exit status is 1, as for a trial that raised."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(report, "report_at", lambda exp: {})
+    why = "checkpoint at step 10 predates the config field 'translate_pad', which changes the numbers: ..."
+    grid = [SimpleNamespace(error=None, metrics={"step": 40, "done": True}, path="trial_a"),
+            SimpleNamespace(error=None, metrics={"resume_error": why, "done": True}, path="trial_b")]
+    rc = sweeper_run.finish(grid, get_sweep("ablation_radius", "quick"), tmp_path, stopped=False)
+    err = capsys.readouterr().err.splitlines()
+    assert rc == 1 and err == [f"trial trial_b failed: {why}"]
+    assert sweeper_run.finish(grid[:1], get_sweep("ablation_radius", "quick"), tmp_path, stopped=False) == 0
 
 
 @pytest.mark.parametrize("env, says", [
