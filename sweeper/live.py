@@ -9,7 +9,8 @@ waits for the driver to take its result, and on a small machine the trials come 
 fit() returning waits for the last one, so the final report written after it is the newest. The
 callback also keeps live.json, the driver's heartbeat that tells a running sweep from an
 interrupted one (html.sweep_state): "running" at the start and every `heartbeat_s`, "ended" when
-fit() returns (Tune calls on_experiment_end after an interrupt too).
+fit() returns (Tune calls on_experiment_end after an interrupt too). After a stop signal the rebuild
+still running is killed, not waited for: the final report replaces it.
 
     python -m sweeper.run ablation_radius --preset quick                  # report.html from the first trial on
     python -m sweeper.run ablation_radius --preset quick --live-every 0   # the page only at the end
@@ -24,6 +25,7 @@ import sys
 import tempfile
 import time
 
+from sweeper import stopping
 from sweeper import storage as store
 from sweeper.html import LIVE
 from sweeper.storage import StorageError
@@ -85,8 +87,8 @@ def live_callback(exp: store.Folder, every_s: float = EVERY_S, heartbeat_s: floa
 
         def on_experiment_end(self, trials, **info):
             if self.child is not None:
-                try:
-                    self.child.wait(timeout=WAIT_S)
+                try:  # a stop (Ctrl+C, SIGTERM) does not wait: its sender may SIGKILL soon (sweeper/stopping.py)
+                    self.child.wait(timeout=0 if stopping.requested() else WAIT_S)
                 except subprocess.TimeoutExpired:  # e.g. a bucket that stopped answering
                     self.child.kill()
                     self.child.wait()

@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 
 from search_spaces import get_sweep
-from trainables.config import TrainConfig, applies
+from trainables.config import NOT_COMPARED, TrainConfig, applies  # NOT_COMPARED: fields never compared
 
 
 @dataclass(frozen=True)
@@ -265,13 +265,6 @@ def result_of(cfg: dict) -> PaperResult | None:
 # from the ablation that reproduces each (GA / PGA, MUT) and the FixMatch appendix; where two define
 # the same cell the first one wins (the tables, whose rows are the authors' Table 1-2 runs).
 REFERENCE_SWEEPS = ("table_cifar", "table_svhn", "ablation_mur_steps", "mut_radius", "fixmatch")
-# TrainConfig fields that cannot change a run's numbers, never compared: the seed (the paper's ± is over
-# seeds), where the data live and whether to fetch them, the device, the NaN-check and checkpoint
-# periods and the evaluation batch size (bookkeeping), compile mode and channels_last (the same computation: compiled
-# code draws its random numbers from another stream, like another seed, and a memory layout changes
-# only float rounding; bf16 is compared: it changes the arithmetic).
-NOT_COMPARED = ("seed", "data_dir", "download", "device", "nan_check_every", "checkpoint_every_s", "eval_batch",
-                "compile", "channels_last")
 MAX_NAMED = 3  # differing fields a reason names, in TrainConfig's order
 
 

@@ -525,9 +525,14 @@ def main(argv=None) -> int:
     if plan is None:  # --dry-run: printed
         return EXIT_OK
     sweep, trials, exp_dir, address = plan
+    from sweeper import stopping
+    if note := stopping.job_stop_note():
+        print(note, file=sys.stderr)
     # loggers: result_loggers(); Ctrl+C and SIGTERM: graceful_stop(), in place before Ray starts and before
     # sweep.json is written, so that a signal from then on stops the sweep at fit()'s first step, state saved
-    with env_set(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1", TUNE_DISABLE_SIGINT_HANDLER="1"), graceful_stop() as stopped, \
+    resume = resume_command(sweep.name, exp_dir)
+    with env_set(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1", TUNE_DISABLE_SIGINT_HANDLER="1"), \
+            graceful_stop(lambda: stopping.announce(resume, exp_dir)) as stopped, \
             credentials_from_each_node():
         try:
             resources = start_ray(address, args)
@@ -545,6 +550,8 @@ def main(argv=None) -> int:
             if isinstance(exp_dir, Path):
                 raise
             return storage_lost(sweep, exp_dir, one_line(e))
+    import ray
+    ray.shutdown()  # prints the worker log lines Ray still buffers now: the lines of finish() end the log
     return finish(grid, sweep, exp_dir, stopped.is_set())
 
 
@@ -691,12 +698,15 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
     if diverged:
         print(f"note: {len(diverged)} trial(s) diverged (a result: the tables count them, `n_diverged`)",
               file=sys.stderr)
+    refused = [r for r in grid if r.error is None and (r.metrics or {}).get("resume_error")]  # trainables/tune.py
+    for r in refused:
+        print(f"trial {r.path} failed: {r.metrics['resume_error']}", file=sys.stderr)
     print(f"results: {exp_dir}")
     if stopped:
         print(f"interrupted: the sweep's state is saved; continue it with `{resume_command(sweep.name, exp_dir)}`",
               file=sys.stderr)
         return EXIT_INTERRUPTED
-    if errors:
+    if errors or refused:
         return EXIT_TRIAL_FAILED
     if no_report is not None:
         print(f"error: the trials finished but the report was not written; rebuild it with "
@@ -749,13 +759,15 @@ def signals_interrupt():
 
 
 @contextlib.contextmanager
-def graceful_stop():
+def graceful_stop(announce=None):
     """Ctrl+C and SIGTERM (what `ray job stop` and most schedulers send) stop the sweep through Tune's
     own interrupt (SIGUSR1), sent once the checkpoints the trials reported are registered
     (sweeper/stopping.py): it ends the running trials and saves the experiment state, then fit()
     returns. Yields an Event that tells whether that happened (Tune marks the trials it stopped
     done=True, so the results cannot). A second signal acts at once. Tune's own SIGINT handler must
-    be off (TUNE_DISABLE_SIGINT_HANDLER=1) or it would replace this one inside fit()."""
+    be off (TUNE_DISABLE_SIGINT_HANDLER=1) or it would replace this one inside fit(). `announce()` runs
+    first, before anything waits (stopping.announce: the --resume command and trials.parquet, for a
+    sender that SIGKILLs seconds later, as `ray job stop` does)."""
     from sweeper import stopping
 
     stopped = threading.Event()
@@ -767,6 +779,8 @@ def graceful_stop():
         stopped.set()
         _want(signal.SIGINT, signal.default_int_handler)
         _want(signal.SIGTERM, signal.SIG_DFL)
+        if announce is not None:
+            announce()
         stopping.request()  # SIGUSR1 once no trial is saving a checkpoint it reported
 
     stopping.reset()
@@ -780,6 +794,7 @@ def graceful_stop():
         _wanted.clear()
         for sig, h in old.items():
             signal.signal(sig, h)
+        stopping.settle()
 
 
 @contextlib.contextmanager

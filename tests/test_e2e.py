@@ -1,4 +1,5 @@
 """End to end through a real local Ray (not mocked): a tiny sweep via the CLI, and `ray job submit`."""
+import contextlib
 import json
 import os
 import re
@@ -54,8 +55,11 @@ def test_tiny_sweep_runs_end_to_end_and_writes_results(tmp_path):
     assert not list(exp.glob("trial_*/events.out.tfevents*"))  # TensorBoard files only with --tensorboard
 
 
-def test_ray_job_submit_to_local_head_succeeds(tmp_path):
-    """`ray job submit --working-dir . -- python -m sweeper.run ...` against a head on 127.0.0.1.
+@contextlib.contextmanager
+def local_head(tmp_path):
+    """A Ray head on 127.0.0.1 (free ports, own temp dir, 2 CPUs); yields `job(cmd, *args)`, which runs
+    `ray job CMD --address DASHBOARD ARGS` from the repository. Afterwards the head and every process
+    naming its temp dir are gone (SIGKILL by PID).
 
     Ray 2.60 heads turn token auth on by default; head and client share a token passed by value."""
     auth = _env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
@@ -69,57 +73,20 @@ def test_ray_job_submit_to_local_head_succeeds(tmp_path):
                              "--temp-dir", str(temp), "--num-cpus", "2", "--disable-usage-stats"],
                             env=auth, stdout=(tmp_path / "head.log").open("w"), stderr=subprocess.STDOUT,
                             start_new_session=True)
+    address = f"http://127.0.0.1:{dash}"
+
+    def job(cmd, *args, timeout=600):
+        return subprocess.run([ray_bin, "job", cmd, "--address", address, *args], cwd=ROOT, env=auth,
+                              capture_output=True, text=True, timeout=timeout)
+
+    job.address, job.env, job.temp = address, auth, temp
     try:
-        address = f"http://127.0.0.1:{dash}"
         deadline = time.time() + 120
         while time.time() < deadline:
-            ok = subprocess.run([ray_bin, "job", "list", "--address", address], capture_output=True, env=auth)
-            if ok.returncode == 0:
+            if job("list", timeout=60).returncode == 0:
                 break
             time.sleep(2)
-        p = subprocess.run([ray_bin, "job", "submit", "--address", address, "--working-dir", ".", "--",
-                            "python", "-m", "sweeper.run", "ablation_radius", "--preset", "quick", *TINY,
-                            "--tensorboard", "--storage", str(tmp_path / "results")],
-                           cwd=ROOT, env=auth, capture_output=True, text=True, timeout=600)
-        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
-        assert "results:" in p.stdout  # the job's own log (the CLI's output) streams back
-        job_id = re.search(r"Job '(raysubmit_\w+)' succeeded", p.stdout).group(1)
-        status = subprocess.run(  # the SDK reads RAY_AUTH_MODE when Ray loads: ask from a fresh process
-            [sys.executable, "-c", "import sys; from ray.job_submission import JobSubmissionClient as C; "
-             "print(C(sys.argv[1]).get_job_status(sys.argv[2]))", address, job_id],
-            env=auth, capture_output=True, text=True)
-        assert status.stdout.strip().endswith("SUCCEEDED"), status.stdout + status.stderr[-2000:]
-        exp = next((tmp_path / "results").glob("ablation_radius-*"))
-        assert len(pd.read_parquet(exp / "trials.parquet")) == 3  # LabelSpreading, MT, MT+MUR
-        assert len(list(exp.glob("trial_*/events.out.tfevents*"))) == 3  # --tensorboard: one file per trial
-
-        # `ray job stop` mid-sweep: the job ends STOPPED, and a second job resumes the saved sweep to the end
-        def job(cmd, *args):
-            return subprocess.run([ray_bin, "job", cmd, "--address", address, *args], cwd=ROOT, env=auth,
-                                  capture_output=True, text=True, timeout=600)
-
-        storage = tmp_path / "stopped"
-        slow = ["--seeds", "1", "--set", "steps=200", "--set", "eval_every=10", "--set", "lr_rampdown=10",
-                "--set", "checkpoint_every_s=0",
-                "--set", "sensitivity_samples=20", "--storage", str(storage)]
-        p = job("submit", "--no-wait", "--working-dir", ".", "--", "python", "-m", "sweeper.run",
-                "ablation_radius", "--preset", "quick", *slow)
-        stop_id = re.search(r"raysubmit_\w+", p.stdout).group(0)
-        deadline = time.time() + 180
-        while not list(storage.glob("ablation_radius-*/trial_*/checkpoint_*")):
-            assert time.time() < deadline, job("logs", stop_id).stdout[-3000:]
-            time.sleep(0.5)
-        assert job("stop", stop_id).returncode == 0
-        deadline = time.time() + 60
-        while "was stopped" not in (st := job("status", stop_id)).stdout + st.stderr:  # "Job '...' was stopped"
-            assert time.time() < deadline, st.stdout + st.stderr
-            time.sleep(1)
-        exp = next(storage.glob("ablation_radius-*"))
-        p = job("submit", "--working-dir", ".", "--", "python", "-m", "sweeper.run", "ablation_radius",
-                "--resume", str(exp))
-        assert p.returncode == 0 and f"resuming {exp}" in p.stdout, p.stdout[-3000:] + p.stderr[-2000:]
-        df = pd.read_parquet(exp / "trials.parquet")
-        assert len(df) == 3 and set(df["status"]) == {"finished"} and df["final_step"].eq(200).all()
+        yield job
     finally:
         head.send_signal(signal.SIGTERM)
         try:
@@ -131,6 +98,108 @@ def test_ray_job_submit_to_local_head_succeeds(tmp_path):
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_ray_job_submit_to_local_head_succeeds(tmp_path):
+    """`ray job submit --working-dir . -- python -m sweeper.run ...` against a head on 127.0.0.1."""
+    with local_head(tmp_path) as job:
+        p = job("submit", "--working-dir", ".", "--", "python", "-m", "sweeper.run", "ablation_radius",
+                "--preset", "quick", *TINY, "--tensorboard", "--storage", str(tmp_path / "results"))
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+        assert "results:" in p.stdout  # the job's own log (the CLI's output) streams back
+        assert "note: `ray job stop`" in p.stdout  # Ray's default stop wait (3 s) is too short: the fix is named
+        job_id = re.search(r"Job '(raysubmit_\w+)' succeeded", p.stdout).group(1)
+        status = subprocess.run(  # the SDK reads RAY_AUTH_MODE when Ray loads: ask from a fresh process
+            [sys.executable, "-c", "import sys; from ray.job_submission import JobSubmissionClient as C; "
+             "print(C(sys.argv[1]).get_job_status(sys.argv[2]))", job.address, job_id],
+            env=job.env, capture_output=True, text=True)
+        assert status.stdout.strip().endswith("SUCCEEDED"), status.stdout + status.stderr[-2000:]
+        exp = next((tmp_path / "results").glob("ablation_radius-*"))
+        assert len(pd.read_parquet(exp / "trials.parquet")) == 3  # LabelSpreading, MT, MT+MUR
+        assert len(list(exp.glob("trial_*/events.out.tfevents*"))) == 3  # --tensorboard: one file per trial
+
+
+def _stop(job, job_id: str, storage: Path) -> float:
+    """`ray job stop --no-wait`, then wait until the job is STOPPED and its driver (every process naming
+    `storage`) has ended; returns the seconds from the SIGTERM to the driver's end. The SIGTERM's moment is
+    when the driver's signal handler wrote its first line ("stopping: ...") to the job's log file, which
+    the head keeps in its session's logs folder (the `ray job stop` call itself returns later)."""
+    log = job.temp / "session_latest" / "logs" / f"job-driver-{job_id}.log"
+    assert "stopping:" not in log.read_text()
+    stop = subprocess.Popen([str(Path(sys.executable).parent / "ray"), "job", "stop", "--no-wait", "--address",
+                             job.address, job_id], cwd=ROOT, env=job.env, stdout=subprocess.DEVNULL)
+    t0 = time.monotonic()
+    while "stopping:" not in log.read_text():
+        assert time.monotonic() - t0 < 120, "no SIGTERM reached the driver in 2 minutes"
+        time.sleep(0.02)
+    signalled = time.monotonic()
+    while pids_naming(str(storage)):
+        assert time.monotonic() - signalled < 120, "the driver outlived its SIGTERM by 2 minutes"
+        time.sleep(0.02)
+    stop_s = time.monotonic() - signalled
+    assert stop.wait(60) == 0
+    deadline = time.time() + 60
+    while "was stopped" not in (st := job("status", job_id)).stdout + st.stderr:  # "Job '...' was stopped"
+        assert time.time() < deadline, st.stdout + st.stderr
+        time.sleep(1)
+    return stop_s
+
+
+def _reports(exp: Path) -> dict[str, list[dict]]:
+    return {t.name: [json.loads(x) for x in (t / "result.json").read_text().splitlines() if x.endswith("}")]
+            for t in exp.glob("trial_*") if (t / "result.json").is_file()}
+
+
+def test_ray_job_stop_keeps_what_finished_and_resume_finishes_every_trial(tmp_path):
+    """`ray job stop` mid-sweep, twice: with Ray's default stop wait (3 s, then SIGKILL) the job's log still
+    holds the --resume command and trials.parquet what had finished; submitted with the stop wait that
+    docs/USAGE.md gives, the stop ends in time, its log ends with the --resume line and trials.parquet
+    and summary.csv are written. A third job resumes the sweep and finishes every trial."""
+    from sweeper.stopping import JOB_STOP_WAIT_S
+
+    storage = tmp_path / "stopped"
+    argv = ["python", "-m", "sweeper.run", "ablation_radius", "--preset", "quick", "--seeds", "1",
+            "--set", "steps=200", "--set", "eval_every=10", "--set", "lr_rampdown=10", "--set", "checkpoint_every_s=0",
+            "--set", "sensitivity_samples=20", "--storage", str(storage)]
+    wait_env = json.dumps({"env_vars": {"RAY_JOB_STOP_WAIT_TIME_S": str(JOB_STOP_WAIT_S)}})
+    finished = lambda reports: {t for t, r in reports.items() if r and r[-1]["step"] == 200}
+    stops = []
+    with local_head(tmp_path) as job:
+        for i, extra in enumerate(([], ["--runtime-env-json", wait_env])):
+            resume = ["--resume", str(exp)] if i else []
+            p = job("submit", "--no-wait", *extra, "--working-dir", ".", "--", *argv, *resume)
+            job_id = re.search(r"raysubmit_\w+", p.stdout).group(0)
+            exp_of = lambda: next(storage.glob("ablation_radius-*"), None)
+            before = _reports(exp_of()) if i else {}
+            deadline = time.time() + 300
+            # stop once a trial finished (LabelSpreading, at once) and a running one reported new steps
+            while not (exp_of() and finished(now := _reports(exp_of())) and any(
+                    len(r) > len(before.get(t, [])) and r[-1]["step"] < 200 for t, r in now.items())):
+                assert time.time() < deadline, job("logs", job_id).stdout[-3000:]
+                time.sleep(0.2)
+            exp = exp_of()
+            at_stop = finished(_reports(exp))
+            stop_s = _stop(job, job_id, storage)
+            print(f"ray job stop {i + 1}: the driver ended {stop_s:.1f} s after its SIGTERM")
+            log = job("logs", job_id).stdout
+            resume_cmd = f"python -m sweeper.run ablation_radius --resume {exp}"
+            assert resume_cmd in log, log[-3000:]
+            df = pd.read_parquet(exp / "trials.parquet")  # written at the signal, or by the final report
+            assert at_stop <= set(df.loc[df["status"] == "finished", "trial_dir"]), df
+            if i == 0:
+                assert "note: `ray job stop` SIGKILLs this driver 3 s after its SIGTERM" in log
+            else:
+                assert "note: `ray job stop`" not in log and "interrupted:" in log
+                assert log.rstrip().splitlines()[-1].endswith(f"`{resume_cmd}`"), log[-3000:]
+                assert (exp / "summary.csv").is_file()
+            stops.append({"stop_wait_s": int(json.loads(extra[1])["env_vars"]["RAY_JOB_STOP_WAIT_TIME_S"]) if extra
+                          else 3, "sigterm_to_driver_end_s": round(stop_s, 1), "finished_at_stop": len(at_stop),
+                          "ended": "on its own" if "interrupted:" in log else "SIGKILLed"})
+        p = job("submit", "--working-dir", ".", "--", *argv[:3], "ablation_radius", "--resume", str(exp))
+        assert p.returncode == 0 and f"resuming {exp}" in p.stdout, p.stdout[-3000:] + p.stderr[-2000:]
+    df = pd.read_parquet(exp / "trials.parquet")
+    assert len(df) == 3 and set(df["status"]) == {"finished"} and df["final_step"].eq(200).all()
+    print(json.dumps({"test": "ray job stop + resume", "stops": stops}))
 
 
 def test_hpo_runs_optuna_with_asha_and_ranks_the_trials(tmp_path):

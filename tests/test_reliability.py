@@ -443,6 +443,104 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tmp_path):
                       "wall_s": round(wall, 1)}))
 
 
+class SavedCheckpoints:
+    """Polled: True once every running trial has reported a checkpoint mid-run (Ray Tune's
+    `checkpoint_dir_name` in result.json) that Tune's saved experiment state (experiment_state-*.json)
+    was written at least SETTLE_S after, and has reported an evaluation since. Records when each
+    report was first seen, since result.json only keeps the file's last write time."""
+
+    SETTLE_S = 1.0  # Tune registers a checkpoint one actor call after its report (sweeper/stopping.py)
+
+    def __init__(self, exp_of):
+        self.exp_of, self.seen = exp_of, {}
+
+    def __call__(self) -> bool:
+        exp, now = self.exp_of(), time.time()
+        state = sweep_state(exp)
+        for t, reports in state.items():
+            for r in reports:
+                self.seen.setdefault((t, r["step"]), now)
+        running = partial(state)
+        if not running:
+            return False
+        saved = max((p.stat().st_mtime for p in exp.glob("experiment_state-*.json")), default=0.0)
+        for t in running:
+            ckpts = [r for r in state[t] if r.get("checkpoint_dir_name")]
+            if not ckpts or ckpts[-1] is state[t][-1] or self.seen[(t, ckpts[-1]["step"])] + self.SETTLE_S > saved:
+                return False
+        self.at = {t: state[t] for t in running}  # what the kill point saw
+        return True
+
+
+@pytest.mark.slow
+def test_a_driver_killed_with_the_default_checkpoint_period_resumes_from_each_last_checkpoint(tmp_path):
+    """The default checkpoint period (checkpoint_every_s=10): the driver's process group is SIGKILLed once
+    each running trial has a checkpoint in Tune's saved state and evaluations past it; `--resume`
+    continues each trial from that last checkpoint (what was lost: at most one period of training) and
+    ends with the metrics of uninterrupted runs, bit for bit."""
+    temp, storage = short_tmp("rrper"), tmp_path / "results"
+    # quick_settings: two plain MT trials (the cheapest step), each long enough for a few checkpoints 10 s
+    # apart, with evaluations far shorter than that (also on a loaded machine), so some are past each checkpoint
+    argv = ["quick_settings", "--preset", "quick", "--seeds", "1", "--set", "steps=2000", "--set", "eval_every=10",
+            "--set", "sensitivity_samples=20", "--storage", str(storage)]
+    sweep, _, trials = cli_trials(*argv)
+    cfg = trial_config(trials[0])
+    period, every = cfg.checkpoint_every_s, cfg.eval_every
+    assert period == TrainConfig().checkpoint_every_s > 0  # nothing in argv changes it
+    exp_of = lambda: next(storage.glob("quick_settings-*"), None)
+    d, point, t0 = None, SavedCheckpoints(exp_of), time.time()
+    try:
+        d = Driver(argv, temp, tmp_path / "driver1.log", new_session=True)
+        d.wait_until(point, timeout=600)
+        ours = process_tree(d.proc.pid)
+        os.killpg(d.proc.pid, signal.SIGKILL)  # the driver's whole group (its Ray runs in groups of its own)
+        d.proc.wait()
+        kill_tree(ours)  # what Ray's PR_SET_PDEATHSIG has not taken yet
+        assert pids_naming(str(temp)) == []
+        killed = sweep_state(exp_of())
+        d = Driver([*argv, "--resume", str(exp_of())], temp, tmp_path / "driver2.log", new_session=True)
+        assert d.finish(timeout=900) == 0, d.log.read_text()[-3000:]
+        assert pids_naming(str(temp)) == []
+    finally:
+        if d is not None and d.proc.poll() is None:
+            d.kill()
+        shutil.rmtree(temp, ignore_errors=True)
+    wall = time.time() - t0
+    exp = exp_of()
+    final = sweep_state(exp)
+    assert len(final) == len(trials) == 2 and done(final) == set(final)
+    lost = {}
+    for t in partial(killed):
+        ckpts = [r for r in killed[t] if r.get("checkpoint_dir_name")]
+        # the last checkpoint at the kill; one reported between the kill point's look and the kill (ms) may
+        # not be in the saved state yet, and then the one the kill point saw is the one resumed
+        allowed = {ckpts[-1]["step"], [r for r in point.at[t] if r.get("checkpoint_dir_name")][-1]["step"]}
+        restart = starts(final[t])[-1]
+        resumed_from = final[t][restart]["step"] - every
+        assert resumed_from in allowed and resumed_from > 0, (t, resumed_from, allowed)
+        ckpt = next(r for r in killed[t] if r["step"] == resumed_from)
+        # the training lost: from that checkpoint to the last evaluation before the kill, at most one
+        # period plus the one evaluation interval that crosses it (tune.py checkpoints at evaluations)
+        intervals = [b["time_total_s"] - a["time_total_s"] for a, b in zip(killed[t], killed[t][1:])]
+        lost[t] = killed[t][-1]["time_total_s"] - ckpt["time_total_s"]
+        assert 0 < lost[t] <= period + max(intervals), (t, lost[t], period, max(intervals))
+        assert [r["step"] for r in final[t][restart:]] == list(range(resumed_from + every, trials[0]["steps"] + 1, every))
+    assert len(lost) >= 1
+    n_starts = sum(len(starts(r)) for r in final.values())
+    assert n_starts == len(trials) + len(lost)
+    df = pd.read_parquet(exp / "trials.parquet")
+    assert set(df["status"]) == {"finished"}
+    for _, row in df.iterrows():
+        [t] = [t for t in trials if t["lr"] == row["lr"]]  # the two rows differ in lr (and four more keys)
+        ref = reference(t)
+        for k in EXACT:
+            if k in ref:
+                assert same(row[f"final_{k}"], ref[k]), (row["lr"], k)
+    print(json.dumps({"test": "driver group SIGKILL + resume, default checkpoint period", "trials": len(trials),
+                      "checkpoint_every_s": period, "resumed_mid_run": len(lost),
+                      "lost_training_s": {t: round(v, 1) for t, v in lost.items()}, "wall_s": round(wall, 1)}))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl+C"])
 def test_a_stop_signal_ends_the_sweep_gracefully_and_resume_finishes_it(sig, tmp_path):
@@ -613,6 +711,74 @@ def test_a_requested_stop_waits_until_no_trial_is_saving(monkeypatch):
     finally:
         signal.signal(signal.SIGUSR1, old)
         stopping.reset()
+
+
+def test_a_stop_signal_prints_the_resume_command_and_writes_trials_parquet_before_the_stop(tmp_path, capfd):
+    """What a sender that SIGKILLs seconds after its SIGTERM (`ray job stop`) still gets: the handler itself
+    prints the --resume command and starts trials.parquet of the trials as they stand, then asks Tune to stop."""
+    from sweeper import stopping
+
+    exp = tmp_path / "ablation_radius-20200101-000000"
+    (exp / "sweep.json").parent.mkdir()
+    (exp / "sweep.json").write_text(json.dumps({"name": "ablation_radius", "rows": ["method"], "cols": []}))
+    for name, steps_done in (("trial_a", 40), ("trial_b", 20)):  # one finished, one stopped half way
+        (exp / name).mkdir()
+        (exp / name / "params.json").write_text(json.dumps({"method": "mt", "steps": 40, "seed": 0}))
+        (exp / name / "result.json").write_text("".join(
+            json.dumps({"step": s, "test_error": 50.0 - s / 10, "done": s == 40}) + "\n" for s in range(10, steps_done + 1, 10)))
+    interrupts = []
+    old = signal.signal(signal.SIGUSR1, lambda *a: interrupts.append(1))  # Tune's interrupt, not running here
+    resume = f"python -m sweeper.run ablation_radius --resume {exp}"
+    try:
+        with sweeper_run.graceful_stop(lambda: stopping.announce(resume, exp)) as stopped:
+            os.kill(os.getpid(), signal.SIGTERM)
+            deadline = time.time() + 5
+            while not interrupts and time.time() < deadline:
+                time.sleep(0.01)
+        # leaving the block waited for the thread: the file is complete
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+        stopping.reset()
+    assert stopped.is_set() and interrupts == [1]
+    err = capfd.readouterr().err
+    assert err.startswith("stopping: ") and err.splitlines()[0].endswith(f"`{resume}`"), err
+    df = pd.read_parquet(exp / "trials.parquet").set_index("trial_dir")
+    assert df.loc["trial_a", "status"] == "finished" and df.loc["trial_a", "final_test_error"] == 46.0
+    assert df.loc["trial_b", "status"] == "incomplete" and df.loc["trial_b", "final_test_error"] == 48.0
+
+
+def test_a_trial_whose_checkpoint_cannot_be_resumed_is_printed_as_failed_and_exits_1(tmp_path, capsys, monkeypatch):
+    """The trainable ends such a trial with one `resume_error` report (no exception, so no retry); the driver
+    prints it once among the failures and the sweep's exit status is 1, as for a trial that raised."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(report, "report_at", lambda exp: {})
+    why = "checkpoint at step 10 predates the config field 'translate_pad', which changes the numbers: ..."
+    grid = [SimpleNamespace(error=None, metrics={"step": 40, "done": True}, path="trial_a"),
+            SimpleNamespace(error=None, metrics={"resume_error": why, "done": True}, path="trial_b")]
+    rc = sweeper_run.finish(grid, get_sweep("ablation_radius", "quick"), tmp_path, stopped=False)
+    err = capsys.readouterr().err.splitlines()
+    assert rc == 1 and err == [f"trial trial_b failed: {why}"]
+    assert sweeper_run.finish(grid[:1], get_sweep("ablation_radius", "quick"), tmp_path, stopped=False) == 0
+
+
+@pytest.mark.parametrize("env, says", [
+    ({}, None),  # not a Ray job: a terminal's Ctrl+C or a scheduler's SIGTERM waits for the driver
+    ({"RAY_JOB_CONFIG_JSON_ENV_VAR": "{}"}, "3 s"),  # a job with Ray's default stop wait
+    ({"RAY_JOB_CONFIG_JSON_ENV_VAR": "{}", "RAY_JOB_STOP_WAIT_TIME_S": "10"}, "10 s"),
+    ({"RAY_JOB_CONFIG_JSON_ENV_VAR": "{}", "RAY_JOB_STOP_WAIT_TIME_S": "60"}, None),
+])
+def test_a_ray_job_with_a_short_stop_wait_gets_a_note_with_the_fix(env, says):
+    from sweeper import stopping
+
+    note = stopping.job_stop_note(env)
+    if says is None:
+        assert note is None
+        return
+    assert f"SIGKILLs this driver {says} after its SIGTERM" in note and "\n" not in note
+    fix = json.loads(note.split("--runtime-env-json '", 1)[1].split("'", 1)[0])  # the JSON a user pastes
+    assert int(fix["env_vars"]["RAY_JOB_STOP_WAIT_TIME_S"]) == stopping.JOB_STOP_WAIT_S
+    assert stopping.job_stop_note({**env, **fix["env_vars"]}) is None  # which then silences it
 
 
 # ---------------------------------------------------------------- 4. bad input: one line, exit 2, nothing touched

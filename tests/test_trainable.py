@@ -4,14 +4,15 @@ Every evaluation is reported; a report carries a checkpoint once `checkpoint_eve
 since the trial's last checkpoint (or its start), and the last one always does. The clock is a fake
 that each training interval advances by a fixed time, so the expected reports follow by arithmetic.
 """
+import contextlib
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 import trainables.tune as trainable
-from trainables.config import TrainConfig
-from trainables.trainer import Trainer, train
+from trainables.config import NOT_COMPARED, TrainConfig
+from trainables.trainer import CheckpointMismatch, Trainer, check_resumable, train
 
 STEPS, EVERY, DT = 60, 10, 4.0  # 6 intervals of 4 fake seconds each
 EXACT = ("step", "test_error", "val_error", "best_test_error", "loss_total", "loss_cons", "sensitivity_mean")
@@ -114,3 +115,78 @@ def test_a_checkpoint_holding_other_objects_is_refused_without_running_them(tmp_
                                          r"loading could run as code"):
         trainer.load(tmp_path / trainable.CKPT)
     assert not (tmp_path / "ran").exists()
+# ---------------------------------------------------------------- resuming a checkpoint of older code
+
+class ResumingTune(FakeTune):
+    """A restarted trial: get_checkpoint() hands it the folder `ckpt_dir`; reports kept whole."""
+
+    def __init__(self, ckpt_dir: Path):
+        super().__init__()
+        self.ckpt_dir, self.metrics = ckpt_dir, []
+
+    def get_checkpoint(self):
+        return SimpleNamespace(as_directory=lambda: contextlib.nullcontext(self.ckpt_dir))
+
+    def report(self, metrics, checkpoint=None):
+        self.metrics.append(metrics)
+
+
+def checkpoint_without(field: str, cfg: TrainConfig, folder: Path, intervals: int = 2) -> int:
+    """A trainer's checkpoint after `intervals` evaluations, its stored config lacking `field` (as one
+    written before the field was added to TrainConfig); returns its step."""
+    import torch
+
+    tr = Trainer(cfg)
+    for _ in range(intervals):
+        tr.run_interval()
+    tr.save(folder / trainable.CKPT)
+    state = torch.load(folder / trainable.CKPT, weights_only=False)
+    del state["config"][field]
+    torch.save(state, folder / trainable.CKPT)
+    return tr.step
+
+
+@pytest.mark.parametrize("field", ["checkpoint_every_s", "channels_last"])
+def test_checkpoint_older_than_a_field_that_cannot_change_numbers_resumes_with_its_default(field, monkeypatch,
+                                                                                          tmp_path):
+    cfg = config(checkpoint_every_s=0)
+    step = checkpoint_without(field, cfg, tmp_path)
+    fake = ResumingTune(tmp_path)
+    monkeypatch.setattr(trainable, "tune", fake)
+    trainable.train_tune(cfg.__dict__)
+    assert [m["step"] for m in fake.metrics] == list(range(step + EVERY, STEPS + 1, EVERY))  # continued
+    ref = train(cfg, log=None)  # the uninterrupted run
+    assert {k: fake.metrics[-1][k] for k in EXACT} == {k: ref[k] for k in EXACT}
+
+
+def test_every_field_that_cannot_change_numbers_may_be_missing_from_a_checkpoint():
+    cfg = config()
+    stored = {k: v for k, v in cfg.to_dict().items() if k not in NOT_COMPARED}
+    check_resumable(stored, cfg, 10)  # no error
+    assert set(NOT_COMPARED) <= set(cfg.to_dict())  # each names a field
+
+
+@pytest.mark.parametrize("field", ["translate_pad", "bn_clean_pass", "label_seed"])
+def test_checkpoint_older_than_a_field_that_changes_numbers_ends_the_trial_with_one_line(field, monkeypatch,
+                                                                                        tmp_path):
+    """No exception (Ray would retry, loading the same checkpoint each time): one report that names the field
+    and ends the trial, which the results table then counts as failed."""
+    from sweeper.aggregate import trial_status
+
+    cfg = config(checkpoint_every_s=0)
+    step = checkpoint_without(field, cfg, tmp_path, intervals=1)
+    fake = ResumingTune(tmp_path)
+    monkeypatch.setattr(trainable, "tune", fake)
+    trainable.train_tune(cfg.__dict__)
+    assert len(fake.metrics) == 1 and fake.metrics[0]["done"] is True
+    msg = fake.metrics[0][trainable.RESUME_ERROR]
+    assert "\n" not in msg and f"field {field!r}" in msg and f"step {step}" in msg and "without --resume" in msg
+    history = [{"step": s, "done": False} for s in range(EVERY, step + 1, EVERY)]
+    assert trial_status(history + fake.metrics, has_error=False, ray_status="TERMINATED", steps=STEPS) == "failed"
+    assert trial_status(history, has_error=False, ray_status="TERMINATED", steps=STEPS) == "stopped"  # without it
+
+
+def test_a_stored_value_that_differs_names_the_field():
+    cfg = config()
+    with pytest.raises(CheckpointMismatch, match=r"another config \(fields \['lr'\]\)"):
+        check_resumable({**cfg.to_dict(), "lr": cfg.lr * 2}, cfg, 10)

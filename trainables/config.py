@@ -29,6 +29,17 @@ TRAIN_SIZE = {"digits": 1347, "mnist": 60000, "cifar10": 50000, "cifar100": 5000
 VAL_SIZE = {"digits": 300, "mnist": 10000, "cifar10": 5000, "cifar100": 5000, "svhn": 7325}
 
 
+# TrainConfig fields that cannot change a run's numbers: the seed (the paper's ± is over seeds), where the
+# data live and whether to fetch them, the device, the NaN-check and checkpoint periods and the evaluation
+# batch size (bookkeeping), compile mode and channels_last (the same computation: compiled code draws its
+# random numbers from another stream, like another seed, and a memory layout changes only float rounding;
+# bf16 changes the arithmetic, so it is not here). The paper comparison ignores them
+# (sweeper/paper_results.py), and a checkpoint stored before one of them existed resumes with its default
+# (Trainer.load_state_dict).
+NOT_COMPARED = ("seed", "data_dir", "download", "device", "nan_check_every", "checkpoint_every_s", "eval_batch",
+                "compile", "channels_last")
+
+
 def held_out(dataset: str, val_size: int) -> int:
     """Validation images a run holds out of the training set: val_size, or VAL_SIZE[dataset] for -1."""
     return VAL_SIZE[dataset] if val_size < 0 else val_size

@@ -27,7 +27,7 @@ from torch import nn
 from trainables import schedules
 from trainables.augment_strong import strong_augment
 from trainables.compile_policy import resolve_compile
-from trainables.config import ConfigError, TrainConfig
+from trainables.config import NOT_COMPARED, ConfigError, TrainConfig
 from trainables.data import Batcher, Dataset, augment, labeled_split, load_dataset, validation_indices
 from trainables.datafiles import DataError, check_available
 from trainables.files import atomic_write
@@ -37,6 +37,28 @@ from trainables.models import build_model
 from trainables.variational import sparsity
 
 TERMS = ("xent", "cons", "kl", "mur", "entmin")
+
+
+class CheckpointMismatch(ValueError):
+    """A checkpoint that this config cannot continue; the message names the field. Retrying cannot help."""
+
+
+def check_resumable(stored: dict, cfg: TrainConfig, step: int) -> None:
+    """A checkpoint's stored config must be `cfg`. A field that did not exist when it was written takes its
+    default, which is `cfg`'s value (the trial's stored config lacks it too): fine for a field that cannot
+    change the numbers (config.NOT_COMPARED), else CheckpointMismatch, as is any stored value that differs."""
+    now = cfg.to_dict()
+    missing = [k for k in now if k not in stored and k not in NOT_COMPARED]
+    if missing:
+        raise CheckpointMismatch(
+            f"checkpoint at step {step} predates the config field {missing[0]!r}"
+            + (f" (and {missing[1:]})" if missing[1:] else "")
+            + f", which changes the numbers: its default {now[missing[0]]!r} may not be what the run used; "
+            f"start the trial anew (a new sweep without --resume), or continue it with the code that wrote it")
+    diff = [k for k in stored if stored[k] != now.get(k)]
+    if diff:
+        raise CheckpointMismatch(f"checkpoint at step {step} was written by another config (fields {diff}); "
+                                 f"restore it with the config it was trained with")
 
 
 class Diverged(RuntimeError):
@@ -424,10 +446,7 @@ class Trainer:
                              "g0_sum": float(self._g0_sum), "n": self._n}}
 
     def load_state_dict(self, s: dict):
-        if s["config"] != self.cfg.to_dict():
-            diff = sorted(k for k in s["config"] if s["config"][k] != self.cfg.to_dict().get(k))
-            raise ValueError(f"checkpoint was written by a different config (keys {diff}); "
-                             f"restore it with the config it was trained with")
+        check_resumable(s["config"], self.cfg, s["step"])
         self.step, self.best_test_error, self.wall_time = s["step"], s["best_test_error"], s["wall_time"]
         self.best_val_error, self.test_error_at_best_val = s["best_val_error"], s["test_error_at_best_val"]
         self.student.load_state_dict(s["student"])

@@ -2,7 +2,9 @@
 
 Config dict -> TrainConfig -> Trainer; every evaluation is reported, with a checkpoint once
 `checkpoint_every_s` seconds passed since the last one, and always at the end; after a failure Ray
-Tune restarts the trial and it resumes from `tune.get_checkpoint()`.
+Tune restarts the trial and it resumes from `tune.get_checkpoint()`. A checkpoint that the trial's config
+cannot continue (trainer.check_resumable) ends the trial at once with one report naming the field
+(`resume_error`): Ray's retries would load the same checkpoint again.
 
 Why the spacing: Tune (sweeper/run.py keeps 2 checkpoints per trial) saves its whole experiment
 state, which grows with the number of trials, whenever a trial has checkpointed twice since the
@@ -35,6 +37,7 @@ from trainables.config import TrainConfig
 CKPT = "trainer.pt"
 VIRTUAL_POINTS = "virtual_points.npz"
 N_VIRTUAL_POINT_IMAGES = 8
+RESUME_ERROR = "resume_error"  # a trial's last report: why its checkpoint cannot be continued (it ends failed)
 BOOKKEEPING = ("trial_index",)  # keys sweeper.run adds to the param space; not TrainConfig fields
 
 
@@ -42,7 +45,7 @@ def train_tune(config: dict) -> None:
     import torch
 
     from trainables.mur import virtual_point_examples
-    from trainables.trainer import Diverged, Trainer
+    from trainables.trainer import CheckpointMismatch, Diverged, Trainer
 
     # plain str: a TorchVersion in a reported result makes the driver import torch to unpickle it
     versions = {"python_version": platform.python_version(), "torch_version": str(torch.__version__),
@@ -57,7 +60,11 @@ def train_tune(config: dict) -> None:
     ckpt = tune.get_checkpoint()
     if ckpt is not None:
         with ckpt.as_directory() as d:
-            trainer.load(Path(d) / CKPT)
+            try:
+                trainer.load(Path(d) / CKPT)
+            except CheckpointMismatch as e:  # every retry would fail the same way: end the trial, saying why
+                tune.report({RESUME_ERROR: str(e), "done": True})
+                return
     last: dict = {}
     saved = time.monotonic()  # the last checkpoint (or the start)
     while not trainer.done:
