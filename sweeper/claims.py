@@ -225,9 +225,9 @@ def evidence_text(claim: dict, graded: dict | None) -> str:
     if claim.get("testable", True) is False:
         return claim["why"]
     metric = claim.get("metric", "test_error")
-    rule = f" (inside ± {claim['margin']:g})" if claim["direction"] == "matches" else ""
+    rule = f"equal means inside ± {claim['margin']:g}; " if claim["direction"] == "matches" else ""
     parts = []
     for name, v, comps in graded["sets"]:
         seeds = name.rsplit("-s", 1)[-1]
-        parts.append(f"s{seeds}: {v}{rule}, " + ", ".join(comparison_text(c, metric) for c in comps))
-    return "; ".join(parts) or "—"
+        parts.append(f"s{seeds}: {v}, " + ", ".join(comparison_text(c, metric) for c in comps))
+    return (rule + "; ".join(parts)) if parts else "—"
