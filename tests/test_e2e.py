@@ -115,8 +115,8 @@ def test_ray_job_submit_to_local_head_succeeds(tmp_path):
             env=job.env, capture_output=True, text=True)
         assert status.stdout.strip().endswith("SUCCEEDED"), status.stdout + status.stderr[-2000:]
         exp = next((tmp_path / "results").glob("ablation_radius-*"))
-        assert len(pd.read_parquet(exp / "trials.parquet")) == 3  # LabelSpreading, MT, MT+MUR
-        assert len(list(exp.glob("trial_*/events.out.tfevents*"))) == 3  # --tensorboard: one file per trial
+        assert len(pd.read_parquet(exp / "trials.parquet")) == 5  # LabelSpreading, MT, MT+MUR at three radii
+        assert len(list(exp.glob("trial_*/events.out.tfevents*"))) == 5  # --tensorboard: one file per trial
 
 
 def _stop(job, job_id: str, storage: Path) -> float:
@@ -198,7 +198,7 @@ def test_ray_job_stop_keeps_what_finished_and_resume_finishes_every_trial(tmp_pa
         p = job("submit", "--working-dir", ".", "--", *argv[:3], "ablation_radius", "--resume", str(exp))
         assert p.returncode == 0 and f"resuming {exp}" in p.stdout, p.stdout[-3000:] + p.stderr[-2000:]
     df = pd.read_parquet(exp / "trials.parquet")
-    assert len(df) == 3 and set(df["status"]) == {"finished"} and df["final_step"].eq(200).all()
+    assert len(df) == 5 and set(df["status"]) == {"finished"} and df["final_step"].eq(200).all()
     print(json.dumps({"test": "ray job stop + resume", "stops": stops}))
 
 

@@ -580,7 +580,7 @@ def test_a_stop_signal_ends_the_sweep_gracefully_and_resume_finishes_it(sig, tmp
     # finished = reached its 100 steps (Tune marks the trials it stopped on the signal done=True too)
     finished = lambda state: {t for t, r in state.items() if r and r[-1]["step"] == 100}
     final = sweep_state(exp)
-    assert len(final) == 3 and finished(final) == set(final)  # LabelSpreading, MT, MT+MUR
+    assert len(final) == 5 and finished(final) == set(final)  # LabelSpreading, MT, MT+MUR at three radii
     assert finished(at_stop) <= finished(stopped) and len(finished(stopped)) < 3
     for t in finished(stopped):  # finished before the resume: not run again
         assert final[t] == stopped[t], f"{t} ran again after it finished"
@@ -631,7 +631,7 @@ def test_a_sigterm_to_the_whole_process_group_ends_like_a_driver_sigterm(tmp_pat
             d.kill()
         shutil.rmtree(temp, ignore_errors=True)
     final = sweep_state(exp)
-    assert len(final) == 3 and all(r[-1]["step"] == 100 for r in final.values())
+    assert len(final) == 5 and all(r[-1]["step"] == 100 for r in final.values())
     for t, r in stopped.items():  # what finished before the signal did not run again
         if r and r[-1]["step"] == 100:
             assert final[t] == r, f"{t} ran again after it finished"

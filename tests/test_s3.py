@@ -414,7 +414,7 @@ def test_sweep_on_s3_stops_resumes_and_reports_from_the_bucket_alone(s3, tmp_pat
     t_resume = time.time() - t0
     final = trial_reports(s3, f"results/{exps[0]}/")
     finished = lambda state: {t for t, r in state.items() if r and r[-1]["step"] == 40}
-    assert finished(final) == set(final) and len(final) == 3  # LabelSpreading, MT, MT + MUR
+    assert finished(final) == set(final) and len(final) == 5  # LabelSpreading, MT, MT + MUR at three radii
     assert 1 <= len(finished(stopped)) < len(final)
     for t in finished(stopped):  # finished before the stop: not run again
         assert final[t] == stopped[t], f"{t} ran again after it finished"

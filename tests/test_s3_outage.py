@@ -241,13 +241,13 @@ def stored_trials(client, prefix: str, exp: str) -> dict[str, dict]:
 def complete(trials: dict) -> None:
     """Every trial evaluated steps 10..40 once each (LabelSpreading: one report) and keeps the two
     checkpoints Tune keeps (sweeper.run: num_to_keep=2), the last with, for MT + MUR, its virtual points."""
-    assert len(trials) == 3, trials
+    assert len(trials) == 5, trials  # LabelSpreading, MT, MT + MUR at three radii
     ckpt = [t for t in trials.values() if t["checkpoints"]]
-    assert len(ckpt) == 2 and [t["steps"] for t in ckpt] == [[10, 20, 30, 40]] * 2, trials
+    assert len(ckpt) == 4 and [t["steps"] for t in ckpt] == [[10, 20, 30, 40]] * 4, trials
     assert all(t["checkpoints"].keys() == {"checkpoint_000002", "checkpoint_000003"} for t in ckpt), trials
     assert all(t["checkpoints"]["checkpoint_000002"] == {"trainer.pt"} for t in ckpt), trials
     assert sorted(sorted(t["checkpoints"]["checkpoint_000003"]) for t in ckpt) == \
-        [["trainer.pt"], ["trainer.pt", "virtual_points.npz"]], trials
+        [["trainer.pt"]] + [["trainer.pt", "virtual_points.npz"]] * 3, trials
     assert [t["steps"] for t in trials.values() if not t["checkpoints"]] == [[40]], trials
 
 

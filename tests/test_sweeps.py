@@ -138,9 +138,9 @@ def test_unknown_sweep_and_preset_errors_list_valid_names():
 
 
 def test_dry_run_counts_match_grid(capsys, tmp_path):
-    rc = run_main(["ablation_mur_steps", "--preset", "quick", "--dry-run", "--storage", str(tmp_path / "r")])
+    rc = run_main(["mur_vs_vat", "--preset", "quick", "--dry-run", "--storage", str(tmp_path / "r")])
     out = capsys.readouterr().out
-    n = len(get_sweep("ablation_mur_steps", "quick").trials())
+    n = len(get_sweep("mur_vs_vat", "quick").trials())
     assert rc == 0 and f"{n} trials" in out and "cost: no committed run; estimate" in out
     assert not (tmp_path / "r").exists()  # a dry run writes nothing
     rc = run_main(["ablation_radius", "--preset", "quick", "--dry-run", "--seeds", "5"])

@@ -250,7 +250,8 @@ def test_mur_vs_vat_sweep(preset):
             ("vat", "none")} == points
     assert any(c.method == "labelspreading" for c in cfgs) == (preset == "quick")
     mt_radii = {c.mur_radius for c in cfgs if c.method == "mt"}
-    assert len(mt_radii) >= 2 and all({c.mur_radius for c in cfgs if c.method == "mt" and c.mur == m} == mt_radii
+    assert len(mt_radii) >= (1 if preset == "quick" else 2)  # quick: one r (ablation_mur_vs_rr has a large one)
+    assert all({c.mur_radius for c in cfgs if c.method == "mt" and c.mur == m} == mt_radii
                                       for m in ("direct", "vat", "random"))
     if preset == "quick":
         assert {c.dataset for c in cfgs} == {"digits"}
