@@ -44,7 +44,7 @@ def test_tiny_sweep_runs_end_to_end_and_writes_results(tmp_path):
     for f in ("sweep.json", "trials.parquet", "summary.csv", "summary.parquet", "table.md", "table.tex"):
         assert (exp / f).stat().st_size > 0, f
     df = pd.read_parquet(exp / "trials.parquet")
-    assert len(df) == 7 and set(df["status"]) == {"finished"}  # 2 points x 3 radii + LabelSpreading
+    assert len(df) == 5 and set(df["status"]) == {"finished"}  # 2 points x 2 radii + LabelSpreading
     mt = df[df["method"] == "mt"]
     assert set(mt["mur"]) == {"direct", "random"} and df["final_step"].eq(20).all()
     assert "LabelSpreading" in p.stdout and "(baseline)" in p.stdout  # the classical row, the RR baseline

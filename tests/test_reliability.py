@@ -479,9 +479,9 @@ def test_a_driver_killed_with_the_default_checkpoint_period_resumes_from_each_la
     continues each trial from that last checkpoint (what was lost: at most one period of training) and
     ends with the metrics of uninterrupted runs, bit for bit."""
     temp, storage = short_tmp("rrper"), tmp_path / "results"
-    # quick_settings: two plain MT trials (the cheapest step), each long enough for a few checkpoints 10 s
+    # quick_settings: two plain MT trials (the cheapest step), each long enough (also on an idle machine) for a few checkpoints 10 s
     # apart, with evaluations far shorter than that (also on a loaded machine), so some are past each checkpoint
-    argv = ["quick_settings", "--preset", "quick", "--seeds", "1", "--set", "steps=2000", "--set", "eval_every=10",
+    argv = ["quick_settings", "--preset", "quick", "--seeds", "1", "--set", "steps=8000", "--set", "eval_every=10",
             "--set", "sensitivity_samples=20", "--storage", str(storage)]
     sweep, _, trials = cli_trials(*argv)
     cfg = trial_config(trials[0])
