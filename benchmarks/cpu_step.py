@@ -110,7 +110,7 @@ def main(argv=None):
         rows.append({"variant": v, "steps_per_s_before": b, "steps_per_s_after": f, "speedup": f / b,
                      "rounds_before": sps[v, "before"], "rounds_after": sps[v, "after"],
                      "same_losses": info_b["losses"][v] == info_a["losses"][v]})
-    print(f"| variant | before steps/s | after steps/s | speed-up | same losses |\n|---|--:|--:|--:|:-:|")
+    print("| variant | before steps/s | after steps/s | speed-up | same losses |\n|---|--:|--:|--:|:-:|")
     for r in rows:
         print(f"| {r['variant']} | {r['steps_per_s_before']:.1f} | {r['steps_per_s_after']:.1f} | "
               f"{r['speedup']:.2f}x | {r['same_losses']} |")

@@ -5,7 +5,6 @@ are classified as declared, and the README and docs stay a landing page plus lin
 """
 import csv
 import json
-import math
 import re
 from dataclasses import fields
 from pathlib import Path

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 import os
 import re
 import subprocess

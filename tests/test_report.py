@@ -20,7 +20,7 @@ import pytest
 import scipy.stats
 import torch
 
-from conftest import reduction_length, rounding_tol, write_trial
+from conftest import rounding_tol, write_trial
 from notorch import BLOCK_TORCH
 from sweeper.aggregate import AggregateError, load_trials, summarize
 from sweeper.paper_results import paper_value

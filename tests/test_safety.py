@@ -9,7 +9,6 @@ needs the driver to go past its checks (the stand-in Tuner writes what Tune's wo
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import signal
 import time
