@@ -160,8 +160,8 @@ def results_md(runs: list[dict], claims: list[dict]) -> str:
            "(contradicted on one only), no (otherwise).", ""]
     out.append("| claim | paper | sweep | verdict | evidence |")
     out.append("|---|---|---|---|---|")
-    for c in claims:
-        g = grade_claim(c, runs)
+    graded = [(c, grade_claim(c, runs)) for c in claims]  # once: every run's section below reads them
+    for c, g in graded:
         sweep = f"`{c['sweep']}`" if c.get("testable", True) else "—"
         out.append(f"| {c['claim']} | {c['source']} | {sweep} | {claimlib.verdict_text(c, g, _command(c))} | "
                    f"{claimlib.evidence_text(c, g)} |")
@@ -178,8 +178,8 @@ def results_md(runs: list[dict], claims: list[dict]) -> str:
         out.append(run["table"])
         for png in run["pngs"]:
             out += ["", f"![{png}](runs/{run['name']}/{png})"]
-        tested = [(c, g) for c in claims if (g := grade_claim(c, runs)) is not None]
-        here = [(c, v, comps) for c, g in tested for name, v, comps in g["sets"] if name == run["name"]]
+        here = [(c, v, comps) for c, g in graded if g is not None for name, v, comps in g["sets"]
+                if name == run["name"]]
         if here:
             out += ["", "Claims tested by this run (this seed set):", ""]
             for c, v, comps in here:
