@@ -28,6 +28,7 @@ from test_report import make_search_exp, make_table_exp, reports
 from sweeper.html import LIVE, STALE_S, parse_markdown_table, sweep_state
 from sweeper.report import build_report, main
 from sweeper.layout import DIFF_COLS, STAT_COLS
+from search_spaces import get_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -310,7 +311,7 @@ def test_marked_search_says_which_trials_asha_stopped():
 
 # ---------------------------------------------------------------- a real sweep in a real browser
 
-N_TRIALS = 3 * 2  # the quick start's rows (LabelSpreading, MT, MT + MUR) x 2 seeds
+N_TRIALS = len(get_sweep("ablation_radius", "quick").trials(seeds=2))  # the quick start's rows x 2 seeds
 CUT = ["--seeds", "2", "--set", "steps=100", "--set", "eval_every=50", "--set", "lr_rampdown=50",
        "--set", "sensitivity_samples=20"]
 
@@ -333,7 +334,7 @@ def _consistent_snapshot(exp: Path):
 
 @pytest.mark.slow
 def test_quick_sweep_pages_live_and_in_chromium(tmp_path):
-    """A cut-down quick sweep (5 rows x 2 seeds of 100 steps): report.html appears after the first
+    """A cut-down quick sweep (its rows x 2 seeds of 100 steps): report.html appears after the first
     trials end and shows a partial table and the progress of that moment while the sweep runs; the
     final page and the root's index open in Chromium with no network request, no console error,
     every image decoded, cells equal summary.csv's, the progress line the trials' statuses."""
@@ -376,7 +377,7 @@ def test_quick_sweep_pages_live_and_in_chromium(tmp_path):
     assert seen["progress"] == f"{N_TRIALS} of {N_TRIALS} trials finished, 0 running, 0 failed, 0 diverged"
     want = expected_cells(exp)
     col_of = {h: j for j, h in enumerate(seen["header"])}
-    assert len(want) == 3 and sum(len(r[1]) for r in seen["table"]) >= 3  # one cell a row, r = 1
+    assert len(want) == N_TRIALS // 2 and sum(len(r[1]) for r in seen["table"]) >= len(want)  # one cell a config
     for (row, col), cell in want.items():
         got = next(cells for head, cells in seen["table"] if head == row)[col_of[col] - 1]
         assert got.startswith(cell), (row, col, got, cell)

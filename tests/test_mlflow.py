@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from conftest import free_port
+from search_spaces import get_sweep
 from sweeper.run import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,7 +82,7 @@ def test_every_trial_is_an_mlflow_run_with_its_tags_params_and_metrics(tmp_path)
         client = mlflow.MlflowClient(tracking_uri=uri)
         experiment = client.get_experiment_by_name(exp.name)
         runs = client.search_runs([experiment.experiment_id], max_results=100)
-        assert len(runs) == len(trials) == 7
+        assert len(runs) == len(trials) == len(get_sweep("ablation_mur_vs_rr", "quick").trials(seeds=1))
         by_seed_row = {}
         for run in runs:
             tags, params = run.data.tags, run.data.params
@@ -93,7 +94,7 @@ def test_every_trial_is_an_mlflow_run_with_its_tags_params_and_metrics(tmp_path)
             assert [m.step for m in history] == ([20] if t["method"] == "labelspreading" else [10, 20])
             assert history[-1].value == pytest.approx(t["final_test_error"])
             by_seed_row[(tags["row"], tags["col"], tags["seed"])] = run
-        assert len(by_seed_row) == 7  # row and column (r) tell every trial of one seed apart
+        assert len(by_seed_row) == len(runs)  # row and column (r) tell every trial of one seed apart
         assert {r for r, _, _ in by_seed_row} == {"LabelSpreading", "MT + MUR", "MT + RR"}
         assert {c for r, c, _ in by_seed_row if r == "MT + RR"} == {f"r={r:g}" for r in
                                                                     trials.loc[trials["mur"] == "random", "mur_radius"]}
