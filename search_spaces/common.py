@@ -79,7 +79,7 @@ QUICK = dict(
     lr=0.16, momentum=0.9, weight_decay=2.3e-5, lr_rampup=100, lr_rampdown=250, rampup=200,
     cons_coef=2.4, kl_coef=0.05, mur_coef=4.0, mur_radius=1.0, ema_decay=0.91,
     translate=1, flip=False, input_noise=0.12, dropout=0.5, eval_every=500,
-    dropout_mode="element",  # lower validation error than channel dropout on 4x4 and 2x2 maps (quick_dropout)
+    dropout_mode="element",  # chosen on validation by quick_dropout; why it stays: docs/DECISIONS.md
     sensitivity_samples=100, device="cpu", bn_momentum=0.1,  # 0.001 needs ~1e4 steps to settle
     channels_last=True,  # the CPU's fast BatchNorm and max-pool (trainer.py)
 )
