@@ -41,7 +41,8 @@ SWEEP, CONFIGS = "mur_vs_vat", 10  # the quick preset's 10 configs (MT/MUT with 
 TRIVIAL = ["--set", "steps=2", "--set", "eval_every=1", "--set", "lr_rampup=0", "--set", "lr_rampdown=1",
            "--set", "rampup=1", "--set", "sensitivity_samples=2"]
 
-# The driver, timed by phase from inside its own process (sweeper.run's functions wrapped).
+# The driver, timed by phase from inside its own process (the functions sweeper.run's main calls, wrapped
+# where it looks them up).
 DRIVER = r"""
 import json, resource, sys, time
 from sweeper import run

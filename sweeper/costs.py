@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sweeper.docs import ROOT, RUNS, machine_text
+from sweeper.committed_runs import ROOT, machine_text
+from sweeper.picture import RUNS
 
 NO_RUN = "no committed run"
 

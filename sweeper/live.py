@@ -55,6 +55,36 @@ def start_rebuild(exp: store.Folder) -> subprocess.Popen:
     return child
 
 
+def end_rebuild(child: subprocess.Popen) -> None:
+    """The last rebuild when fit() returns: waited for at most WAIT_S, then killed; after a stop (Ctrl+C,
+    SIGTERM) not waited for, since its sender may SIGKILL soon (sweeper/stopping.py)."""
+    try:
+        child.wait(timeout=0 if stopping.requested() else WAIT_S)
+    except subprocess.TimeoutExpired:  # e.g. a bucket that stopped answering
+        child.kill()
+        child.wait()
+
+
+def rebuild_error(child: subprocess.Popen) -> str | None:
+    """An ended rebuild's error, the last line of its stderr (else its exit status), or None when it
+    succeeded; its stderr file is closed."""
+    msg = None
+    if child.returncode != 0:
+        child.err.seek(0)
+        lines = [s for s in child.err.read().splitlines() if s.strip()]
+        msg = lines[-1] if lines else f"exit status {child.returncode}"
+    child.err.close()
+    return msg
+
+
+def keep_heartbeat(exp: store.Folder, state: str) -> None:
+    """write_heartbeat, a failure said on stderr: a bucket's hiccup must not end the sweep."""
+    try:
+        write_heartbeat(exp, state)
+    except (OSError, StorageError) as e:
+        print(f"live report: heartbeat not written: {e}", file=sys.stderr)
+
+
 def live_callback(exp: store.Folder, every_s: float = EVERY_S, heartbeat_s: float = HEARTBEAT_S):
     """A tune.Callback for tune.RunConfig(callbacks=...); every_s=0 keeps the heartbeat only."""
     from ray import tune
@@ -87,34 +117,24 @@ def live_callback(exp: store.Folder, every_s: float = EVERY_S, heartbeat_s: floa
 
         def on_experiment_end(self, trials, **info):
             if self.child is not None:
-                try:  # a stop (Ctrl+C, SIGTERM) does not wait: its sender may SIGKILL soon (sweeper/stopping.py)
-                    self.child.wait(timeout=0 if stopping.requested() else WAIT_S)
-                except subprocess.TimeoutExpired:  # e.g. a bucket that stopped answering
-                    self.child.kill()
-                    self.child.wait()
+                end_rebuild(self.child)
                 self.reap()
             self.beat("ended")
 
         def beat(self, state: str) -> None:
-            try:
-                write_heartbeat(exp, state)
-            except (OSError, StorageError) as e:  # a bucket's hiccup must not end the sweep
-                print(f"live report: heartbeat not written: {e}", file=sys.stderr)
+            keep_heartbeat(exp, state)
             self.last_beat = time.monotonic()
 
         def reap(self) -> None:
             """The ended child: on failure (e.g. the first trial's results not in the folder yet, a
             bucket's hiccup) the rebuild is due again, and its error said once per message."""
             child, self.child = self.child, None
-            if child.returncode != 0:
+            msg = rebuild_error(child)
+            if msg is not None:
                 self.pending = True
-                child.err.seek(0)
-                lines = [s for s in child.err.read().splitlines() if s.strip()]
-                msg = lines[-1] if lines else f"exit status {child.returncode}"
                 if msg != self.last_error:
                     print(f"live report: not rebuilt, trying again in {every_s:g} s: {msg}", file=sys.stderr)
                 self.last_error = msg
-            child.err.close()
 
         def maybe_build(self) -> None:
             if self.child is not None:

@@ -8,6 +8,7 @@ column (or its own method's base row, Sweep.baseline_within) seed by seed (sweep
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -46,19 +47,36 @@ def baseline_diffs(summary: pd.DataFrame, trials: pd.DataFrame, baseline: dict |
     """
     if not baseline:
         return summary, []
+    out = with_diff_cols(summary)
+    if not len(out):
+        return out, []
+    pairs, notes = baseline_cells(summary, baseline, rows, cols, within, baseline_for)
+    fill_diffs(out, pairs, row_labels(summary, rows, cols), cell_seed_values(summary, trials), level)
+    return out, notes
+
+
+def with_diff_cols(summary: pd.DataFrame) -> pd.DataFrame:
+    """A copy of the summary with DIFF_COLS added, each cell at "not compared"."""
     out = summary.copy()
     out["diff_vs_baseline"] = out["diff_ci_low"] = out["diff_ci_high"] = math.nan
     out["baseline"] = None
     out["n_paired"] = 0
     out["is_baseline"] = False
     out["within_baseline"] = False
-    if not len(out):
-        return out, []
-    pairs, notes = baseline_cells(summary, baseline, rows, cols, within, baseline_for)
-    labels = row_labels(summary, rows, cols)
+    return out
+
+
+def cell_seed_values(summary: pd.DataFrame, trials: pd.DataFrame) -> dict:
+    """{cell index: {seed: value}}: each cell's finished trials with a finite value of the summary's metric
+    (`seed_values`), so that a cell and its baseline are paired by seed."""
     values = seed_values(trials, summary["metric"].iloc[0], summary["which"].iloc[0])
     gkeys = group_keys(trials)
-    by_seed = {i: values.get(config_key(summary.loc[i], gkeys), {}) for i in summary.index}
+    return {i: values.get(config_key(summary.loc[i], gkeys), {}) for i in summary.index}
+
+
+def fill_diffs(out: pd.DataFrame, pairs: dict, labels: dict, by_seed: dict, level: float) -> None:
+    """out's DIFF_COLS, in place, from the pairing (baseline_cells): a baseline cell marked, every other
+    paired cell's mean difference from its baseline cell over the seeds both ran, with its t-interval."""
     base = [i for i, j in pairs.items() if j is None]
     for i, j in pairs.items():
         if j is None:
@@ -69,7 +87,6 @@ def baseline_diffs(summary: pd.DataFrame, trials: pd.DataFrame, baseline: dict |
         out.loc[i, ["diff_vs_baseline", "diff_ci_low", "diff_ci_high", "baseline", "n_paired", "within_baseline"]] = \
             [d, lo, hi, labels[j], n, j not in base]
     out["n_paired"] = out["n_paired"].astype(int)
-    return out, notes
 
 
 def baseline_cells(summary: pd.DataFrame, baseline: dict | None, rows=("method", "vd", "mur"), cols=(),
@@ -94,47 +111,73 @@ def baseline_cells(summary: pd.DataFrame, baseline: dict | None, rows=("method",
     labels = row_labels(summary, rows, cols)
     _, col_keys = layout_keys(summary, rows, cols)
     idx = list(summary.index)
-    cfg_of = dict(zip(idx, cfgs))
-    matching = lambda target: [j for j in idx if all(same_value(cfg_of[j][k], v) for k, v in target.items())]
+    cells = Cells(idx, dict(zip(idx, cfgs)), {i: tuple(cfg[k] for k in col_keys) for i, cfg in zip(idx, cfgs)}, rows)
     base = [j for j, b in zip(idx, is_base) if b]
-    col_of = {i: tuple(cfg[k] for k in col_keys) for i, cfg in zip(idx, cfgs)}
-    one_cell = len({col_of[j] for j in base}) == 1
-
-    def pick(i: int, target: dict, pool: list) -> list:
-        """The cells of `pool` that are cell i's baseline: same column (or the pool's only column),
-        narrowed to those agreeing with cell i on the `rows` keys that `target` leaves open."""
-        cand = [j for j in pool if col_of[j] == col_of[i]] or (pool if len({col_of[j] for j in pool}) == 1 else [])
-        if len(cand) > 1:
-            cand = [j for j in cand if all(same_value(cfg_of[j][k], cfg_of[i][k]) for k in rows if k not in target)]
-        return cand
-
     pairs: dict = {}
     ambiguous = []
     for pos, (i, cfg) in enumerate(zip(idx, cfgs)):
         if is_base[pos]:
             pairs[i] = None
             continue
-        cand = []
-        own = {**baseline, **{k: cfg[k] for k in within if k in cfg}}  # Pi + VD -> Pi
-        if within and not all(same_value(cfg[k], v) for k, v in own.items()):
-            cand = pick(i, own, matching(own))
-        named = (baseline_for or {}).get(cfg.get("method"))
-        if not cand and named:  # the row the sweep names for this method's base row
-            cand = pick(i, named, [j for j in matching(named) if j != i])
-        if not cand:  # no own-method row (or the cell is it): the baseline row
-            cand = pick(i, baseline, base)
+        cand = baseline_candidates(cells, i, cfg, baseline, base, within, baseline_for)
         if len(cand) > 1:
             ambiguous.append(f"{labels[i]} ({', '.join(labels[j] for j in cand)})")
         if len(cand) == 1:
             pairs[i] = cand[0]
+    return pairs, pairing_notes(cells, base, col_keys, ambiguous)
+
+
+@dataclass
+class Cells:
+    """A summary's cells for the pairing: their indices, each one's config and column (the values of the
+    column keys), and the table's row keys."""
+    idx: list
+    cfg_of: dict
+    col_of: dict
+    rows: tuple
+
+    def matching(self, target: dict) -> list:
+        """The cells whose config holds every value of `target`."""
+        return [j for j in self.idx if all(same_value(self.cfg_of[j][k], v) for k, v in target.items())]
+
+    def pick(self, i, target: dict, pool: list) -> list:
+        """The cells of `pool` that are cell i's baseline: same column (or the pool's only column),
+        narrowed to those agreeing with cell i on the `rows` keys that `target` leaves open."""
+        col_of, cfg_of, rows = self.col_of, self.cfg_of, self.rows
+        cand = [j for j in pool if col_of[j] == col_of[i]] or (pool if len({col_of[j] for j in pool}) == 1 else [])
+        if len(cand) > 1:
+            cand = [j for j in cand if all(same_value(cfg_of[j][k], cfg_of[i][k]) for k in rows if k not in target)]
+        return cand
+
+
+def baseline_candidates(cells: Cells, i, cfg: dict, baseline: dict, base: list, within: tuple[str, ...],
+                        baseline_for: dict | None) -> list:
+    """Cell i's (config `cfg`) baseline cells by the first rule that finds any: its own method's base row
+    (`within`), the row `baseline_for` names for its method, else the baseline row (`base`, its cells)."""
+    cand = []
+    own = {**baseline, **{k: cfg[k] for k in within if k in cfg}}  # Pi + VD -> Pi
+    if within and not all(same_value(cfg[k], v) for k, v in own.items()):
+        cand = cells.pick(i, own, cells.matching(own))
+    named = (baseline_for or {}).get(cfg.get("method"))
+    if not cand and named:  # the row the sweep names for this method's base row
+        cand = cells.pick(i, named, [j for j in cells.matching(named) if j != i])
+    if not cand:  # no own-method row (or the cell is it): the baseline row
+        cand = cells.pick(i, baseline, base)
+    return cand
+
+
+def pairing_notes(cells: Cells, base: list, col_keys: list, ambiguous: list[str]) -> list[str]:
+    """What the tables say under the pairing: a baseline row that ran in one column only, and the cells
+    left without a difference because their baseline is ambiguous."""
+    col_of = cells.col_of
     notes = []
-    if one_cell and len(col_keys) and len({col_of[i] for i in idx}) > 1:
+    if len({col_of[j] for j in base}) == 1 and len(col_keys) and len({col_of[i] for i in cells.idx}) > 1:
         notes.append(f"The baseline row ran in one column only ({col_label(dict(zip(col_keys, col_of[base[0]])))}); "
                      f"its cell is the baseline of every column.")
     if ambiguous:
         notes.append(f"No difference for {len(ambiguous)} cell(s) whose baseline is ambiguous: "
                      f"{'; '.join(ambiguous[:3])}; add the key that tells them apart to Sweep.baseline.")
-    return pairs, notes
+    return notes
 
 
 def same_value(a, b) -> bool:

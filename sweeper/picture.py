@@ -25,7 +25,7 @@ import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNS = Path("docs/runs")  # the committed runs (sweeper/docs.py)
+RUNS = Path("docs/runs")  # the committed runs (sweeper/committed_runs.py)
 PAGE = Path("docs/report.html")  # the quick start's report page, rebuilt from its committed run
 PICTURE = Path("docs/report.png")  # its first screen, with the page's SHA-256 in a tEXt chunk under HASH_KEY
 HASH_KEY = b"page-sha256"

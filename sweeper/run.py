@@ -11,6 +11,9 @@ is written: the state is saved, `--resume` continues it), 4 the storage bucket s
 longer than its retries ($VBI_MUR_STORAGE_RETRY_S; `--resume` continues it), 5 the trials finished
 but the report could not be built or uploaded (`python -m sweeper.report EXP_DIR` rebuilds it).
 A new experiment folder is <storage>/<sweep>-<YYYYmmdd-HHMMSS>-<6 random hex digits>.
+The steps have modules of their own: sweeper/preflight.py (the checks before Ray starts),
+sweeper/ray_session.py (a local Ray or a head), sweeper/tuner.py (the Tuner), sweeper/signals.py
+(Ctrl+C and SIGTERM).
 
     python -m sweeper.run ablation_radius --preset quick
     python -m sweeper.run ablation_radius --preset quick --dry-run
@@ -18,16 +21,11 @@ A new experiment folder is <storage>/<sweep>-<YYYYmmdd-HHMMSS>-<6 random hex dig
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shlex
-import signal
-import socket
 import sys
-import threading
 import time
-from dataclasses import asdict, fields, replace
 from pathlib import Path
 
 # Tune's classic CLI table (set before Ray is imported): compact rows of the varying keys and metrics.
@@ -37,12 +35,16 @@ os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 from search_spaces import PRESETS, Sweep, SweepError, default_preset, get_sweep
-from trainables.config import ConfigError, TrainConfig
+from trainables.config import ConfigError
 from trainables.datafiles import DataError, check_readable
 from trainables.files import one_line
 from sweeper import storage as store
-from sweeper.storage import StorageError, is_uri
-from trainables.remote import redact, scheme, secret_in_uri
+from sweeper.preflight import (InputError, check_address, check_baseline, check_credentials, check_resources,
+                               check_search, check_storage, trial_configs)
+from sweeper.ray_session import credentials_from_each_node, env_set, start_ray, use_token_if_available
+from sweeper.signals import graceful_stop, signals_interrupt
+from sweeper.storage import StorageError
+from sweeper.tuner import make_tuner, start_points
 
 
 # The exit status of `python -m sweeper.run`: docs/USAGE.md and docs/ARCHITECTURE.md state the same codes.
@@ -53,10 +55,6 @@ EXIT_INTERRUPTED = 3   # Ctrl+C, SIGTERM, `ray job stop`: the state is saved, `-
 EXIT_STORAGE_LOST = 4  # the storage bucket stopped answering for longer than its retries
 EXIT_NO_REPORT = 5     # every trial finished but the report (or its upload) failed; sweeper.report rebuilds it
 EXIT_CODES = (EXIT_OK, EXIT_TRIAL_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_STORAGE_LOST, EXIT_NO_REPORT)
-
-
-class InputError(ValueError):
-    """Bad command-line input found before any work; message names the problem and the fix."""
 
 
 def seeds_arg(s: str) -> int | str:
@@ -125,139 +123,6 @@ def parser() -> argparse.ArgumentParser:
 
 def parse_args(argv=None) -> argparse.Namespace:
     return parser().parse_args(argv)
-
-
-# ---------------------------------------------------------------- validation (before Ray starts)
-
-def _parse_override(s: str) -> tuple[str, object]:
-    if "=" not in s:
-        raise InputError(f"--set {s!r} is not KEY=VALUE; write e.g. --set mur_radius=2")
-    k, v = s.split("=", 1)
-    if k == "seed":
-        raise InputError(f"--set {s} would give every trial one seed; seeds are a grid axis: "
-                         f"--seeds N (how many) and --seed-start N (the first)")
-    try:
-        return k, json.loads(v)
-    except json.JSONDecodeError:
-        return k, v
-
-
-def trial_configs(sweep: Sweep, args: argparse.Namespace) -> list[dict]:
-    """Every trial's config dict, validated by TrainConfig (raises ConfigError)."""
-    if args.seeds is not None and args.seeds < 1:
-        raise InputError(f"--seeds must be >= 1, got {args.seeds}")
-    if args.seed_start is not None and args.seed_start < 0:
-        raise InputError(f"--seed-start must be >= 0, got {args.seed_start}")
-    if args.seed_start is not None:
-        sweep = replace(sweep, first_seed=args.seed_start)
-    overrides = dict(_parse_override(s) for s in args.set)
-    data_dir = args.data_dir or sweep.base.get("data_dir", "./data")
-    overrides["data_dir"] = data_dir if is_uri(data_dir) else str(Path(data_dir).expanduser().resolve())  # trials run in other folders
-    trials = [{**t, **overrides} for t in sweep.trials(args.seeds)]
-    for t in trials:
-        TrainConfig.from_dict(t)
-    # one key set for every trial (rows may set keys others leave at their default, e.g. a
-    # LabelSpreading row and MUR rows with a radius): the Tuner's param space is built from it
-    keys = list(dict.fromkeys(k for t in trials for k in t))
-    defaults = TrainConfig().to_dict()
-    return [{k: t[k] if k in t else defaults[k] for k in keys} for t in trials]
-
-
-def check_search(sweep: Sweep, trials: list[dict]) -> None:
-    """A search (hpo) selects on the validation split, so its trials must hold one out, and a search that
-    starts at its base values needs them inside the searched ranges (InputError)."""
-    if not sweep.search:
-        return
-    for k, (kind, *a) in sweep.search["space"].items() if sweep.search.get("start_at_base") else ():
-        v = trials[0][k]
-        if kind in ("loguniform", "uniform") and not a[0] <= v <= a[1]:
-            raise InputError(f"search {sweep.name} starts at the base value {k}={v}, outside its range "
-                             f"[{a[0]:g}, {a[1]:g}]; change --set {k}=... or the range in search_spaces/{sweep.name}.py")
-    cfg = TrainConfig.from_dict(trials[0])
-    if cfg.n_val == 0:
-        raise InputError(f"hpo selects on the validation split; these trials hold out none (val_size={cfg.val_size}): "
-                         f"drop --set val_size=0, or set val_size to a positive number of images")
-
-
-def check_baseline(sweep: Sweep, trials: list[dict]) -> None:
-    """Sweep.baseline, baseline_within and baseline_for must name TrainConfig keys (InputError); a baseline
-    that no trial matches (e.g. after --set) only costs the tables their differences: a note on stderr."""
-    if not sweep.baseline:
-        return
-    known = {f.name for f in fields(TrainConfig)}
-    unknown = sorted(k for k in (*sweep.baseline, *sweep.baseline_within,
-                                 *(k for row in sweep.baseline_for.values() for k in row)) if k not in known)
-    if unknown:
-        raise InputError(f"sweep {sweep.name}: baseline / baseline_within / baseline_for name {unknown}, not "
-                         f"TrainConfig keys; fix them in search_spaces/{sweep.name}.py")
-    if not any(all(TrainConfig.from_dict(t).to_dict()[k] == v for k, v in sweep.baseline.items()) for t in trials):
-        print(f"note: no trial matches the sweep's baseline {sweep.baseline}; the tables will show no paired "
-              f"differences", file=sys.stderr)
-
-
-def credentials_hint(option: str, uri: str) -> str:
-    """Where the credentials that `uri` carries belong instead (for the error naming `option`)."""
-    s = scheme(uri)
-    if option in ("--address", "RAY_ADDRESS"):
-        return "a Ray head's token goes in RAY_AUTH_TOKEN or ~/.ray/auth_token"
-    if option == "--mlflow":
-        return ("give them in MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD" if s in ("http", "https") else
-                "give the database password through its own settings (PGPASSWORD or ~/.pgpass for "
-                "postgresql), or run an MLflow server and use MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
-    return store.where_keys_go(uri)
-
-
-def check_credentials(args: argparse.Namespace, env=os.environ) -> None:
-    """No URI option may carry credentials (https://user:pw@host, s3://KEY:SECRET@bucket): the command
-    line is stored in sweep.json and on the report page, --data-dir in every trial's params.json and in
-    MLflow, and URIs are printed in errors. InputError naming the option and where the key belongs; the
-    message shows the URI with its userinfo masked."""
-    given = [("--storage", args.storage), ("--data-dir", args.data_dir), ("--mlflow", args.mlflow),
-             ("--address", args.address), ("RAY_ADDRESS", env.get("RAY_ADDRESS")), ("--confirm", args.confirm),
-             *((("--resume", args.resume),) if args.resume != "latest" else ()),
-             *((f"--set {o.split('=', 1)[0]}", o.split("=", 1)[1]) for o in args.set if "=" in o)]
-    for option, uri in given:
-        if uri and secret_in_uri(uri):
-            raise InputError(f"{option} {redact(uri)} carries credentials in the URI, which would be stored "
-                             f"(sweep.json, params.json, the report) and printed; pass it without them and "
-                             f"{credentials_hint(option, uri)}")
-
-
-def check_resources(args: argparse.Namespace) -> None:
-    """Per-trial resources and concurrency that Ray would reject only after it started."""
-    if not args.cpus_per_trial > 0:
-        raise InputError(f"--cpus-per-trial must be > 0, got {args.cpus_per_trial:g}")
-    if args.gpus_per_trial is not None and not args.gpus_per_trial >= 0:
-        raise InputError(f"--gpus-per-trial must be >= 0 (fractions share a GPU), got {args.gpus_per_trial:g}")
-    if args.max_concurrent < 0:
-        raise InputError(f"--max-concurrent must be >= 0 (0: as resources allow), got {args.max_concurrent}")
-    if not args.live_every >= 0:
-        raise InputError(f"--live-every must be >= 0 seconds (0: the report only at the end), got {args.live_every:g}")
-
-
-def check_storage(storage: str) -> Path | store.Location:
-    """The results root, a folder or a URI (sweeper/storage.py), writable: else a one-line StorageError."""
-    return store.check(storage)
-
-
-def check_address(address: str | None) -> str | None:
-    """Fail fast (1 s) on a Ray address that does not answer, instead of Ray's long retries."""
-    if not address or address in ("auto", "local"):
-        return address
-    if address.startswith(("http://", "https://")):
-        raise InputError(f"--address {address} is a dashboard / job API address; sweeper.run joins a cluster "
-                         f"at its GCS address (host:6379), or submit it as a job: "
-                         f"`ray job submit --address {address} -- python -m sweeper.run ...`")
-    hostport = address.split("://", 1)[-1].rstrip("/")
-    if address.startswith("ray://") and ":" not in hostport:
-        hostport += ":10001"  # the Ray client's default port
-    host, _, port = hostport.rpartition(":")
-    try:
-        socket.create_connection((host or "127.0.0.1", int(port)), timeout=1.0).close()
-    except (OSError, ValueError):
-        raise InputError(f"Ray address {address} does not answer; start a head with "
-                         f"`ray start --head --dashboard-host 127.0.0.1` or omit --address for a local Ray") from None
-    return address
 
 
 def find_experiment(root, sweep: str, resume: str) -> tuple:
@@ -329,190 +194,6 @@ def print_dry_run(sweep: Sweep, trials: list[dict], args) -> None:
     n = sweep.search["num_samples"] if sweep.search else len(trials)
     for line in cost_lines(sweep.name, args.preset, n, sweep.minutes_per_trial, bool(args.seeds or args.set)):
         print(f"cost: {line}")
-
-
-# ---------------------------------------------------------------- Ray
-
-def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources: dict):
-    from ray import tune
-
-    from sweeper import stopping
-    from sweeper.live import live_callback
-    from sweeper.mlflow_log import mlflow_callback
-    from trainables.tune import train_tune
-
-    trainable = tune.with_resources(train_tune, resources)
-    varying = sorted(k for k in trials[0] if k != "seed" and len({json.dumps(t[k]) for t in trials}) > 1)
-    reporter = tune.CLIReporter(
-        metric_columns={"step": "step", "val_error": "val %", "test_error": "err %", "best_test_error": "best %",
-                        "loss_total": "loss", "steps_per_s": "steps/s"},
-        parameter_columns=[*varying, "seed"] if not sweep.search else list(sweep.search["space"]),
-        max_report_frequency=30)
-    # num_to_keep=2: Tune forces a save of its whole experiment state (O(trials)) once a trial has
-    # checkpointed num_to_keep times since the last save, besides its own period (>= 10 s). With 1 it
-    # saved after every checkpoint, which made the driver quadratic in the trials
-    # (benchmarks/driver_scale.py); trials checkpoint at most every checkpoint_every_s (10 s), so with
-    # 2 the saves keep Tune's period. A killed driver resumes a trial from the checkpoint its last save
-    # names (at most one period old): Tune deletes that one only on the trial's second checkpoint
-    # after it, the save it forces at once naming the newer one.
-    run_config = tune.RunConfig(
-        **store.ray_storage(exp_dir),  # name, storage_path (+ storage_filesystem for a URI)
-        # a trial whose worker, or whole node (a reclaimed spot instance), is lost starts again from its
-        # last registered checkpoint, in the shared storage; each loss spends one of these retries
-        failure_config=tune.FailureConfig(max_failures=3),
-        checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
-        # hpo in a bucket: the SQLite study goes up after every trial, so another machine can resume it
-        callbacks=result_loggers(args.tensorboard) + [stopping.StopAfterSaves(), live_callback(exp_dir, args.live_every)]
-        + ([mlflow_callback(args.mlflow, exp_dir.name, sweep.name, args.preset,
-                            [k for k in (*sweep.rows, *varying) if k not in sweep.cols], list(sweep.cols))]
-           if args.mlflow else [])
-        + ([store.study_upload_callback(exp_dir)] if sweep.search and not isinstance(exp_dir, Path) else [])
-        # a bucket: at the end, Tune's final state must be in it (Tune only logs a failed upload)
-        + ([store.stored_state_check()] if not isinstance(exp_dir, Path) else []),
-        progress_reporter=reporter, verbose=1)
-    if sweep.search:  # hpo: Optuna TPE + ASHA over the search space, study kept in SQLite
-        import optuna
-        from ray.tune.schedulers import ASHAScheduler
-
-        from sweeper.optuna_search import MarkedOptunaSearch  # says which trials ASHA stopped (user attrs)
-
-        s = sweep.search
-        select = s.get("metric", "val_error")  # selection never looks at the test set
-        space = {k: _tune_domain(tune, spec) for k, spec in s["space"].items()}
-        param_space = {**trials[0], **space}
-        storage = optuna.storages.RDBStorage(f"sqlite:///{store.local_file(exp_dir, 'optuna.db')}")
-        algo = MarkedOptunaSearch(metric=select, mode="min", study_name=sweep.name, storage=storage, seed=0,
-                                  points_to_evaluate=start_points(sweep, trials), steps=trials[0]["steps"])
-        # ASHA takes metric / mode (val_error, min) from the TuneConfig: Tune rejects them set in both
-        sched = ASHAScheduler(time_attr="step", max_t=trials[0]["steps"],
-                              grace_period=grace_period(s, trials[0]["steps"], trials[0]["eval_every"]),
-                              reduction_factor=s.get("reduction_factor", 3))
-        tune_config = tune.TuneConfig(search_alg=algo, scheduler=sched, num_samples=s["num_samples"],
-                                      metric=select, mode="min", trial_dirname_creator=_trial_dirname,
-                                      reuse_actors=True,
-                                      max_concurrent_trials=args.max_concurrent or None)
-    elif sweep.max_seeds:  # --seeds auto: a searcher suggests each trial, seeds only where a claim is open
-        from sweeper.seed_searcher import searcher_for
-
-        algo, most = searcher_for(sweep, trials)
-        param_space = {}
-        tune_config = tune.TuneConfig(search_alg=algo, num_samples=most, trial_dirname_creator=_trial_dirname,
-                                      max_concurrent_trials=args.max_concurrent or None, reuse_actors=True)
-    else:  # a grid: trial_index picks one fully specified config (variants need not be a product)
-        keys = list(trials[0])
-        param_space = {"trial_index": tune.grid_search(list(range(len(trials))))}
-        for k in keys:
-            param_space[k] = tune.sample_from(lambda spec, k=k: trials[spec.config.trial_index][k])
-        tune_config = tune.TuneConfig(max_concurrent_trials=args.max_concurrent or None,
-                                      trial_dirname_creator=_trial_dirname,
-                                      reuse_actors=True)  # no new process (torch import) per trial
-    return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config, run_config=run_config)
-
-
-def start_points(sweep: Sweep, trials: list[dict]) -> list[dict] | None:
-    """search["start_at_base"]: the first sample is the base config's own values of the searched keys
-    (the hand-set values, after any --set), so the ranking shows how far the search gets beyond them."""
-    if not (sweep.search or {}).get("start_at_base"):
-        return None
-    return [{k: trials[0][k] for k in sweep.search["space"]}]
-
-
-def grace_period(search: dict, steps: int, eval_every: int) -> int:
-    """ASHA's first rung in steps: search["grace_fraction"] of the run (so that `--set steps=N` keeps it
-    inside the run), at least one evaluation; else search["grace_period"], else one evaluation."""
-    if "grace_fraction" in search:
-        return max(eval_every, int(search["grace_fraction"] * steps))
-    return min(search.get("grace_period", eval_every), steps)
-
-
-def result_loggers(tensorboard: bool) -> list:
-    """result.json (what sweeper.aggregate reads) and progress.csv per trial; TensorBoard files only
-    on request. Tune adds its TensorBoard logger by default, and tensorboardX imports torch in the
-    driver (seconds of CPU, taken from the trials); main() turns Tune's automatic
-    loggers off during fit(), so these are all. They are stored with the experiment and apply on --resume."""
-    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback, TBXLoggerCallback
-
-    return [JsonLoggerCallback(), CSVLoggerCallback(), *([TBXLoggerCallback()] if tensorboard else [])]
-
-
-def _trial_dirname(trial) -> str:
-    """Short trial folder names (the config is in params.json, not in the path)."""
-    return f"trial_{trial.trial_id}"
-
-
-def _tune_domain(tune, spec):
-    kind, *a = spec
-    if kind == "loguniform":
-        return tune.loguniform(*a)
-    if kind == "uniform":
-        return tune.uniform(*a)
-    if kind == "choice":
-        return tune.choice(*a)
-    raise SweepError(f"unknown search domain {kind!r}; use loguniform, uniform or choice")
-
-
-def source_commit() -> str | None:
-    """The git commit of this checkout ("+dirty" with uncommitted changes to tracked files), for the
-    report's provenance; None outside a git checkout (e.g. `ray job submit --working-dir`)."""
-    import subprocess
-
-    root = Path(__file__).resolve().parents[1]
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):  # no git installed
-        return None
-    if head.returncode != 0:
-        return None
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-
-
-def use_token_if_available(env=os.environ) -> bool:
-    """Ray 2.60 heads enable token auth by default, and a client sends its token only with
-    RAY_AUTH_MODE=token. When a token is at hand (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or
-    ~/.ray/auth_token) and the mode is unset, turn it on so `--address` just works."""
-    if "RAY_AUTH_MODE" in env:
-        return env["RAY_AUTH_MODE"] == "token"
-    if env.get("RAY_AUTH_TOKEN") or env.get("RAY_AUTH_TOKEN_PATH") or Path("~/.ray/auth_token").expanduser().is_file():
-        env["RAY_AUTH_MODE"] = "token"
-        return True
-    return False
-
-
-def connect_ray(address: str | None, dashboard: bool = False):
-    """Join the Ray at `address`, else start a local one, with its dashboard (bound to 127.0.0.1)
-    only when asked: it would take CPU from the trials and it goes away with the sweep."""
-    import ray
-
-    if address:
-        return ray.init(address=address, log_to_driver=True)
-    with own_process_group():
-        return ray.init(address="local", include_dashboard=dashboard, dashboard_host="127.0.0.1")
-
-
-@contextlib.contextmanager
-def own_process_group():
-    """The Ray processes started in this block (a local Ray's GCS, raylet, ...; the raylet's workers
-    follow it) run in a session and process group of their own. `timeout`, shells and job runtimes
-    signal a job's whole process group; the SIGTERM then reaches only the driver, which stops Tune
-    gracefully (graceful_stop) and shuts its Ray down itself. In the driver's group, Ray's processes
-    would die at once on it (Ray blocks SIGINT in them, for Ctrl+C, but not SIGTERM) and leave the
-    driver waiting for a dead GCS, with no report. Ray does the same on Windows (CREATE_NEW_PROCESS_GROUP).
-    They still die with the driver: Ray sets PR_SET_PDEATHSIG in them, so a killed driver leaks none."""
-    from ray._private import services
-
-    popen = services.ConsolePopen  # the Popen that Ray's start_ray_process uses for every process
-
-    class SessionPopen(popen):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **{**kwargs, "start_new_session": True})
-
-    services.ConsolePopen = SessionPopen
-    try:
-        yield
-    finally:
-        services.ConsolePopen = popen
 
 
 def main(argv=None) -> int:
@@ -608,63 +289,6 @@ def prepare(args):
     return sweep, trials, exp_dir, address
 
 
-def start_ray(address: str | None, args) -> dict:
-    """Connect to Ray (a head at `address`, else a local Ray); each trial's resources {"cpu", "gpu"}.
-    ConnectionError when no Ray answers at `address`."""
-    ctx = connect_ray(address, dashboard=args.dashboard)
-    reinstall_handlers()  # at once: ray.init took SIGTERM over
-    if getattr(ctx, "dashboard_url", None):
-        print(f"Ray dashboard: http://{ctx.dashboard_url}")
-    elif not address:
-        print("local Ray without a dashboard (add --dashboard, or submit to a head: see docs/USAGE.md)")
-    import ray
-
-    gpus = args.gpus_per_trial
-    if gpus is None:
-        gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
-    resources = {"cpu": args.cpus_per_trial, "gpu": gpus}
-    if not any(fits(n, resources) for n in ray.nodes() if n.get("Alive")):
-        largest = max((n for n in ray.nodes() if n.get("Alive")), default={},
-                      key=lambda n: (n.get("Resources", {}).get("GPU", 0), n.get("Resources", {}).get("CPU", 0)))
-        have = largest.get("Resources", {})
-        need = f"{resources['cpu']:g} CPUs and {resources['gpu']:g} GPUs per trial"
-        if not address:  # a local Ray never grows: the trials would wait forever
-            ray.shutdown()
-            raise InputError(f"{need}, but this machine's Ray has {have.get('CPU', 0):g} CPUs and "
-                             f"{have.get('GPU', 0):g} GPUs; lower --cpus-per-trial / --gpus-per-trial")
-        print(f"warning: no node of the cluster has {need} now (the largest: {have.get('CPU', 0):g} CPUs, "
-              f"{have.get('GPU', 0):g} GPUs); the trials stay PENDING until an autoscaler adds one that does "
-              f"(`ray status` shows the pending demand)", file=sys.stderr)
-    return resources
-
-
-def fits(node: dict, resources: dict) -> bool:
-    """Whether a node of ray.nodes() has, in all, the CPUs and GPUs one trial asks for."""
-    have = node.get("Resources", {})
-    return have.get("CPU", 0) >= resources["cpu"] and have.get("GPU", 0) >= resources["gpu"]
-
-
-def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict):
-    """The stored experiment's Tuner on --resume, else a new experiment folder (sweep.json) and its Tuner."""
-    from ray import tune
-
-    if args.resume:
-        print(f"resuming {exp_dir}")
-        if args.set or args.seeds is not None:
-            print("note: --set and --seeds do not apply on --resume; the stored trial configs run on", file=sys.stderr)
-        from trainables.tune import train_tune
-
-        return tune.Tuner.restore(trainable=tune.with_resources(train_tune, resources), resume_unfinished=True,
-                                  resume_errored=True, **store.prepare_restore(exp_dir))
-    meta = {**asdict(sweep), "preset": args.preset, "n_trials": len(trials), "argv": sys.argv,
-            "start_points": start_points(sweep, trials), "commit": source_commit()}
-    store.create_experiment(exp_dir)
-    tuner = build_tuner(sweep, trials, args, exp_dir, resources)  # Tune writes its tuner.pkl here
-    # sweep.json last: a folder that has one is an experiment that --resume can continue
-    store.write_text(exp_dir / "sweep.json", json.dumps(meta, indent=1, default=str))
-    return tuner
-
-
 def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
     """The report and the failed trials printed; the exit code: 0 every trial finished (diverged ones
     included: a divergence is a result, noted on stderr), 1 a trial failed, 3 stopped (a signal during
@@ -722,111 +346,6 @@ def storage_lost(sweep: Sweep, exp_dir, why: str) -> int:
           f"last successful upload; once it answers again, continue with "
           f"`{resume_command(sweep.name, exp_dir)}`", file=sys.stderr)
     return EXIT_STORAGE_LOST
-
-
-_wanted: dict = {}  # signal -> the handler graceful_stop() wants in place now
-
-
-def _want(sig, handler) -> None:
-    _wanted[sig] = handler
-    signal.signal(sig, handler)
-
-
-def reinstall_handlers() -> None:
-    """Put graceful_stop()'s handlers back: Ray's driver takes SIGTERM over when it connects (a handler
-    that exits at once, and a C++ one that aborts), which would end the sweep without saving it."""
-    for sig, handler in _wanted.items():
-        signal.signal(sig, handler)
-
-
-@contextlib.contextmanager
-def signals_interrupt():
-    """SIGINT and SIGTERM raise KeyboardInterrupt in the block (SIGTERM's default would end the process
-    without a word); the handlers before it come back after. In the main thread only."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, h in old.items():
-            signal.signal(sig, h)
-
-
-@contextlib.contextmanager
-def graceful_stop(announce=None):
-    """Ctrl+C and SIGTERM (what `ray job stop` and most schedulers send) stop the sweep through Tune's
-    own interrupt (SIGUSR1), sent once the checkpoints the trials reported are registered
-    (sweeper/stopping.py): it ends the running trials and saves the experiment state, then fit()
-    returns. Yields an Event that tells whether that happened (Tune marks the trials it stopped
-    done=True, so the results cannot). A second signal acts at once. Tune's own SIGINT handler must
-    be off (TUNE_DISABLE_SIGINT_HANDLER=1) or it would replace this one inside fit(). `announce()` runs
-    first, before anything waits (stopping.announce: the --resume command and trials.parquet, for a
-    sender that SIGKILLs seconds later, as `ray job stop` does)."""
-    from sweeper import stopping
-
-    stopped = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield stopped
-        return
-
-    def handler(signum, frame):
-        stopped.set()
-        _want(signal.SIGINT, signal.default_int_handler)
-        _want(signal.SIGTERM, signal.SIG_DFL)
-        if announce is not None:
-            announce()
-        stopping.request()  # SIGUSR1 once no trial is saving a checkpoint it reported
-
-    stopping.reset()
-
-    old = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    for sig in old:
-        _want(sig, handler)
-    try:
-        yield stopped
-    finally:
-        _wanted.clear()
-        for sig, h in old.items():
-            signal.signal(sig, h)
-        stopping.settle()
-
-
-@contextlib.contextmanager
-def credentials_from_each_node():
-    """Tune copies the driver's AWS keys (the secret key, session tokens) into every trial actor's
-    runtime env, where Ray's runtime env agent logs them in plain text (runtime_env_agent.log) and
-    its GCS keeps them (actor table, dashboard). Inside this block it copies none: storage
-    credentials come from each node's own settings (environment, profile, instance role; see the
-    README), and a local Ray's workers inherit the driver's environment anyway."""
-    from ray.tune.execution import class_cache
-
-    keys = {k for k in class_cache.ENV_VARS_TO_PROPAGATE if k.startswith("AWS_")}
-    class_cache.ENV_VARS_TO_PROPAGATE -= keys
-    try:
-        yield
-    finally:
-        class_cache.ENV_VARS_TO_PROPAGATE |= keys
-
-
-@contextlib.contextmanager
-def env_set(**values: str):
-    """Environment variables set for the block only (Tune reads some of them inside fit())."""
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from search_spaces import get_sweep, names
+from sweeper import benchmark_docs, committed_runs, docs
 from sweeper import claims as claimlib
-from sweeper import docs
 from trainables.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,7 +66,7 @@ def test_declared_claims_name_real_sweeps_presets_and_config_keys():
 
 
 def test_every_claim_is_graded_on_two_committed_seed_sets_or_says_why_not():
-    runs = [docs.read_run(p) for p in docs.run_dirs()]
+    runs = [committed_runs.read_run(p) for p in committed_runs.run_dirs()]
     for c in docs.load_claims():
         graded = docs.grade_claim(c, runs)
         if graded is None:
@@ -130,14 +130,14 @@ def test_a_claim_is_yes_on_both_seed_sets_mixed_when_one_contradicts_and_rendere
     write_run(root, "ablation_radius-quick-s0-2", "ablation_radius",
               {**{("none", s): v for s, v in zip((0, 1, 2), (5.0, 6.0, 4.0))},
                **{("direct", s): v for s, v in zip((0, 1, 2), (4.0, 4.5, 3.2))}})
-    runs = [docs.read_run(p) for p in docs.run_dirs(root)]
+    runs = [committed_runs.read_run(p) for p in committed_runs.run_dirs(root)]
     one = docs.grade_claim(CLAIM, runs)
     assert one["verdict"] is None and one["status"] == "one seed set committed"
     # the second set: MT+MUR higher on every seed, the interval above 0: contradicted on this set -> mixed
     write_run(root, "ablation_radius-quick-s3-5", "ablation_radius",
               {**{("none", s): v for s, v in zip((3, 4, 5), (5.0, 6.0, 4.0))},
                **{("direct", s): v for s, v in zip((3, 4, 5), (5.6, 6.9, 4.5))}})
-    runs = [docs.read_run(p) for p in docs.run_dirs(root)]
+    runs = [committed_runs.read_run(p) for p in committed_runs.run_dirs(root)]
     graded = docs.grade_claim(CLAIM, runs)
     assert [v for _, v, _ in graded["sets"]] == ["yes", "contradicted"] and graded["verdict"] == "mixed"
     first = graded["sets"][0][2][0]
@@ -168,7 +168,7 @@ def test_overlapping_seed_sets_and_unmatched_cells_are_errors(tmp_path):
         docs.generated(root)
     write_run(root, "ablation_radius-quick-s2-4", "ablation_radius",
               {(m, s + 2): v for (m, s), v in values.items()})
-    with pytest.raises(docs.DocsError, match="share seeds"):
+    with pytest.raises(committed_runs.DocsError, match="share seeds"):
         docs.generated(root)
 
 
@@ -196,7 +196,7 @@ def test_add_copies_a_finished_results_folder_with_its_machine(tmp_path):
     pd.DataFrame({"mur": ["none", "direct"], "lr": [0.1, 0.1], "seed": [3, 3], "status": ["finished"] * 2,
                   "trial_dir": ["/x/a", "/x/b"], "final_test_error": [5.0, 4.25]}).to_parquet(exp / "trials.parquet")
     (exp / "optuna.db").write_bytes(b"big")  # not a committed file
-    dest = docs.add(exp, root=tmp_path)
+    dest = committed_runs.add(exp, root=tmp_path)
     assert dest == tmp_path / "docs" / "runs" / "ablation_radius-quick-s3-5"
     assert sorted(p.name for p in dest.iterdir()) == ["machine.json", "paired_diffs.png", "summary.csv",
                                                        "sweep.json", "table.md", "trials.csv", "trials.parquet"]
@@ -206,13 +206,13 @@ def test_add_copies_a_finished_results_folder_with_its_machine(tmp_path):
     m = json.loads((dest / "machine.json").read_text())
     assert m["command"] == "python -m sweeper.run ablation_radius --preset quick"
     assert m["cores"] >= 1 and m["cpu"] and m["torch"] and m["wall_min"] >= 0
-    with pytest.raises(docs.DocsError, match="no table.md"):
+    with pytest.raises(committed_runs.DocsError, match="no table.md"):
         (exp / "table.md").unlink()
-        docs.add(exp, root=tmp_path)
+        committed_runs.add(exp, root=tmp_path)
 
 
 def test_a_committed_command_drops_the_machines_paths_but_keeps_every_other_argument():
-    from sweeper.docs import public_args
+    from sweeper.committed_runs import public_args
     argv = ["/home/u/p/sweeper/run.py", "ablation_radius", "--storage", "/tmp/r", "--preset", "quick",
             "--storage=s3://b/p", "--seed-start", "8"]
     assert public_args(argv) == ["ablation_radius", "--preset", "quick", "--seed-start", "8"]
@@ -346,14 +346,14 @@ def test_performance_shows_the_measured_code_not_a_comparison_with_an_older_one(
     d = {"machine": "Test CPU", "before_commit": "a" * 40, "after_commit": "b" * 40, "steps": 50, "rounds": 7,
          "rows": [{"variant": "MT", "steps_per_s_before": 11.0, "steps_per_s_after": 80.0, "speedup": 7.27},
                   {"variant": "MT+MUR", "steps_per_s_before": 13.0, "steps_per_s_after": 20.0, "speedup": 1.54}]}
-    text = "\n".join(docs.cpu_step_md("x.json", d))
+    text = "\n".join(benchmark_docs.cpu_step_md("x.json", d))
     assert "| MT+MUR | 20.00 | 4.00× |" in text  # 80 / 20: its step against MT's, from the same rounds
     assert "11.00" not in text and "7.27" not in text and "aaaaaaa" not in text and "commit bbbbbbb" in text
     scale = {"machine": "m", "date": "d", "sweep": "s", "after_commit": "c" * 40,
              "sizes": {"after": [{"trials": 50, "wall_s": 1.0}, {"trials": 500, "wall_s": 3.0}],
                        "before": [{"trials": 50, "wall_s": 9.0}, {"trials": 500, "wall_s": 99.0}]},
              "growth": {"after": {"wall_s": 3.0}, "before": {"wall_s": 11.0}}}
-    text = "\n".join(docs.scale_md("y.json", scale))
+    text = "\n".join(benchmark_docs.scale_md("y.json", scale))
     assert "**3.00×**" in text and "99.00" not in text and "11.00×" not in text
     performance = (ROOT / "docs" / "PERFORMANCE.md").read_text()
     assert not re.search(r"\bagainst commit\b|steps/s at [0-9a-f]{7}|\| before \|", performance)

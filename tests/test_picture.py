@@ -17,7 +17,7 @@ import pytest
 from browser import need_chromium, open_page
 from conftest import write_trial
 from search_spaces import get_sweep
-from sweeper import docs, picture
+from sweeper import committed_runs, docs, picture
 from sweeper.report import build_report
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,7 +100,7 @@ def committed_run(tmp_path_factory):
     build_report(exp)
     root = tmp / "project"
     (root / "docs" / "runs").mkdir(parents=True)
-    run = docs.add(exp, root=root)
+    run = committed_runs.add(exp, root=root)
     (run / "machine.json").write_text(json.dumps({**json.loads((run / "machine.json").read_text()),
                                                   "date": "2000-01-02"}))
     return root, run, tmp
@@ -164,7 +164,7 @@ def test_the_picture_is_drawn_from_the_page_it_names(committed_run):
 def test_the_committed_picture_is_made_from_the_committed_quick_start_run():
     """docs/report.html is the page rebuilt now from the committed quick-start run, and docs/report.png
     names it; while that run lacks what the page needs, neither is committed (no stale picture)."""
-    runs = docs.runs_of([docs.read_run(p) for p in docs.run_dirs()], *docs.QUICKSTART)
+    runs = committed_runs.runs_of([committed_runs.read_run(p) for p in committed_runs.run_dirs()], *docs.QUICKSTART)
     assert runs
     run = runs[0]["folder"]
     if all((run / n).is_file() for n in picture.PAGE_INPUTS):

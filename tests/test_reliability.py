@@ -32,7 +32,7 @@ import torch
 import yaml
 
 from search_spaces import get_sweep
-from sweeper import check_cluster, report
+from sweeper import check_cluster, preflight, ray_session, report, signals, tuner
 from sweeper import run as sweeper_run
 from sweeper.aggregate import write_summary, write_trials
 from trainables.config import TrainConfig
@@ -171,7 +171,7 @@ def cli_trials(*argv: str) -> tuple:
     """(sweep, args, validated trial configs) exactly as `python -m sweeper.run ARGV` builds them."""
     args = sweeper_run.parse_args(list(argv))
     sweep = get_sweep(args.sweep, args.preset)
-    return sweep, args, sweeper_run.trial_configs(sweep, args)
+    return sweep, args, preflight.trial_configs(sweep, args)
 
 
 # ---------------------------------------------------------------- a local Ray in this process
@@ -199,8 +199,7 @@ def fit(sweep, trials, args, exp: Path):
     """Run `trials` with the Tuner that sweeper.run builds (its FailureConfig and checkpoints)."""
     exp.mkdir(parents=True)
     (exp / "sweep.json").write_text(json.dumps({**asdict(sweep), "preset": args.preset}, default=str))
-    tuner = sweeper_run.build_tuner(sweep, trials, args, exp, {"cpu": 1, "gpu": 0})
-    return tuner.fit()
+    return tuner.build_tuner(sweep, trials, args, exp, {"cpu": 1, "gpu": 0}).fit()
 
 
 # ---------------------------------------------------------------- 1. a trial worker killed mid-run
@@ -730,7 +729,7 @@ def test_a_stop_signal_prints_the_resume_command_and_writes_trials_parquet_befor
     old = signal.signal(signal.SIGUSR1, lambda *a: interrupts.append(1))  # Tune's interrupt, not running here
     resume = f"python -m sweeper.run ablation_radius --resume {exp}"
     try:
-        with sweeper_run.graceful_stop(lambda: stopping.announce(resume, exp)) as stopped:
+        with signals.graceful_stop(lambda: stopping.announce(resume, exp)) as stopped:
             os.kill(os.getpid(), signal.SIGTERM)
             deadline = time.time() + 5
             while not interrupts and time.time() < deadline:
@@ -858,8 +857,8 @@ def test_bad_input_is_one_line_exit_2_before_ray_and_touches_nothing(name, store
     argv = [a.format(**fill) for a in argv]
     if "--storage" not in argv:
         argv += ["--storage", str(stored)]
-    monkeypatch.setattr(sweeper_run, "connect_ray", no_ray)
-    monkeypatch.setattr(sweeper_run, "build_tuner", no_ray)
+    monkeypatch.setattr(ray_session, "connect_ray", no_ray)
+    monkeypatch.setattr(tuner, "build_tuner", no_ray)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     before = snapshot(tmp_path)
     rc = sweeper_run.main(argv)
@@ -871,7 +870,7 @@ def test_bad_input_is_one_line_exit_2_before_ray_and_touches_nothing(name, store
 
 
 def test_ray_address_from_the_environment_is_checked_too(stored, capsys, monkeypatch):
-    monkeypatch.setattr(sweeper_run, "connect_ray", no_ray)
+    monkeypatch.setattr(ray_session, "connect_ray", no_ray)
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
     before = snapshot(stored)
     assert sweeper_run.main([*QUICK, "--storage", str(stored)]) == 2
@@ -885,8 +884,8 @@ def test_a_cluster_ray_cannot_reach_is_one_line_exit_2(stored, capsys, monkeypat
     def refuse(address, dashboard=False):
         raise ConnectionError("Could not find any running Ray instance. Please specify the one to connect to\n"
                               "by setting `--address` flag or `RAY_ADDRESS` environment variable.")
-    monkeypatch.setattr(sweeper_run, "connect_ray", refuse)
-    monkeypatch.setattr(sweeper_run, "build_tuner", no_ray)
+    monkeypatch.setattr(ray_session, "connect_ray", refuse)
+    monkeypatch.setattr(tuner, "build_tuner", no_ray)
     before = snapshot(stored)
     assert sweeper_run.main([*QUICK, "--address", "auto", "--storage", str(stored)]) == 2
     err = capsys.readouterr().err

@@ -689,8 +689,10 @@ def test_a_search_says_where_its_base_values_landed(tmp_path, point, want):
 
 def test_the_search_sweeps_start_at_their_base_values_and_refuse_one_outside_the_range(capsys):
     from search_spaces import get_sweep
+    from sweeper.preflight import trial_configs
     from sweeper.run import main as run_main
-    from sweeper.run import parse_args, start_points, trial_configs
+    from sweeper.run import parse_args
+    from sweeper.tuner import start_points
 
     for name in ("hpo", "hpo_base"):
         sweep = get_sweep(name, "quick")

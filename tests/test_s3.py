@@ -31,9 +31,9 @@ from moto.server import ThreadedMotoServer
 from procs import pids_naming
 from tinydata import write_cifar10
 
-from sweeper import report
+from sweeper import ray_session, report
 from sweeper import run as sweeper_run
-from sweeper import storage
+from sweeper import storage, tuner
 from trainables import remote
 from trainables.datafiles import DataError, check_readable, read_raw
 
@@ -98,8 +98,8 @@ BAD_STORAGE = {  # name -> (--storage, words of the error)
 def test_bad_storage_uri_is_one_line_exit_2_before_ray_and_writes_nothing(name, s3, tmp_path, monkeypatch, capsys):
     uri, words = BAD_STORAGE[name]
     monkeypatch.chdir(tmp_path)  # a scheme taken for a folder name would show up here ("s3:", "foo:")
-    monkeypatch.setattr(sweeper_run, "connect_ray", no_ray)
-    monkeypatch.setattr(sweeper_run, "build_tuner", no_ray)
+    monkeypatch.setattr(ray_session, "connect_ray", no_ray)
+    monkeypatch.setattr(tuner, "build_tuner", no_ray)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     before = (buckets(s3), objects(s3))
     for argv in (["ablation_radius", "--preset", "quick", "--storage", uri],
@@ -115,7 +115,7 @@ def test_bad_storage_uri_is_one_line_exit_2_before_ray_and_writes_nothing(name, 
 def test_refused_credentials_are_one_line_exit_2(s3, tmp_path, monkeypatch, capsys):
     """moto with its authentication on knows no access key: every request is refused (HTTP 403)."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sweeper_run, "connect_ray", no_ray)
+    monkeypatch.setattr(ray_session, "connect_ray", no_ray)
     before = objects(s3)
     monkeypatch.setattr(moto.settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)
     rc = sweeper_run.main(["ablation_radius", "--preset", "quick", "--storage", f"s3://{BUCKET}/results"])
@@ -232,7 +232,7 @@ def test_two_runs_in_the_same_second_into_one_bucket_get_their_own_folders(s3, c
 
     monkeypatch.setattr(sweeper_run, "time", SimpleNamespace(time=lambda: t0))
     monkeypatch.setattr(sweeper_run, "start_ray", lambda address, args: {"cpu": 1.0, "gpu": 0.0})
-    monkeypatch.setattr(sweeper_run, "build_tuner", lambda sweep, trials, args, exp, res: Tuner(exp))
+    monkeypatch.setattr(tuner, "build_tuner", lambda sweep, trials, args, exp, res: Tuner(exp))
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     argv = ["ablation_radius", "--preset", "quick", "--storage", f"s3://{BUCKET}/same-second"]
     assert [sweeper_run.main(argv) for _ in range(2)] == [5, 5]  # no trial reported: no report
@@ -338,7 +338,7 @@ def test_data_dir_uri_is_copied_once_per_node_checked_against_sizes(s3, tmp_path
 
 
 def test_a_data_uri_without_the_files_is_exit_2_before_ray(s3, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(sweeper_run, "connect_ray", no_ray)
+    monkeypatch.setattr(ray_session, "connect_ray", no_ray)
     monkeypatch.setenv("VBI_MUR_CACHE", str(tmp_path / "node"))
     rc = sweeper_run.main(["ablation_radius", "--data-dir", f"s3://{BUCKET}/nothing", "--storage", str(tmp_path / "r")])
     err = capsys.readouterr().err

@@ -33,7 +33,7 @@ from procs import pids_naming
 from ray import cloudpickle
 from tcpproxy import Proxy
 
-from sweeper import report
+from sweeper import ray_session, report
 from sweeper import run as sweeper_run
 from sweeper import storage
 from trainables import remote
@@ -129,7 +129,7 @@ def test_the_retries_survive_pickling_and_wait_out_a_cut(s3, monkeypatch):
 
 def test_a_bad_retry_budget_is_one_line_exit_2(s3, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("VBI_MUR_STORAGE_RETRY_S", "a minute")
-    monkeypatch.setattr(sweeper_run, "connect_ray", lambda *a, **k: pytest.fail("Ray was started for bad input"))
+    monkeypatch.setattr(ray_session, "connect_ray", lambda *a, **k: pytest.fail("Ray was started for bad input"))
     assert sweeper_run.main(["ablation_radius", "--preset", "quick", "--storage", f"s3://{BUCKET}/r"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "VBI_MUR_STORAGE_RETRY_S='a minute' is not a number" in err, err
@@ -138,7 +138,7 @@ def test_a_bad_retry_budget_is_one_line_exit_2(s3, tmp_path, monkeypatch, capsys
 def test_a_bucket_that_does_not_answer_at_the_start_is_one_line_exit_2_within_seconds(s3, capsys, monkeypatch):
     """The pre-flight check retries for storage.PREFLIGHT_RETRY_S (5 s), not the run's budget."""
     _, proxy = s3
-    monkeypatch.setattr(sweeper_run, "connect_ray", lambda *a, **k: pytest.fail("Ray was started for bad input"))
+    monkeypatch.setattr(ray_session, "connect_ray", lambda *a, **k: pytest.fail("Ray was started for bad input"))
     proxy.cut(refuse=True)
     try:
         t0 = time.monotonic()
@@ -159,7 +159,7 @@ def test_resume_from_a_bucket_that_does_not_answer_is_one_line_exit_2_within_sec
     exp = "resume-cut/ablation_radius-20260101-000000-abcdef"
     client.put_object(Bucket=BUCKET, Key=f"{exp}/sweep.json", Body=b'{"name": "ablation_radius"}')
     client.put_object(Bucket=BUCKET, Key=f"{exp}/tuner.pkl", Body=b"state")
-    monkeypatch.setattr(sweeper_run, "connect_ray", lambda *a, **k: pytest.fail("Ray was started for bad input"))
+    monkeypatch.setattr(ray_session, "connect_ray", lambda *a, **k: pytest.fail("Ray was started for bad input"))
     monkeypatch.setattr(storage, "check", lambda where: storage.resolve(where))  # the root answered before
     argv = ["ablation_radius", "--storage", f"s3://{BUCKET}/resume-cut", "--resume"]
     proxy.cut(refuse=True)

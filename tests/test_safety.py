@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sweeper import index, stopping, storage
+from sweeper import index, preflight, ray_session, signals, stopping, storage, tuner
 from sweeper import run as sweeper_run
 from sweeper.aggregate import AggregateError
 from trainables.remote import redact, secret_in_uri
@@ -77,7 +77,7 @@ def test_a_uri_option_with_credentials_is_exit_2_before_any_work(option, tmp_pat
     more, fix = CREDENTIALS[option]
     secret = next(w for a in more for w in a.replace("@", ":").split(":") if w.startswith("secret-"))
     monkeypatch.chdir(tmp_path)  # a URI taken for a folder would show up here
-    monkeypatch.setattr(sweeper_run, "connect_ray", no_ray)
+    monkeypatch.setattr(ray_session, "connect_ray", no_ray)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     argv = [*QUICK, *more] + ([] if option == "--storage" else ["--storage", str(tmp_path / "results")])
     assert sweeper_run.main(argv) == 2
@@ -95,7 +95,7 @@ def test_credentials_in_every_uri_at_once_write_nothing_and_echo_none(tmp_path, 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("VBI_MUR_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("RAY_ADDRESS", "ray://u:s3cr3t-7@head:10001")
-    monkeypatch.setattr(sweeper_run, "connect_ray", no_ray)
+    monkeypatch.setattr(ray_session, "connect_ray", no_ray)
     argv = [*QUICK, "--storage", "s3://AKIAKEY0:s3cr3t-0@bucket/results",
             "--data-dir", "s3://AKIAKEY1:s3cr3t-1@bucket/data", "--resume", "s3://AKIAKEY2:s3cr3t-2@bucket/r/e",
             "--mlflow", "https://u:s3cr3t-3@mlflow.example", "--set", "data_dir=s3://AKIAKEY3:s3cr3t-4@bucket/d",
@@ -134,7 +134,7 @@ def started(monkeypatch, log=None):
     experiment folder."""
     monkeypatch.setattr(sweeper_run, "time", SimpleNamespace(time=lambda: T0))
     monkeypatch.setattr(sweeper_run, "start_ray", lambda address, args: {"cpu": 1.0, "gpu": 0.0})
-    monkeypatch.setattr(sweeper_run, "build_tuner",
+    monkeypatch.setattr(tuner, "build_tuner",
                         lambda sweep, trials, args, exp_dir, res: (log.append(exp_dir) if log is not None else None)
                         or FakeTuner(exp_dir))
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
@@ -255,7 +255,7 @@ def test_a_signal_before_fit_stops_the_sweep_once_fit_runs(tmp_path, capsys, mon
         signal.raise_signal(signal.SIGTERM)
         return FakeTuner(exp_dir)
 
-    monkeypatch.setattr(sweeper_run, "build_tuner", build)
+    monkeypatch.setattr(tuner, "build_tuner", build)
     try:
         rc = sweeper_run.main([*QUICK, "--storage", str(tmp_path)])
     finally:
@@ -272,7 +272,7 @@ def test_resume_of_a_folder_without_tune_state_is_one_line_exit_2(tmp_path, caps
     exp = tmp_path / "ablation_radius-20200101-000000-abcdef"
     exp.mkdir()
     (exp / "sweep.json").write_text(json.dumps({"name": "ablation_radius", "preset": "quick"}))
-    monkeypatch.setattr(sweeper_run, "connect_ray", no_ray)
+    monkeypatch.setattr(ray_session, "connect_ray", no_ray)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     for resume in ([str(exp)], []):
         assert sweeper_run.main([*QUICK, "--storage", str(tmp_path), "--resume", *resume]) == 2
@@ -315,20 +315,20 @@ def test_a_trial_no_node_can_fit(flags, fits, capsys, monkeypatch):
     import ray
 
     down = []
-    monkeypatch.setattr(sweeper_run, "connect_ray", lambda address, dashboard=False: SimpleNamespace())
+    monkeypatch.setattr(ray_session, "connect_ray", lambda address, dashboard=False: SimpleNamespace())
     monkeypatch.setattr(ray, "nodes", lambda: NODES)
     monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0})
     monkeypatch.setattr(ray, "shutdown", lambda: down.append(1))
     args = sweeper_run.parse_args([*QUICK, *flags])
     if fits:
-        assert sweeper_run.start_ray(None, args)["cpu"] == args.cpus_per_trial
+        assert ray_session.start_ray(None, args)["cpu"] == args.cpus_per_trial
         assert down == []
         return
-    with pytest.raises(sweeper_run.InputError, match="this machine's Ray has 2 CPUs and 0 GPUs; lower "):
-        sweeper_run.start_ray(None, args)
+    with pytest.raises(preflight.InputError, match="this machine's Ray has 2 CPUs and 0 GPUs; lower "):
+        ray_session.start_ray(None, args)
     assert down == [1]
     capsys.readouterr()
-    assert sweeper_run.start_ray("10.0.0.1:6379", args) == {"cpu": args.cpus_per_trial,
+    assert ray_session.start_ray("10.0.0.1:6379", args) == {"cpu": args.cpus_per_trial,
                                                             "gpu": args.gpus_per_trial or 0.0}
     err = capsys.readouterr().err
     assert err.startswith("warning: no node of the cluster has ") and "stay PENDING" in err and down == [1]
@@ -337,11 +337,11 @@ def test_a_trial_no_node_can_fit(flags, fits, capsys, monkeypatch):
 def test_main_ends_with_exit_2_when_no_local_node_fits(tmp_path, capsys, monkeypatch):
     import ray
 
-    monkeypatch.setattr(sweeper_run, "connect_ray", lambda address, dashboard=False: SimpleNamespace())
+    monkeypatch.setattr(ray_session, "connect_ray", lambda address, dashboard=False: SimpleNamespace())
     monkeypatch.setattr(ray, "nodes", lambda: NODES)
     monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0})
     monkeypatch.setattr(ray, "shutdown", lambda: None)
-    monkeypatch.setattr(sweeper_run, "build_tuner", no_ray)
+    monkeypatch.setattr(tuner, "build_tuner", no_ray)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     assert sweeper_run.main([*QUICK, "--storage", str(tmp_path), "--cpus-per-trial", "999"]) == 2
     out, err = capsys.readouterr()
@@ -369,13 +369,13 @@ def test_the_stop_handlers_come_back_after_ray_takes_sigterm(monkeypatch):
         return SimpleNamespace()
 
     sent = []
-    monkeypatch.setattr(sweeper_run, "connect_ray", connect)
+    monkeypatch.setattr(ray_session, "connect_ray", connect)
     monkeypatch.setattr(ray, "nodes", lambda: NODES)
     monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0})
     monkeypatch.setattr(stopping.os, "kill", lambda pid, sig: sent.append(sig))
     old = signal.getsignal(signal.SIGTERM)
-    with sweeper_run.graceful_stop() as stopped:
-        sweeper_run.start_ray(None, sweeper_run.parse_args(QUICK))
+    with signals.graceful_stop() as stopped:
+        ray_session.start_ray(None, sweeper_run.parse_args(QUICK))
         signal.raise_signal(signal.SIGTERM)  # would be SystemExit(15) under Ray's handler
         assert stopped.is_set()
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # a second signal acts at once

@@ -1,0 +1,147 @@
+"""The runs committed under docs/runs/: reading them for the generated docs, and adding a finished one.
+
+`python -m sweeper.docs add results/<sweep>-<stamp>` copies a results folder's small files (sweep.json
+without the machine's paths, summary.csv, table.md, table.csv, trials.parquet, the PNGs the docs show)
+into docs/runs/<sweep>-<preset>-s<first>-<last>/, with trials.csv (one row per trial, what the claims
+read) and machine.json (the machine `add` runs on, the run's dates). `read_run` reads one back for
+sweeper/docs.py; runs of one sweep count as evidence only on disjoint seeds (`check_disjoint`).
+
+    python -m sweeper.docs add results/ablation_radius-<stamp>
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import platform
+import shutil
+from datetime import datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from sweeper import claims as claimlib
+from sweeper.picture import RUNS, public_trials
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN_FILES = ("sweep.json", "summary.csv", "table.md")  # and PAGE_INPUTS when the results folder has them
+PNGS = ("paired_diffs.png",)  # the plots the docs show, copied by `add` when the run made them
+
+
+class DocsError(ValueError):
+    """A committed file the generator cannot use; the message names it and the fix."""
+
+
+def run_dirs(root: Path = ROOT) -> list[Path]:
+    return sorted(p.parent for p in (root / RUNS).glob("*/summary.csv"))
+
+
+def read_run(folder: Path) -> dict:
+    """A committed run: its sweep.json, machine.json, summary rows, table and seeds."""
+    for name in (*RUN_FILES, "machine.json"):
+        if not (folder / name).is_file():
+            raise DocsError(f"{folder}: no {name}; add the run with `python -m sweeper.docs add RESULTS_DIR`")
+    meta = json.loads((folder / "sweep.json").read_text())
+    with open(folder / "summary.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    seeds = sorted({int(s) for r in rows for s in (r.get("seeds") or "").split(",") if s.strip()})
+    return {"folder": folder, "name": folder.name, "sweep": meta["name"], "preset": meta.get("preset") or "paper",
+            "meta": meta, "machine": json.loads((folder / "machine.json").read_text()), "rows": rows,
+            "table": (folder / "table.md").read_text().strip(), "seeds": seeds,
+            "trials": claimlib.read_trials(folder),
+            "pngs": sorted(p.name for p in folder.glob("*.png"))}
+
+
+def runs_of(runs: list[dict], sweep: str, preset: str) -> list[dict]:
+    return [r for r in runs if (r["sweep"], r["preset"]) == (sweep, preset)]
+
+
+def check_disjoint(runs: list[dict]) -> None:
+    for i, a in enumerate(runs):
+        for b in runs[i + 1:]:
+            if (a["sweep"], a["preset"]) == (b["sweep"], b["preset"]) and set(a["seeds"]) & set(b["seeds"]):
+                raise DocsError(f"docs/runs/{a['name']} and docs/runs/{b['name']} share seeds; "
+                                f"keep one of them (runs of one sweep count as evidence only on disjoint seeds)")
+
+
+def seed_span(seeds: list[int]) -> str:
+    return f"s{seeds[0]}-{seeds[-1]}" if seeds else "s-"
+
+
+def machine_text(m: dict) -> str:
+    parts = [m.get("cpu") or "unknown CPU", f"{m['cores']} cores" if m.get("cores") else None,
+             f"torch {m['torch']}" if m.get("torch") else None, f"Python {m['python']}" if m.get("python") else None]
+    return ", ".join(p for p in parts if p)
+
+
+def public_args(argv: list[str]) -> list[str]:
+    """sweeper.run's arguments without the script path and `--storage`: both are paths of the machine
+    that ran the sweep, and neither changes a number."""
+    args, out = list(argv[1:]), []
+    while args:
+        a = args.pop(0)
+        if a == "--storage":
+            args = args[1:]
+        elif not a.startswith("--storage="):
+            out.append(a)
+    return out
+
+
+def machine_info(exp: Path, meta: dict) -> dict:
+    """The machine `add` runs on (where the sweep is expected to have run), and the run's dates."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        torch = version("torch")
+    except PackageNotFoundError:
+        torch = "not installed"
+    start, end = (exp / "sweep.json").stat().st_mtime, (exp / "summary.csv").stat().st_mtime
+    return {"cpu": cpu, "cores": os.cpu_count(), "torch": torch, "python": platform.python_version(),
+            "date": datetime.fromtimestamp(end).strftime("%Y-%m-%d"), "wall_min": round((end - start) / 60, 1),
+            "command": "python -m sweeper.run " + " ".join(public_args(meta.get("argv", [])))}
+
+
+def write_trials_csv(exp: Path, dest: Path) -> None:
+    """One row per trial of the results folder: the config keys its trials vary, seed, status and the final
+    metrics the claims read (claims.METRICS), from trials.parquet."""
+    import pandas as pd  # only `add` reads parquet; the docs test never calls it
+
+    trials = pd.read_parquet(exp / "trials.parquet")
+    meta = json.loads((exp / "sweep.json").read_text())
+    config = [k for k in (meta.get("base") or {}) if k in trials.columns]
+    keys = sorted({k for v in meta.get("variants") or [] for k in v} | set(meta.get("grid") or {}) | set(config))
+    varying = [k for k in keys if k in trials.columns and k != "seed" and trials[k].astype(str).nunique() > 1]
+    metrics = [c for c in claimlib.METRICS.values() if c in trials.columns]
+    out = trials[[*varying, "seed", "status", *metrics]].sort_values([*varying, "seed"], kind="stable")
+    out.to_csv(dest, index=False, float_format="%.6g")
+
+
+def add(exp: Path, root: Path = ROOT) -> Path:
+    """Copy the small top-level files of a finished local results folder into docs/runs/ (+ machine.json)."""
+    missing = [n for n in RUN_FILES if not (exp / n).is_file()]
+    if missing:
+        raise DocsError(f"{exp}: no {', '.join(missing)}; give a finished local results folder "
+                        f"(results/<sweep>-<stamp>, after the sweep printed its table)")
+    meta = json.loads((exp / "sweep.json").read_text())
+    with open(exp / "summary.csv", newline="") as f:
+        seeds = sorted({int(s) for r in csv.DictReader(f) for s in (r.get("seeds") or "").split(",") if s.strip()})
+    dest = root / RUNS / f"{meta['name']}-{meta.get('preset') or 'paper'}-{seed_span(seeds)}"
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    for name in RUN_FILES + tuple(p for p in PNGS if (exp / p).is_file()):
+        shutil.copyfile(exp / name, dest / name)
+    write_trials_csv(exp, dest / claimlib.TRIALS_CSV)
+    if (exp / "table.csv").is_file():
+        shutil.copyfile(exp / "table.csv", dest / "table.csv")
+    if (exp / "trials.parquet").is_file():  # without the machine's paths
+        public_trials(exp / "trials.parquet", dest / "trials.parquet")
+    meta["argv"] = ["sweeper.run", *public_args(meta.get("argv", []))]  # no path of the machine that ran it
+    (dest / "sweep.json").write_text(json.dumps(meta, indent=1) + "\n")
+    (dest / "machine.json").write_text(json.dumps(machine_info(exp, meta), indent=1) + "\n")
+    return dest

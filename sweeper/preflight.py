@@ -1,0 +1,160 @@
+"""The checks `python -m sweeper.run` makes before Ray starts: each one a one-line InputError naming the fix.
+
+Every trial's config is built from the sweep and the command line (`trial_configs`: --seeds,
+--seed-start, --set) and validated as a TrainConfig; a search must hold out a validation split and
+start inside its ranges; the baseline must name config keys; no URI may carry credentials; the
+per-trial resources must be ones Ray accepts; the results root must be writable and a Ray address
+must answer. sweeper/run.py's `prepare` calls them in that order.
+
+    python -m sweeper.run ablation_radius --preset quick --set seed=1   # error: ... one line, exit 2
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+from dataclasses import fields, replace
+from pathlib import Path
+
+from search_spaces import Sweep
+from trainables.config import TrainConfig
+from sweeper import storage as store
+from sweeper.storage import is_uri
+from trainables.remote import redact, scheme, secret_in_uri
+
+
+class InputError(ValueError):
+    """Bad command-line input found before any work; message names the problem and the fix."""
+
+
+def _parse_override(s: str) -> tuple[str, object]:
+    if "=" not in s:
+        raise InputError(f"--set {s!r} is not KEY=VALUE; write e.g. --set mur_radius=2")
+    k, v = s.split("=", 1)
+    if k == "seed":
+        raise InputError(f"--set {s} would give every trial one seed; seeds are a grid axis: "
+                         f"--seeds N (how many) and --seed-start N (the first)")
+    try:
+        return k, json.loads(v)
+    except json.JSONDecodeError:
+        return k, v
+
+
+def trial_configs(sweep: Sweep, args: argparse.Namespace) -> list[dict]:
+    """Every trial's config dict, validated by TrainConfig (raises ConfigError)."""
+    if args.seeds is not None and args.seeds < 1:
+        raise InputError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.seed_start is not None and args.seed_start < 0:
+        raise InputError(f"--seed-start must be >= 0, got {args.seed_start}")
+    if args.seed_start is not None:
+        sweep = replace(sweep, first_seed=args.seed_start)
+    overrides = dict(_parse_override(s) for s in args.set)
+    data_dir = args.data_dir or sweep.base.get("data_dir", "./data")
+    overrides["data_dir"] = data_dir if is_uri(data_dir) else str(Path(data_dir).expanduser().resolve())  # trials run in other folders
+    trials = [{**t, **overrides} for t in sweep.trials(args.seeds)]
+    for t in trials:
+        TrainConfig.from_dict(t)
+    # one key set for every trial (rows may set keys others leave at their default, e.g. a
+    # LabelSpreading row and MUR rows with a radius): the Tuner's param space is built from it
+    keys = list(dict.fromkeys(k for t in trials for k in t))
+    defaults = TrainConfig().to_dict()
+    return [{k: t[k] if k in t else defaults[k] for k in keys} for t in trials]
+
+
+def check_search(sweep: Sweep, trials: list[dict]) -> None:
+    """A search (hpo) selects on the validation split, so its trials must hold one out, and a search that
+    starts at its base values needs them inside the searched ranges (InputError)."""
+    if not sweep.search:
+        return
+    for k, (kind, *a) in sweep.search["space"].items() if sweep.search.get("start_at_base") else ():
+        v = trials[0][k]
+        if kind in ("loguniform", "uniform") and not a[0] <= v <= a[1]:
+            raise InputError(f"search {sweep.name} starts at the base value {k}={v}, outside its range "
+                             f"[{a[0]:g}, {a[1]:g}]; change --set {k}=... or the range in search_spaces/{sweep.name}.py")
+    cfg = TrainConfig.from_dict(trials[0])
+    if cfg.n_val == 0:
+        raise InputError(f"hpo selects on the validation split; these trials hold out none (val_size={cfg.val_size}): "
+                         f"drop --set val_size=0, or set val_size to a positive number of images")
+
+
+def check_baseline(sweep: Sweep, trials: list[dict]) -> None:
+    """Sweep.baseline, baseline_within and baseline_for must name TrainConfig keys (InputError); a baseline
+    that no trial matches (e.g. after --set) only costs the tables their differences: a note on stderr."""
+    if not sweep.baseline:
+        return
+    known = {f.name for f in fields(TrainConfig)}
+    unknown = sorted(k for k in (*sweep.baseline, *sweep.baseline_within,
+                                 *(k for row in sweep.baseline_for.values() for k in row)) if k not in known)
+    if unknown:
+        raise InputError(f"sweep {sweep.name}: baseline / baseline_within / baseline_for name {unknown}, not "
+                         f"TrainConfig keys; fix them in search_spaces/{sweep.name}.py")
+    if not any(all(TrainConfig.from_dict(t).to_dict()[k] == v for k, v in sweep.baseline.items()) for t in trials):
+        print(f"note: no trial matches the sweep's baseline {sweep.baseline}; the tables will show no paired "
+              f"differences", file=sys.stderr)
+
+
+def credentials_hint(option: str, uri: str) -> str:
+    """Where the credentials that `uri` carries belong instead (for the error naming `option`)."""
+    s = scheme(uri)
+    if option in ("--address", "RAY_ADDRESS"):
+        return "a Ray head's token goes in RAY_AUTH_TOKEN or ~/.ray/auth_token"
+    if option == "--mlflow":
+        return ("give them in MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD" if s in ("http", "https") else
+                "give the database password through its own settings (PGPASSWORD or ~/.pgpass for "
+                "postgresql), or run an MLflow server and use MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
+    return store.where_keys_go(uri)
+
+
+def check_credentials(args: argparse.Namespace, env=os.environ) -> None:
+    """No URI option may carry credentials (https://user:pw@host, s3://KEY:SECRET@bucket): the command
+    line is stored in sweep.json and on the report page, --data-dir in every trial's params.json and in
+    MLflow, and URIs are printed in errors. InputError naming the option and where the key belongs; the
+    message shows the URI with its userinfo masked."""
+    given = [("--storage", args.storage), ("--data-dir", args.data_dir), ("--mlflow", args.mlflow),
+             ("--address", args.address), ("RAY_ADDRESS", env.get("RAY_ADDRESS")), ("--confirm", args.confirm),
+             *((("--resume", args.resume),) if args.resume != "latest" else ()),
+             *((f"--set {o.split('=', 1)[0]}", o.split("=", 1)[1]) for o in args.set if "=" in o)]
+    for option, uri in given:
+        if uri and secret_in_uri(uri):
+            raise InputError(f"{option} {redact(uri)} carries credentials in the URI, which would be stored "
+                             f"(sweep.json, params.json, the report) and printed; pass it without them and "
+                             f"{credentials_hint(option, uri)}")
+
+
+def check_resources(args: argparse.Namespace) -> None:
+    """Per-trial resources and concurrency that Ray would reject only after it started."""
+    if not args.cpus_per_trial > 0:
+        raise InputError(f"--cpus-per-trial must be > 0, got {args.cpus_per_trial:g}")
+    if args.gpus_per_trial is not None and not args.gpus_per_trial >= 0:
+        raise InputError(f"--gpus-per-trial must be >= 0 (fractions share a GPU), got {args.gpus_per_trial:g}")
+    if args.max_concurrent < 0:
+        raise InputError(f"--max-concurrent must be >= 0 (0: as resources allow), got {args.max_concurrent}")
+    if not args.live_every >= 0:
+        raise InputError(f"--live-every must be >= 0 seconds (0: the report only at the end), got {args.live_every:g}")
+
+
+def check_storage(storage: str) -> Path | store.Location:
+    """The results root, a folder or a URI (sweeper/storage.py), writable: else a one-line StorageError."""
+    return store.check(storage)
+
+
+def check_address(address: str | None) -> str | None:
+    """Fail fast (1 s) on a Ray address that does not answer, instead of Ray's long retries."""
+    if not address or address in ("auto", "local"):
+        return address
+    if address.startswith(("http://", "https://")):
+        raise InputError(f"--address {address} is a dashboard / job API address; sweeper.run joins a cluster "
+                         f"at its GCS address (host:6379), or submit it as a job: "
+                         f"`ray job submit --address {address} -- python -m sweeper.run ...`")
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    if address.startswith("ray://") and ":" not in hostport:
+        hostport += ":10001"  # the Ray client's default port
+    host, _, port = hostport.rpartition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=1.0).close()
+    except (OSError, ValueError):
+        raise InputError(f"Ray address {address} does not answer; start a head with "
+                         f"`ray start --head --dashboard-host 127.0.0.1` or omit --address for a local Ray") from None
+    return address

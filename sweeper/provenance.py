@@ -1,0 +1,24 @@
+"""Where a sweep's code came from: the git commit stored in its sweep.json and shown on its report.
+
+    python -m sweeper.run ablation_radius --preset quick   # sweep.json's "commit"
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def source_commit() -> str | None:
+    """The git commit of this checkout ("+dirty" with uncommitted changes to tracked files), for the
+    report's provenance; None outside a git checkout (e.g. `ray job submit --working-dir`)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):  # no git installed
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")

@@ -1,0 +1,158 @@
+"""The Ray Tune Tuner of a sweep: a grid over its trials, Optuna + ASHA for a search, or the `--seeds auto`
+searcher, with its storage, failure config, checkpoints and callbacks; on --resume the stored one.
+
+`make_tuner` writes the new experiment folder's sweep.json (the Sweep, preset, argv, commit) after
+`build_tuner` has made Tune write its state there, so a folder with a sweep.json is one --resume can
+continue.
+
+    python -m sweeper.run ablation_radius --preset quick
+"""
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from search_spaces import Sweep, SweepError
+from sweeper import storage as store
+from sweeper.provenance import source_commit
+
+
+def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict):
+    """The stored experiment's Tuner on --resume, else a new experiment folder (sweep.json) and its Tuner."""
+    from ray import tune
+
+    if args.resume:
+        print(f"resuming {exp_dir}")
+        if args.set or args.seeds is not None:
+            print("note: --set and --seeds do not apply on --resume; the stored trial configs run on", file=sys.stderr)
+        from trainables.tune import train_tune
+
+        return tune.Tuner.restore(trainable=tune.with_resources(train_tune, resources), resume_unfinished=True,
+                                  resume_errored=True, **store.prepare_restore(exp_dir))
+    meta = {**asdict(sweep), "preset": args.preset, "n_trials": len(trials), "argv": sys.argv,
+            "start_points": start_points(sweep, trials), "commit": source_commit()}
+    store.create_experiment(exp_dir)
+    tuner = build_tuner(sweep, trials, args, exp_dir, resources)  # Tune writes its tuner.pkl here
+    # sweep.json last: a folder that has one is an experiment that --resume can continue
+    store.write_text(exp_dir / "sweep.json", json.dumps(meta, indent=1, default=str))
+    return tuner
+
+
+def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources: dict):
+    from ray import tune
+
+    from sweeper import stopping
+    from sweeper.live import live_callback
+    from sweeper.mlflow_log import mlflow_callback
+    from trainables.tune import train_tune
+
+    trainable = tune.with_resources(train_tune, resources)
+    varying = sorted(k for k in trials[0] if k != "seed" and len({json.dumps(t[k]) for t in trials}) > 1)
+    reporter = tune.CLIReporter(
+        metric_columns={"step": "step", "val_error": "val %", "test_error": "err %", "best_test_error": "best %",
+                        "loss_total": "loss", "steps_per_s": "steps/s"},
+        parameter_columns=[*varying, "seed"] if not sweep.search else list(sweep.search["space"]),
+        max_report_frequency=30)
+    # num_to_keep=2: Tune forces a save of its whole experiment state (O(trials)) once a trial has
+    # checkpointed num_to_keep times since the last save, besides its own period (>= 10 s). With 1 it
+    # saved after every checkpoint, which made the driver quadratic in the trials
+    # (benchmarks/driver_scale.py); trials checkpoint at most every checkpoint_every_s (10 s), so with
+    # 2 the saves keep Tune's period. A killed driver resumes a trial from the checkpoint its last save
+    # names (at most one period old): Tune deletes that one only on the trial's second checkpoint
+    # after it, the save it forces at once naming the newer one.
+    run_config = tune.RunConfig(
+        **store.ray_storage(exp_dir),  # name, storage_path (+ storage_filesystem for a URI)
+        # a trial whose worker, or whole node (a reclaimed spot instance), is lost starts again from its
+        # last registered checkpoint, in the shared storage; each loss spends one of these retries
+        failure_config=tune.FailureConfig(max_failures=3),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+        # hpo in a bucket: the SQLite study goes up after every trial, so another machine can resume it
+        callbacks=result_loggers(args.tensorboard) + [stopping.StopAfterSaves(), live_callback(exp_dir, args.live_every)]
+        + ([mlflow_callback(args.mlflow, exp_dir.name, sweep.name, args.preset,
+                            [k for k in (*sweep.rows, *varying) if k not in sweep.cols], list(sweep.cols))]
+           if args.mlflow else [])
+        + ([store.study_upload_callback(exp_dir)] if sweep.search and not isinstance(exp_dir, Path) else [])
+        # a bucket: at the end, Tune's final state must be in it (Tune only logs a failed upload)
+        + ([store.stored_state_check()] if not isinstance(exp_dir, Path) else []),
+        progress_reporter=reporter, verbose=1)
+    if sweep.search:  # hpo: Optuna TPE + ASHA over the search space, study kept in SQLite
+        import optuna
+        from ray.tune.schedulers import ASHAScheduler
+
+        from sweeper.optuna_search import MarkedOptunaSearch  # says which trials ASHA stopped (user attrs)
+
+        s = sweep.search
+        select = s.get("metric", "val_error")  # selection never looks at the test set
+        space = {k: _tune_domain(tune, spec) for k, spec in s["space"].items()}
+        param_space = {**trials[0], **space}
+        storage = optuna.storages.RDBStorage(f"sqlite:///{store.local_file(exp_dir, 'optuna.db')}")
+        algo = MarkedOptunaSearch(metric=select, mode="min", study_name=sweep.name, storage=storage, seed=0,
+                                  points_to_evaluate=start_points(sweep, trials), steps=trials[0]["steps"])
+        # ASHA takes metric / mode (val_error, min) from the TuneConfig: Tune rejects them set in both
+        sched = ASHAScheduler(time_attr="step", max_t=trials[0]["steps"],
+                              grace_period=grace_period(s, trials[0]["steps"], trials[0]["eval_every"]),
+                              reduction_factor=s.get("reduction_factor", 3))
+        tune_config = tune.TuneConfig(search_alg=algo, scheduler=sched, num_samples=s["num_samples"],
+                                      metric=select, mode="min", trial_dirname_creator=_trial_dirname,
+                                      reuse_actors=True,
+                                      max_concurrent_trials=args.max_concurrent or None)
+    elif sweep.max_seeds:  # --seeds auto: a searcher suggests each trial, seeds only where a claim is open
+        from sweeper.seed_searcher import searcher_for
+
+        algo, most = searcher_for(sweep, trials)
+        param_space = {}
+        tune_config = tune.TuneConfig(search_alg=algo, num_samples=most, trial_dirname_creator=_trial_dirname,
+                                      max_concurrent_trials=args.max_concurrent or None, reuse_actors=True)
+    else:  # a grid: trial_index picks one fully specified config (variants need not be a product)
+        keys = list(trials[0])
+        param_space = {"trial_index": tune.grid_search(list(range(len(trials))))}
+        for k in keys:
+            param_space[k] = tune.sample_from(lambda spec, k=k: trials[spec.config.trial_index][k])
+        tune_config = tune.TuneConfig(max_concurrent_trials=args.max_concurrent or None,
+                                      trial_dirname_creator=_trial_dirname,
+                                      reuse_actors=True)  # no new process (torch import) per trial
+    return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config, run_config=run_config)
+
+
+def start_points(sweep: Sweep, trials: list[dict]) -> list[dict] | None:
+    """search["start_at_base"]: the first sample is the base config's own values of the searched keys
+    (the hand-set values, after any --set), so the ranking shows how far the search gets beyond them."""
+    if not (sweep.search or {}).get("start_at_base"):
+        return None
+    return [{k: trials[0][k] for k in sweep.search["space"]}]
+
+
+def grace_period(search: dict, steps: int, eval_every: int) -> int:
+    """ASHA's first rung in steps: search["grace_fraction"] of the run (so that `--set steps=N` keeps it
+    inside the run), at least one evaluation; else search["grace_period"], else one evaluation."""
+    if "grace_fraction" in search:
+        return max(eval_every, int(search["grace_fraction"] * steps))
+    return min(search.get("grace_period", eval_every), steps)
+
+
+def result_loggers(tensorboard: bool) -> list:
+    """result.json (what sweeper.aggregate reads) and progress.csv per trial; TensorBoard files only
+    on request. Tune adds its TensorBoard logger by default, and tensorboardX imports torch in the
+    driver (seconds of CPU, taken from the trials); sweeper.run's main() turns Tune's automatic
+    loggers off during fit(), so these are all. They are stored with the experiment and apply on --resume."""
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback, TBXLoggerCallback
+
+    return [JsonLoggerCallback(), CSVLoggerCallback(), *([TBXLoggerCallback()] if tensorboard else [])]
+
+
+def _trial_dirname(trial) -> str:
+    """Short trial folder names (the config is in params.json, not in the path)."""
+    return f"trial_{trial.trial_id}"
+
+
+def _tune_domain(tune, spec):
+    kind, *a = spec
+    if kind == "loguniform":
+        return tune.loguniform(*a)
+    if kind == "uniform":
+        return tune.uniform(*a)
+    if kind == "choice":
+        return tune.choice(*a)
+    raise SweepError(f"unknown search domain {kind!r}; use loguniform, uniform or choice")
