@@ -147,6 +147,42 @@ def sequential_md(name: str, d: dict) -> list[str]:
     return out
 
 
+def seeds_auto_real_md(name: str, d: dict) -> list[str]:
+    """seeds_auto_real.py: real `--seeds auto` runs beside the same sweep's committed fixed runs."""
+    out = [f"### `{name}`", "", "*Fixed*: the plain 95 % paired interval over all the fixed runs' seeds; *auto*: "
+           "the deciding look's interval at the procedure's level (wider, valid under peeking). *Agree*: both call "
+           "the cell \"differs\" the same way, or neither does.", ""]
+    for r in d["runs"]:
+        t, w = r["trials"], r["wall_min"]
+        runs = ", ".join(f"`docs/runs/{f}`" for f in r["fixed_runs"])
+        out += [f"`python -m sweeper.run {r['sweep']} --preset {r['preset']} --seeds auto --max-seeds {r['max_seeds']}` "
+                f"beside {runs}: trials {t['auto']} auto against {t['fixed']} fixed ({t['auto'] / t['fixed']:.0%}); "
+                f"wall time {w['auto']:g} min against {w['fixed']:g} min (each run on its own machine load). A seed both "
+                f"ran is the same trial: {r['shared_trials_equal']} of {r['shared_trials']} such trials have equal errors.",
+                "", "| cell | fixed: seeds, Δ [95 %] | decided | auto: seeds, Δ [interval] | verdict | agree |",
+                "|---|---|---|---|---|---|"]
+        for c in r["cells"]:
+            f, a = c["fixed"], c["auto"]
+            cell = ", ".join(f"{k} {v}" for k, v in c["cell"].items())
+            out.append(f"| {cell} | {c['seeds_fixed']}, {f['diff']:+.2f} [{f['lo']:+.2f}, {f['hi']:+.2f}] | "
+                       f"{f['status']} | {c['seeds_auto']}, {a['diff']:+.2f} [{a['lo']:+.2f}, {a['hi']:+.2f}] | "
+                       f"{a['status']} | {'yes' if c['agree'] else 'opposite' if c['opposite'] else 'no'} |")
+        out.append("")
+    return out[:-1]
+
+
+def job_stop_md(name: str, d: dict) -> list[str]:
+    """job_stop.py: seconds from the driver's SIGTERM to its end under `ray job stop`, per stop wait."""
+    out = [f"### `{name}`", "", f"`{d['test']}` on {d['machine']}, load average {d['load_avg_1min_before']:g} before "
+           f"and {d['load_avg_1min_after']:g} after (the stop's saves and report share the CPU with the rest); the "
+           f"test took {d['test_wall_s']:g} s.", "",
+           "| `RAY_JOB_STOP_WAIT_TIME_S` | SIGTERM to the driver's end, s | trials finished at the stop | driver ended |",
+           "|--:|--:|--:|---|"]
+    out += [f"| {s['stop_wait_s']} | {_f(s['sigterm_to_driver_end_s'])} | {s['finished_at_stop']} | {s['ended']} |"
+            for s in d["stops"]]
+    return out
+
+
 def scalars_md(name: str, d: dict) -> list[str]:
     """A result file without a renderer of its own: its top-level numbers and strings."""
     out = [f"### `{name}`", "", "| key | value |", "|---|---|"]
@@ -192,6 +228,8 @@ def performance_md(root: Path) -> str:
                 "The live report page's cost (`benchmarks/live_report.py`)": [],
                 "The driver with 50 to 500 trials (`benchmarks/driver_scale.py`)": [],
                 "`--seeds auto` simulated (`benchmarks/sequential_seeds.py`)": [],
+                "`--seeds auto` on a real sweep (`benchmarks/seeds_auto_real.py`)": [],
+                "`ray job stop`'s time (`benchmarks/job_stop.py`)": [],
                 "Other results": []}
     titles = list(sections)
     for path in sorted((root / BENCHMARKS).glob("*.json")):
@@ -213,8 +251,12 @@ def performance_md(root: Path) -> str:
             sections[titles[5]] += scale_md(path.name, d) + [""]
         elif d.get("benchmark") == "sequential_seeds":
             sections[titles[6]] += sequential_md(path.name, d) + [""]
+        elif d.get("benchmark") == "seeds_auto_real":
+            sections[titles[7]] += seeds_auto_real_md(path.name, d) + [""]
+        elif d.get("benchmark") == "job_stop":
+            sections[titles[8]] += job_stop_md(path.name, d) + [""]
         else:
-            sections[titles[7]] += scalars_md(path.name, d) + [""]
+            sections[titles[-1]] += scalars_md(path.name, d) + [""]
     for title, lines in sections.items():
         if lines:
             out += [f"## {title}", ""] + lines

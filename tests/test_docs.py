@@ -372,3 +372,45 @@ def test_the_readme_install_block_comes_from_its_result_file(tmp_path):
     assert "takes 3.0 GiB (`du -sm .venv`), most of it torch's CUDA stack (b 3 MiB, c 2 MiB, a 1 MiB)" in readme
     assert "took 25 min (1,500 s), a made-up run." in readme  # 1500 s / 60
     assert "install.json" not in made[Path("docs/PERFORMANCE.md")]  # one home: the README
+
+
+def test_the_job_stop_and_real_seeds_auto_tables_come_from_their_files():
+    stop = {"benchmark": "job_stop", "test": "t", "machine": "Test CPU, 2 CPUs", "load_avg_1min_before": 1.5,
+            "load_avg_1min_after": 2.0, "test_wall_s": 99.0,
+            "stops": [{"stop_wait_s": 3, "sigterm_to_driver_end_s": 2.94, "finished_at_stop": 1, "ended": "SIGKILLed"},
+                      {"stop_wait_s": 60, "sigterm_to_driver_end_s": 17.0, "finished_at_stop": 2, "ended": "on its own"}]}
+    text = "\n".join(benchmark_docs.job_stop_md("s.json", stop))
+    assert "| 3 | 2.9 | 1 | SIGKILLed |" in text and "| 60 | 17.0 | 2 | on its own |" in text
+    assert "load average 1.5 before and 2 after" in text
+    real = {"benchmark": "seeds_auto_real", "runs": [{
+        "sweep": "ablation_radius", "preset": "quick", "max_seeds": 8, "fixed_runs": ["r"],
+        "trials": {"fixed": 40, "auto": 30}, "wall_min": {"fixed": 8.0, "auto": 6.0}, "shared_trials": 30,
+        "shared_trials_equal": 30,
+        "cells": [{"cell": {"method": "mt", "r": 1}, "seeds_fixed": 8, "seeds_auto": 3,
+                   "fixed": {"diff": -1.0, "lo": -1.5, "hi": -0.5, "status": "differs"},
+                   "auto": {"diff": -1.2, "lo": -2.0, "hi": -0.4, "status": "differs"},
+                   "agree": True, "opposite": False}]}]}
+    text = "\n".join(benchmark_docs.seeds_auto_real_md("a.json", real))
+    assert "trials 30 auto against 40 fixed (75%)" in text and "30 of 30 such trials have equal errors" in text
+    assert "| method mt, r 1 | 8, -1.00 [-1.50, -0.50] | differs | 3, -1.20 [-2.00, -0.40] | differs | yes |" in text
+
+
+def test_the_real_seeds_auto_comparison_calls_agreement_by_decision_and_direction():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("seeds_auto_real", ROOT / "benchmarks" / "seeds_auto_real.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    row = lambda d, lo, hi, verdict: {"diff_vs_baseline": d, "diff_ci_low": lo, "diff_ci_high": hi, "n_paired": "8",
+                                      "verdict": verdict}
+    base = {s: 5.0 for s in range(8)}
+    cell = {s: 5.0 - 1.0 + 0.1 * (-1) ** s for s in range(8)}  # differences -0.9, -1.1, ...: mean -1, sd 0.107
+    fixed = mod.paired(cell, base)
+    half = 2.364624 * 0.1069045 / 8 ** 0.5  # t(0.975, 7) x sd / sqrt(8), by hand
+    assert fixed["status"] == "differs" and fixed["lo"] == pytest.approx(-1 - half, abs=1e-3) and fixed["pairs"] == 8
+    assert mod.paired({0: 1.0, 1: 3.0, 2: 2.0}, {0: 2.0, 1: 2.0, 2: 2.0})["status"] == "open"
+    assert mod.decision({"diff_ci_low": ""}) == {}  # the baseline row
+    assert mod.compare(fixed, mod.decision(row("-1", "-2", "-0.1", "differs at 3 seeds"))) == (True, False)
+    assert mod.compare(fixed, mod.decision(row("-1", "-2", "0.3", "capped at 8 seeds"))) == (False, False)
+    assert mod.compare(fixed, mod.decision(row("1", "0.2", "2", "differs at 5 seeds"))) == (False, True)
+    assert mod.compare({"diff": 0.1, "status": "open"}, mod.decision(row("0", "-2", "2", "capped at 8 seeds"))) \
+        == (True, False)  # neither decided
