@@ -1,0 +1,58 @@
+"""How long `ray job stop` takes to end a sweep's driver, with Ray's default stop wait and with the one
+docs/USAGE.md gives: the end-to-end test that stops a quick sweep twice on a local head, its
+measurements kept.
+
+    python benchmarks/job_stop.py            # writes benchmarks/results/job_stop_cpu.json
+
+Hypothesis: with Ray's default wait (3 s) the job supervisor SIGKILLs the driver before its graceful
+stop ends; with the documented wait the driver ends on its own (its log ends with the `--resume` line).
+The test (tests/test_e2e.py) asserts what each stop kept and prints one JSON line of measurements:
+per stop the wait, the seconds from the driver's SIGTERM to its end, the trials finished at the stop and
+whether the driver ended on its own. The stop's saves and report share the CPU with whatever else runs,
+so the load average before and after is recorded with them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TEST = "tests/test_e2e.py::test_ray_job_stop_keeps_what_finished_and_resume_finishes_every_trial"
+MARK = '{"test": "ray job stop + resume"'
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").is_file() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=str(ROOT / "benchmarks/results/job_stop_cpu.json"))
+    args = p.parse_args(argv)
+    load_before = os.getloadavg()
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", TEST],
+                          cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    wall = time.perf_counter() - t0
+    lines = [x[x.index(MARK):] for x in proc.stdout.splitlines() if MARK in x]
+    if proc.returncode != 0 or not lines:
+        sys.exit(f"the job-stop test failed ({proc.returncode}); nothing written:\n{proc.stdout[-3000:]}")
+    out = {"benchmark": "job_stop", "test": TEST, "machine": f"{cpu_model()}, {os.cpu_count()} CPUs",
+           "load_avg_1min_before": round(load_before[0], 2), "load_avg_1min_after": round(os.getloadavg()[0], 2),
+           "test_wall_s": round(wall, 1), "stops": json.loads(lines[-1])["stops"]}
+    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    print(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
