@@ -65,6 +65,21 @@ def test_declared_claims_name_real_sweeps_presets_and_config_keys():
             assert set(cell) | set(c["against"]) <= keys, (c["claim"], (set(cell) | set(c["against"])) - keys)
 
 
+def test_a_sweep_that_stops_matches_uses_its_claims_margin():
+    """--seeds auto's "matches" margin in a sweep module is the one docs/claims.json declares for the claim
+    the sweep's own baseline comparison tests (one rule, stated before the runs)."""
+    declared = 0
+    for c in docs.load_claims():
+        if "margin" not in c:
+            continue
+        sweep = get_sweep(c["sweep"], c["preset"])
+        if sweep.match_margin is not None:
+            assert all({**cell, **c["against"]}.items() >= sweep.baseline.items() for cell in c["cells"]), c["claim"]
+            assert sweep.match_margin == c["margin"], c["claim"]
+            declared += 1
+    assert declared >= 1
+
+
 def test_every_claim_is_graded_on_two_committed_seed_sets_or_says_why_not():
     runs = [committed_runs.read_run(p) for p in committed_runs.run_dirs()]
     for c in docs.load_claims():

@@ -107,38 +107,59 @@ def _check_input(net: nn.Module, x: torch.Tensor) -> None:
                          f"{tuple(x.shape)}; check in_channels / the data set's layout")
 
 
-class ConvNet13(nn.Module):
-    """ConvNet-13 (appendix table): 32x32 input -> logits. Channels 128/256/512 times `width`."""
+class _ConvNet(nn.Module):
+    """What ConvNet-13 and its small sibling share: input noise, a body of conv-BN-LeakyReLU blocks with
+    max-pooling and dropout (`body`), global average pooling and the classifier (VD layers under VBI,
+    where dropout is removed). CHANNELS: the body's channel counts at width 1; the first is the
+    classifier's input."""
 
-    def __init__(self, num_classes: int = 10, in_channels: int = 3, variational: bool = False,
+    CHANNELS: tuple[int, ...] = ()
+    IN_CHANNELS = 3
+
+    def __init__(self, num_classes: int = 10, in_channels: int | None = None, variational: bool = False,
                  width: float = 1.0, dropout: float = 0.5, input_noise: float = 0.15,
                  bn_momentum: float = 0.001, bn_eps: float = 1e-8, dropout_mode: str = "channel"):
         super().__init__()
+        in_channels = self.IN_CHANNELS if in_channels is None else in_channels
         _check_args(num_classes, in_channels, width, dropout, input_noise)
         self.in_channels = in_channels
-        c1, c2, c3 = (_channels(c, width) for c in (128, 256, 512))
+        cs = [_channels(c, width) for c in self.CHANNELS]
         block = lambda cin, cout, k, pad: _conv_bn(cin, cout, k, pad, variational, bn_momentum, bn_eps)
         drop = lambda: [] if variational else [Dropout(dropout, dropout_mode)]  # removed under VD
-        fc = VDLinear(c1, num_classes) if variational else nn.Linear(c1, num_classes)
+        fc = VDLinear(cs[0], num_classes) if variational else nn.Linear(cs[0], num_classes)
         self.layers = nn.Sequential(
             GaussianNoise(input_noise),
-            *block(in_channels, c1, 3, 1), *block(c1, c1, 3, 1), *block(c1, c1, 3, 1),  # (B, c1, 32, 32)
-            nn.MaxPool2d(2), *drop(),                                                      # (B, c1, 16, 16)
-            *block(c1, c2, 3, 1), *block(c2, c2, 3, 1), *block(c2, c2, 3, 1),            # (B, c2, 16, 16)
-            nn.MaxPool2d(2), *drop(),                                                      # (B, c2, 8, 8)
-            *block(c2, c3, 3, 0),                                                        # (B, c3, 6, 6) valid
-            *block(c3, c2, 1, 0), *block(c2, c1, 1, 0),                                  # (B, c1, 6, 6)
+            *self.body(in_channels, *cs, block=block, drop=drop),                       # (B, c1, h, w)
             nn.AdaptiveAvgPool2d(1), nn.Flatten(),                                       # (B, c1)
             fc,                                                                          # (B, K)
         )
         _he_init(self)
+
+    @staticmethod
+    def body(cin: int, *channels: int, block, drop) -> list[nn.Module]:
+        raise NotImplementedError
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, C, H, W) -> (B, K) logits
         _check_input(self, x)
         return self.layers(x)
 
 
-class ConvNetSmall(nn.Module):
+class ConvNet13(_ConvNet):
+    """ConvNet-13 (appendix table): 32x32 input -> logits. Channels 128/256/512 times `width`."""
+
+    CHANNELS = (128, 256, 512)
+
+    @staticmethod
+    def body(cin, c1, c2, c3, *, block, drop):
+        return [*block(cin, c1, 3, 1), *block(c1, c1, 3, 1), *block(c1, c1, 3, 1),  # (B, c1, 32, 32)
+                nn.MaxPool2d(2), *drop(),                                             # (B, c1, 16, 16)
+                *block(c1, c2, 3, 1), *block(c2, c2, 3, 1), *block(c2, c2, 3, 1),   # (B, c2, 16, 16)
+                nn.MaxPool2d(2), *drop(),                                             # (B, c2, 8, 8)
+                *block(c2, c3, 3, 0),                                               # (B, c3, 6, 6) valid
+                *block(c3, c2, 1, 0), *block(c2, c1, 1, 0)]                         # (B, c1, 6, 6)
+
+
+class ConvNetSmall(_ConvNet):
     """ConvNet-13's family scaled to 8x8 inputs (digits): channels 32/64 times `width`.
 
     noise -> conv3x3(32) -> pool -> dropout -> conv3x3(64) -> pool -> dropout -> conv3x3(64)
@@ -146,32 +167,17 @@ class ConvNetSmall(nn.Module):
     cheap on a CPU (benchmarks/results/trainer_throughput_cpu.json).
     """
 
-    def __init__(self, num_classes: int = 10, in_channels: int = 1, variational: bool = False,
-                 width: float = 1.0, dropout: float = 0.5, input_noise: float = 0.15,
-                 bn_momentum: float = 0.001, bn_eps: float = 1e-8, dropout_mode: str = "channel"):
-        super().__init__()
-        _check_args(num_classes, in_channels, width, dropout, input_noise)
-        self.in_channels = in_channels
-        c1, c2 = (_channels(c, width) for c in (32, 64))
-        block = lambda cin, cout, k, pad: _conv_bn(cin, cout, k, pad, variational, bn_momentum, bn_eps)
-        drop = lambda: [] if variational else [Dropout(dropout, dropout_mode)]  # removed under VD
-        fc = VDLinear(c1, num_classes) if variational else nn.Linear(c1, num_classes)
-        self.layers = nn.Sequential(
-            GaussianNoise(input_noise),
-            *block(in_channels, c1, 3, 1),            # (B, c1, 8, 8)
-            nn.MaxPool2d(2), *drop(),                   # (B, c1, 4, 4)
-            *block(c1, c2, 3, 1),                     # (B, c2, 4, 4)
-            nn.MaxPool2d(2), *drop(),                   # (B, c2, 2, 2)
-            *block(c2, c2, 3, 1),                     # (B, c2, 2, 2)
-            *block(c2, c1, 1, 0),                     # (B, c1, 2, 2)
-            nn.AdaptiveAvgPool2d(1), nn.Flatten(),    # (B, c1)
-            fc,                                       # (B, K)
-        )
-        _he_init(self)
+    CHANNELS = (32, 64)
+    IN_CHANNELS = 1
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, C, H, W) -> (B, K) logits
-        _check_input(self, x)
-        return self.layers(x)
+    @staticmethod
+    def body(cin, c1, c2, *, block, drop):
+        return [*block(cin, c1, 3, 1),            # (B, c1, 8, 8)
+                nn.MaxPool2d(2), *drop(),           # (B, c1, 4, 4)
+                *block(c1, c2, 3, 1),             # (B, c2, 4, 4)
+                nn.MaxPool2d(2), *drop(),           # (B, c2, 2, 2)
+                *block(c2, c2, 3, 1),             # (B, c2, 2, 2)
+                *block(c2, c1, 1, 0)]             # (B, c1, 2, 2)
 
 
 # Image channels of each data set (grey digits and MNIST: 1; CIFAR, SVHN: RGB).
