@@ -15,9 +15,9 @@ from notorch import BLOCK_TORCH
 
 EXPECTED = {"ablation_radius", "ablation_kl", "ablation_mur_steps", "ablation_mur_vs_rr", "mut_radius",
             "table_cifar", "table_svhn", "hpo", "hpo_base", "fixmatch", "mur_vs_vat", "quick_settings",
-            "precision"}
+            "precision", "quick_dropout", "few_labels"}
 MNIST_SWEEPS = {"table_cifar", "ablation_radius"}  # the sweeps with a --preset mnist
-QUICK_ONLY = {"quick_settings"}  # a question about the quick preset itself
+QUICK_ONLY = {"quick_settings", "quick_dropout", "few_labels"}  # quick-only questions
 
 
 def test_every_expected_sweep_is_registered_by_file_name():
@@ -81,10 +81,11 @@ def test_grid_counts_and_seeds_are_an_axis():
 
 def test_quick_tables_run_quick_seeds_but_the_costliest():
     """QUICK_SEEDS (5) seeds in every quick table, so that a paired t-interval can exclude 0 (3 seeds: t = 4.30);
-    the quick start (ablation_radius: three rows, one radius) runs 8; searches run one seed per sample."""
+    the quick start (ablation_radius) and the quick network's dropout choice (two cheap rows) run 8;
+    searches run one seed per sample."""
     from search_spaces.common import QUICK_SEEDS
 
-    costly = {"ablation_radius"}
+    costly = {"ablation_radius", "quick_dropout"}
     for name in sorted(EXPECTED):
         s = get_sweep(name, "quick")
         want = 1 if s.search else 8 if name in costly else QUICK_SEEDS
