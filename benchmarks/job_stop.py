@@ -16,22 +16,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from sweeper.committed_runs import cpu_model  # noqa: E402
+
 TEST = "tests/test_e2e.py::test_ray_job_stop_keeps_what_finished_and_resume_finishes_every_trial"
 MARK = '{"test": "ray job stop + resume"'
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").is_file() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
 
 
 def main(argv=None) -> int:

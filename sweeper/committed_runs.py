@@ -70,6 +70,9 @@ def seed_span(seeds: list[int]) -> str:
 def machine_text(m: dict) -> str:
     parts = [m.get("cpu") or "unknown CPU", f"{m['cores']} cores" if m.get("cores") else None,
              f"torch {m['torch']}" if m.get("torch") else None, f"Python {m['python']}" if m.get("python") else None]
+    if m.get("load_avg_1min"):
+        load = m["load_avg_1min"]
+        parts.append(f"1-minute load average {load['mean']:g} (at most {load['max']:g}) while it ran")
     return ", ".join(p for p in parts if p)
 
 
@@ -86,24 +89,45 @@ def public_args(argv: list[str]) -> list[str]:
     return out
 
 
-def machine_info(exp: Path, meta: dict) -> dict:
-    """The machine `add` runs on (where the sweep is expected to have run), and the run's dates."""
-    cpu = platform.processor() or platform.machine()
+def cpu_model() -> str:
+    """This machine's CPU as /proc/cpuinfo names it, else what platform knows."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    return platform.processor() or platform.machine()
+
+
+def run_load(exp: Path) -> dict | None:
+    """The 1-minute load averages the driver sampled at each heartbeat (live.json), summarised; None for
+    a run without them (the live report off, or an older run)."""
+    from sweeper.html import LIVE  # the results pipeline (pandas) only where `add` runs
+
+    try:
+        loads = json.loads((exp / LIVE).read_text()).get("load_avg_1min") or []
+    except (OSError, ValueError):
+        return None
+    if not loads:
+        return None
+    return {"mean": round(sum(loads) / len(loads), 2), "max": max(loads), "samples": len(loads)}
+
+
+def machine_info(exp: Path, meta: dict) -> dict:
+    """The machine `add` runs on (where the sweep is expected to have run), the run's dates, and the load
+    it ran under where the driver sampled it."""
+    cpu = cpu_model()
     try:
         torch = version("torch")
     except PackageNotFoundError:
         torch = "not installed"
     start, end = (exp / "sweep.json").stat().st_mtime, (exp / "summary.csv").stat().st_mtime
-    return {"cpu": cpu, "cores": os.cpu_count(), "torch": torch, "python": platform.python_version(),
-            "date": datetime.fromtimestamp(end).strftime("%Y-%m-%d"), "wall_min": round((end - start) / 60, 1),
-            "command": "python -m sweeper.run " + " ".join(public_args(meta.get("argv", [])))}
+    out = {"cpu": cpu, "cores": os.cpu_count(), "torch": torch, "python": platform.python_version(),
+           "date": datetime.fromtimestamp(end).strftime("%Y-%m-%d"), "wall_min": round((end - start) / 60, 1),
+           "command": "python -m sweeper.run " + " ".join(public_args(meta.get("argv", [])))}
+    load = run_load(exp)
+    return {**out, "load_avg_1min": load} if load else out
 
 
 def write_trials_csv(exp: Path, dest: Path) -> None:

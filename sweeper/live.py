@@ -36,8 +36,20 @@ WAIT_S = 300.0       # fit() returning waits at most this long for a rebuild sti
 NICE = 19            # the lowest priority: below the trials (Ray starts its workers at nice 15)
 
 
-def write_heartbeat(exp: store.Folder, state: str) -> None:
-    store.write_text(exp / LIVE, json.dumps({"state": state, "updated": time.time()}))
+def write_heartbeat(exp: store.Folder, state: str, loads: list[float] | None = None) -> None:
+    """live.json; `loads`: the driver machine's 1-minute load averages sampled at each beat so far,
+    kept so that a run's wall time can be read with the load it ran under (committed_runs.machine_info)."""
+    beat = {"state": state, "updated": time.time()}
+    if loads:
+        beat["load_avg_1min"] = loads
+    store.write_text(exp / LIVE, json.dumps(beat))
+
+
+def load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):  # no load average on this OS
+        return None
 
 
 def start_rebuild(exp: store.Folder) -> subprocess.Popen:
@@ -77,10 +89,10 @@ def rebuild_error(child: subprocess.Popen) -> str | None:
     return msg
 
 
-def keep_heartbeat(exp: store.Folder, state: str) -> None:
+def keep_heartbeat(exp: store.Folder, state: str, loads: list[float] | None = None) -> None:
     """write_heartbeat, a failure said on stderr: a bucket's hiccup must not end the sweep."""
     try:
-        write_heartbeat(exp, state)
+        write_heartbeat(exp, state, loads)
     except (OSError, StorageError) as e:
         print(f"live report: heartbeat not written: {e}", file=sys.stderr)
 
@@ -95,6 +107,7 @@ def live_callback(exp: store.Folder, every_s: float = EVERY_S, heartbeat_s: floa
             self.pending = False
             self.child = None
             self.last_error = None
+            self.loads = []  # the 1-minute load average at each beat
 
         def __getstate__(self):  # stored with the experiment (tuner.pkl): without a running child
             return {**self.__dict__, "child": None}
@@ -122,7 +135,10 @@ def live_callback(exp: store.Folder, every_s: float = EVERY_S, heartbeat_s: floa
             self.beat("ended")
 
         def beat(self, state: str) -> None:
-            keep_heartbeat(exp, state)
+            load = load_average()
+            if load is not None:
+                self.loads = [*getattr(self, "loads", []), load]  # a resumed sweep's callback may predate it
+            keep_heartbeat(exp, state, self.loads)
             self.last_beat = time.monotonic()
 
         def reap(self) -> None:

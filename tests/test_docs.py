@@ -211,6 +211,7 @@ def test_add_copies_a_finished_results_folder_with_its_machine(tmp_path):
     pd.DataFrame({"mur": ["none", "direct"], "lr": [0.1, 0.1], "seed": [3, 3], "status": ["finished"] * 2,
                   "trial_dir": ["/x/a", "/x/b"], "final_test_error": [5.0, 4.25]}).to_parquet(exp / "trials.parquet")
     (exp / "optuna.db").write_bytes(b"big")  # not a committed file
+    (exp / "live.json").write_text(json.dumps({"state": "ended", "updated": 0.0, "load_avg_1min": [1.0, 4.0]}))
     dest = committed_runs.add(exp, root=tmp_path)
     assert dest == tmp_path / "docs" / "runs" / "ablation_radius-quick-s3-5"
     assert sorted(p.name for p in dest.iterdir()) == ["machine.json", "paired_diffs.png", "summary.csv",
@@ -221,6 +222,7 @@ def test_add_copies_a_finished_results_folder_with_its_machine(tmp_path):
     m = json.loads((dest / "machine.json").read_text())
     assert m["command"] == "python -m sweeper.run ablation_radius --preset quick"
     assert m["cores"] >= 1 and m["cpu"] and m["torch"] and m["wall_min"] >= 0
+    assert m["load_avg_1min"] == {"mean": 2.5, "max": 4.0, "samples": 2}  # what the driver's heartbeats saw
     with pytest.raises(committed_runs.DocsError, match="no table.md"):
         (exp / "table.md").unlink()
         committed_runs.add(exp, root=tmp_path)

@@ -25,6 +25,7 @@ from browser import need_chromium, open_page
 from conftest import write_trial
 from test_report import make_search_exp, make_table_exp, reports
 
+from sweeper import committed_runs
 from sweeper.html import LIVE, STALE_S, parse_markdown_table, sweep_state
 from sweeper.report import build_report, main
 from sweeper.layout import DIFF_COLS, STAT_COLS
@@ -289,6 +290,28 @@ def test_live_callback_rebuilds_at_most_every_window_one_at_a_time(tmp_path, mon
     assert "live report: not rebuilt, trying again in 30 s: boom" in capsys.readouterr().err
     cb.on_experiment_end([])  # waits for the last rebuild, then says the driver ended
     assert cb.child is None and json.loads((tmp_path / LIVE).read_text())["state"] == "ended"
+
+
+def test_the_heartbeat_keeps_the_load_it_saw_at_each_beat(tmp_path, monkeypatch):
+    from sweeper import live
+
+    loads, clock = iter([1.5, 3.25, 2.0]), [0.0]
+    monkeypatch.setattr(live.os, "getloadavg", lambda: (next(loads), 0.0, 0.0))
+    monkeypatch.setattr(live.time, "monotonic", lambda: clock[0])
+    cb = live.live_callback(tmp_path, every_s=0, heartbeat_s=60)
+    cb.setup()                   # beat 1
+    clock[0] = 30
+    cb.on_step_end(0, [])        # inside the heartbeat window: no beat
+    clock[0] = 61
+    cb.on_step_end(0, [])        # beat 2
+    cb.on_experiment_end([])     # beat 3
+    beat = json.loads((tmp_path / LIVE).read_text())
+    assert beat["state"] == "ended" and beat["load_avg_1min"] == [1.5, 3.25, 2.0]
+    assert committed_runs.run_load(tmp_path) == {"mean": 2.25, "max": 3.25, "samples": 3}
+    assert "1-minute load average 2.25 (at most 3.25) while it ran" in committed_runs.machine_text(
+        {"cpu": "c", "load_avg_1min": committed_runs.run_load(tmp_path)})
+    (tmp_path / LIVE).write_text(json.dumps({"state": "ended", "updated": 0.0}))  # a run from before sampling
+    assert committed_runs.run_load(tmp_path) is None
 
 
 def test_marked_search_says_which_trials_asha_stopped():
