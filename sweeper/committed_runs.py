@@ -1,9 +1,10 @@
 """The runs committed under docs/runs/: reading them for the generated docs, and adding a finished one.
 
 `python -m sweeper.docs add results/<sweep>-<stamp>` copies a results folder's small files (sweep.json
-without the machine's paths, summary.csv, table.md, table.csv, trials.parquet, the PNGs the docs show)
-into docs/runs/<sweep>-<preset>-s<first>-<last>/, with trials.csv (one row per trial, what the claims
-read) and machine.json (the machine `add` runs on, the run's dates). `read_run` reads one back for
+without the machine's paths, summary.csv, table.md, the PNGs the docs show; for the quick start also
+table.csv and trials.parquet, which its report picture's page reads) into
+docs/runs/<sweep>-<preset>-s<first>-<last>/, with trials.csv (one row per trial, what the claims read)
+and machine.json (the machine `add` runs on, the run's dates, the load the driver saw). `read_run` reads one back for
 sweeper/docs.py; runs of one sweep count as evidence only on disjoint seeds (`check_disjoint`).
 
     python -m sweeper.docs add results/ablation_radius-<stamp>
@@ -20,7 +21,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from sweeper import claims as claimlib
-from sweeper.picture import RUNS, public_trials
+from sweeper.picture import QUICKSTART, RUNS, public_trials
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_FILES = ("sweep.json", "summary.csv", "table.md")  # and PAGE_INPUTS when the results folder has them
@@ -161,10 +162,12 @@ def add(exp: Path, root: Path = ROOT) -> Path:
     for name in RUN_FILES + tuple(p for p in PNGS if (exp / p).is_file()):
         shutil.copyfile(exp / name, dest / name)
     write_trials_csv(exp, dest / claimlib.TRIALS_CSV)
-    if (exp / "table.csv").is_file():
-        shutil.copyfile(exp / "table.csv", dest / "table.csv")
-    if (exp / "trials.parquet").is_file():  # without the machine's paths
-        public_trials(exp / "trials.parquet", dest / "trials.parquet")
+    if (meta["name"], meta.get("preset") or "paper") == QUICKSTART:  # the report picture's page needs them;
+        # elsewhere they would hold trials.csv's and summary.csv's numbers a second time
+        if (exp / "table.csv").is_file():
+            shutil.copyfile(exp / "table.csv", dest / "table.csv")
+        if (exp / "trials.parquet").is_file():  # without the machine's paths
+            public_trials(exp / "trials.parquet", dest / "trials.parquet")
     meta["argv"] = ["sweeper.run", *public_args(meta.get("argv", []))]  # no path of the machine that ran it
     (dest / "sweep.json").write_text(json.dumps(meta, indent=1) + "\n")
     (dest / "machine.json").write_text(json.dumps(machine_info(exp, meta), indent=1) + "\n")

@@ -30,11 +30,10 @@ from sweeper import claims as claimlib
 from sweeper.benchmark_docs import GENERATED_NOTE, INSTALL, performance_md
 from sweeper.committed_runs import (ROOT, DocsError, add, check_disjoint, machine_text, public_args, read_run, run_dirs,
                                     runs_of)
-from sweeper.picture import PAGE_INPUTS, PictureError, picture_is_current, write_picture
+from sweeper.picture import PAGE_INPUTS, QUICKSTART, PictureError, picture_is_current, write_picture
 from trainables.files import one_line
 
 CLAIMS = Path("docs/claims.json")
-QUICKSTART = ("ablation_radius", "quick")  # the README's quick start
 PNG_CAPTIONS = {"paired_diffs.png": "The same cells as a picture (`paired_diffs.png`): each one's paired difference "
                                     "from its baseline with the 95 % interval, dark where it excludes 0"}
 

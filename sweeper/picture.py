@@ -29,6 +29,7 @@ RUNS = Path("docs/runs")  # the committed runs (sweeper/committed_runs.py)
 PAGE = Path("docs/report.html")  # the quick start's report page, rebuilt from its committed run
 PICTURE = Path("docs/report.png")  # its first screen, with the page's SHA-256 in a tEXt chunk under HASH_KEY
 HASH_KEY = b"page-sha256"
+QUICKSTART = ("ablation_radius", "quick")  # (sweep, preset) of the README's quick start, whose page is drawn
 PAGE_INPUTS = ("table.csv", "trials.parquet")  # what the page needs beyond a committed run's summary files
 PAGE_FILES = ("sweep.json", "table.md", *PAGE_INPUTS, "machine.json")  # what build_page reads, and the run's date
 CHROMIUM = Path("/usr/bin/chromium")

@@ -223,6 +223,12 @@ def test_add_copies_a_finished_results_folder_with_its_machine(tmp_path):
     assert m["command"] == "python -m sweeper.run ablation_radius --preset quick"
     assert m["cores"] >= 1 and m["cpu"] and m["torch"] and m["wall_min"] >= 0
     assert m["load_avg_1min"] == {"mean": 2.5, "max": 4.0, "samples": 2}  # what the driver's heartbeats saw
+    # another sweep's run: trials.csv and summary.csv hold its numbers; the page inputs stay behind
+    meta = json.loads((exp / "sweep.json").read_text())
+    (exp / "sweep.json").write_text(json.dumps({**meta, "name": "table_svhn"}))
+    (exp / "table.csv").write_text("t\n")
+    other = committed_runs.add(exp, root=tmp_path)
+    assert other.name == "table_svhn-quick-s3-5" and not {"trials.parquet", "table.csv"} & {p.name for p in other.iterdir()}
     with pytest.raises(committed_runs.DocsError, match="no table.md"):
         (exp / "table.md").unlink()
         committed_runs.add(exp, root=tmp_path)

@@ -164,7 +164,7 @@ def test_the_picture_is_drawn_from_the_page_it_names(committed_run):
 def test_the_committed_picture_is_made_from_the_committed_quick_start_run():
     """docs/report.html is the page rebuilt now from the committed quick-start run, and docs/report.png
     names it; while that run lacks what the page needs, neither is committed (no stale picture)."""
-    runs = committed_runs.runs_of([committed_runs.read_run(p) for p in committed_runs.run_dirs()], *docs.QUICKSTART)
+    runs = committed_runs.runs_of([committed_runs.read_run(p) for p in committed_runs.run_dirs()], *picture.QUICKSTART)
     assert runs
     run = runs[0]["folder"]
     if all((run / n).is_file() for n in picture.PAGE_INPUTS):
