@@ -443,15 +443,16 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tmp_path):
 
 
 class SavedCheckpoints:
-    """Polled: True once every running trial has reported a checkpoint mid-run (Ray Tune's
-    `checkpoint_dir_name` in result.json) that Tune's saved experiment state (experiment_state-*.json)
-    was written at least SETTLE_S after, and has reported an evaluation since. Records when each
-    report was first seen, since result.json only keeps the file's last write time."""
+    """Polled: True once all n_trials trials have reported and every running one has reported a
+    checkpoint mid-run (Ray Tune's `checkpoint_dir_name` in result.json) that Tune's saved experiment
+    state (experiment_state-*.json) was written at least SETTLE_S after, and an evaluation since. A
+    trial that had not reported yet would have no checkpoint to resume from. Records when each report
+    was first seen, since result.json only keeps the file's last write time."""
 
     SETTLE_S = 1.0  # Tune registers a checkpoint one actor call after its report (sweeper/stopping.py)
 
-    def __init__(self, exp_of):
-        self.exp_of, self.seen = exp_of, {}
+    def __init__(self, exp_of, n_trials: int):
+        self.exp_of, self.n_trials, self.seen = exp_of, n_trials, {}
 
     def __call__(self) -> bool:
         exp, now = self.exp_of(), time.time()
@@ -460,7 +461,7 @@ class SavedCheckpoints:
             for r in reports:
                 self.seen.setdefault((t, r["step"]), now)
         running = partial(state)
-        if not running:
+        if not running or sum(bool(r) for r in state.values()) < self.n_trials:  # one not started yet (a slow worker start)
             return False
         saved = max((p.stat().st_mtime for p in exp.glob("experiment_state-*.json")), default=0.0)
         for t in running:
@@ -487,7 +488,7 @@ def test_a_driver_killed_with_the_default_checkpoint_period_resumes_from_each_la
     period, every = cfg.checkpoint_every_s, cfg.eval_every
     assert period == TrainConfig().checkpoint_every_s > 0  # nothing in argv changes it
     exp_of = lambda: next(storage.glob("quick_settings-*"), None)
-    d, point, t0 = None, SavedCheckpoints(exp_of), time.time()
+    d, point, t0 = None, SavedCheckpoints(exp_of, len(trials)), time.time()
     try:
         d = Driver(argv, temp, tmp_path / "driver1.log", new_session=True)
         d.wait_until(point, timeout=600)
