@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     if proc.returncode != 0 or not lines:
         sys.exit(f"the job-stop test failed ({proc.returncode}); nothing written:\n{proc.stdout[-3000:]}")
     out = {"benchmark": "job_stop", "test": TEST, "machine": f"{cpu_model()}, {os.cpu_count()} CPUs",
-           "load_avg_1min_before": round(load_before[0], 2), "load_avg_1min_after": round(os.getloadavg()[0], 2),
+           "load_avg_before": round(load_before[0], 2), "load_avg_after": round(os.getloadavg()[0], 2),
            "test_wall_s": round(wall, 1), "stops": json.loads(lines[-1])["stops"]}
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out, indent=1))

@@ -22,14 +22,14 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
-from scipy import stats
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sweeper.claims import read_trials  # noqa: E402
+from sweeper.committed_runs import machine_info  # noqa: E402
+from sweeper.stats import paired_diff  # noqa: E402
 
 KEYS = ("method", "mur", "mur_radius")  # what tells ablation_radius's cells apart
 METRIC = "final_test_error"
@@ -51,10 +51,8 @@ def errors(trials: list[dict]) -> dict[tuple, dict[int, float]]:
 def paired(cell: dict[int, float], base: dict[int, float]) -> dict:
     """The plain 95 % paired t-interval of cell - baseline over the seeds both finished."""
     seeds = sorted(set(cell) & set(base))
-    d = np.array([cell[s] - base[s] for s in seeds])
-    half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
-    lo, hi = d.mean() - half, d.mean() + half
-    return {"diff": round(float(d.mean()), 3), "lo": round(float(lo), 3), "hi": round(float(hi), 3), "pairs": len(d),
+    mean, lo, hi, n = paired_diff([cell[s] for s in seeds], [base[s] for s in seeds])
+    return {"diff": round(mean, 3), "lo": round(lo, 3), "hi": round(hi, 3), "pairs": n,
             "status": "differs" if lo > 0 or hi < 0 else "open"}
 
 
@@ -76,10 +74,10 @@ def compare(fixed: dict, auto: dict) -> tuple[bool, bool]:
 
 
 def wall_min(folder: Path) -> float:
-    """A committed run's machine.json, else from the results folder's first file to its summary."""
+    """A committed run's machine.json, else what `sweeper.docs add` would write for the results folder."""
     if (folder / "machine.json").is_file():
         return json.loads((folder / "machine.json").read_text())["wall_min"]
-    return round(((folder / "summary.csv").stat().st_mtime - (folder / "sweep.json").stat().st_mtime) / 60, 1)
+    return machine_info(folder, {})["wall_min"]
 
 
 def comparison(auto_dir: Path, fixed_dirs: list[Path]) -> dict:

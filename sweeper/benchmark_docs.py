@@ -173,8 +173,8 @@ def seeds_auto_real_md(name: str, d: dict) -> list[str]:
 
 def job_stop_md(name: str, d: dict) -> list[str]:
     """job_stop.py: seconds from the driver's SIGTERM to its end under `ray job stop`, per stop wait."""
-    out = [f"### `{name}`", "", f"`{d['test']}` on {d['machine']}, load average {d['load_avg_1min_before']:g} before "
-           f"and {d['load_avg_1min_after']:g} after (the stop's saves and report share the CPU with the rest); the "
+    out = [f"### `{name}`", "", f"`{d['test']}` on {d['machine']}, load average {d['load_avg_before']:g} before "
+           f"and {d['load_avg_after']:g} after (the stop's saves and report share the CPU with the rest); the "
            f"test took {d['test_wall_s']:g} s.", "",
            "| `RAY_JOB_STOP_WAIT_TIME_S` | SIGTERM to the driver's end, s | trials finished at the stop | driver ended |",
            "|--:|--:|--:|---|"]

@@ -71,8 +71,8 @@ def seed_span(seeds: list[int]) -> str:
 def machine_text(m: dict) -> str:
     parts = [m.get("cpu") or "unknown CPU", f"{m['cores']} cores" if m.get("cores") else None,
              f"torch {m['torch']}" if m.get("torch") else None, f"Python {m['python']}" if m.get("python") else None]
-    if m.get("load_avg_1min"):
-        load = m["load_avg_1min"]
+    if m.get("load_avg"):
+        load = m["load_avg"]
         parts.append(f"1-minute load average {load['mean']:g} (at most {load['max']:g}) while it ran")
     return ", ".join(p for p in parts if p)
 
@@ -107,7 +107,7 @@ def run_load(exp: Path) -> dict | None:
     from sweeper.html import LIVE  # the results pipeline (pandas) only where `add` runs
 
     try:
-        loads = json.loads((exp / LIVE).read_text()).get("load_avg_1min") or []
+        loads = json.loads((exp / LIVE).read_text()).get("load_avg") or []
     except (OSError, ValueError):
         return None
     if not loads:
@@ -128,7 +128,7 @@ def machine_info(exp: Path, meta: dict) -> dict:
            "date": datetime.fromtimestamp(end).strftime("%Y-%m-%d"), "wall_min": round((end - start) / 60, 1),
            "command": "python -m sweeper.run " + " ".join(public_args(meta.get("argv", [])))}
     load = run_load(exp)
-    return {**out, "load_avg_1min": load} if load else out
+    return {**out, "load_avg": load} if load else out
 
 
 def write_trials_csv(exp: Path, dest: Path) -> None:

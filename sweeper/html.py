@@ -33,7 +33,7 @@ from sweeper.aggregate import config_columns, metric_column, read_sweep
 from trainables.files import atomic_write
 
 PAGE = "report.html"
-LIVE = "live.json"   # {"state": "running" | "ended", "updated": epoch seconds, "load_avg_1min": [...]}: the driver's heartbeat (sweeper/live.py)
+LIVE = "live.json"   # {"state": "running" | "ended", "updated": epoch seconds, "load_avg": [...]}: the driver's heartbeat (sweeper/live.py)
 STALE_S = 600        # a "running" heartbeat older than this: the driver is gone (killed, machine lost)
 TABLES = (("table.md", "Results"), ("table_sensitivity.md", "Sensitivity (Table 3)"),
           ("table_ranked.md", "Search: trials ranked"))

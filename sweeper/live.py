@@ -41,11 +41,12 @@ def write_heartbeat(exp: store.Folder, state: str, loads: list[float] | None = N
     kept so that a run's wall time can be read with the load it ran under (committed_runs.machine_info)."""
     beat = {"state": state, "updated": time.time()}
     if loads:
-        beat["load_avg_1min"] = loads
+        beat["load_avg"] = loads
     store.write_text(exp / LIVE, json.dumps(beat))
 
 
 def load_average() -> float | None:
+    """The machine's load average over the last minute (os.getloadavg()[0]); None where the OS has none."""
     try:
         return round(os.getloadavg()[0], 2)
     except (AttributeError, OSError):  # no load average on this OS
@@ -137,7 +138,7 @@ def live_callback(exp: store.Folder, every_s: float = EVERY_S, heartbeat_s: floa
         def beat(self, state: str) -> None:
             load = load_average()
             if load is not None:
-                self.loads = [*getattr(self, "loads", []), load]  # a resumed sweep's callback may predate it
+                self.loads.append(load)
             keep_heartbeat(exp, state, self.loads)
             self.last_beat = time.monotonic()
 

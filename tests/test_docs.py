@@ -211,7 +211,7 @@ def test_add_copies_a_finished_results_folder_with_its_machine(tmp_path):
     pd.DataFrame({"mur": ["none", "direct"], "lr": [0.1, 0.1], "seed": [3, 3], "status": ["finished"] * 2,
                   "trial_dir": ["/x/a", "/x/b"], "final_test_error": [5.0, 4.25]}).to_parquet(exp / "trials.parquet")
     (exp / "optuna.db").write_bytes(b"big")  # not a committed file
-    (exp / "live.json").write_text(json.dumps({"state": "ended", "updated": 0.0, "load_avg_1min": [1.0, 4.0]}))
+    (exp / "live.json").write_text(json.dumps({"state": "ended", "updated": 0.0, "load_avg": [1.0, 4.0]}))
     dest = committed_runs.add(exp, root=tmp_path)
     assert dest == tmp_path / "docs" / "runs" / "ablation_radius-quick-s3-5"
     assert sorted(p.name for p in dest.iterdir()) == ["machine.json", "paired_diffs.png", "summary.csv",
@@ -222,7 +222,7 @@ def test_add_copies_a_finished_results_folder_with_its_machine(tmp_path):
     m = json.loads((dest / "machine.json").read_text())
     assert m["command"] == "python -m sweeper.run ablation_radius --preset quick"
     assert m["cores"] >= 1 and m["cpu"] and m["torch"] and m["wall_min"] >= 0
-    assert m["load_avg_1min"] == {"mean": 2.5, "max": 4.0, "samples": 2}  # what the driver's heartbeats saw
+    assert m["load_avg"] == {"mean": 2.5, "max": 4.0, "samples": 2}  # what the driver's heartbeats saw
     # another sweep's run: trials.csv and summary.csv hold its numbers; the page inputs stay behind
     meta = json.loads((exp / "sweep.json").read_text())
     (exp / "sweep.json").write_text(json.dumps({**meta, "name": "table_svhn"}))
@@ -398,8 +398,8 @@ def test_the_readme_install_block_comes_from_its_result_file(tmp_path):
 
 
 def test_the_job_stop_and_real_seeds_auto_tables_come_from_their_files():
-    stop = {"benchmark": "job_stop", "test": "t", "machine": "Test CPU, 2 CPUs", "load_avg_1min_before": 1.5,
-            "load_avg_1min_after": 2.0, "test_wall_s": 99.0,
+    stop = {"benchmark": "job_stop", "test": "t", "machine": "Test CPU, 2 CPUs", "load_avg_before": 1.5,
+            "load_avg_after": 2.0, "test_wall_s": 99.0,
             "stops": [{"stop_wait_s": 3, "sigterm_to_driver_end_s": 2.94, "finished_at_stop": 1, "ended": "SIGKILLed"},
                       {"stop_wait_s": 60, "sigterm_to_driver_end_s": 17.0, "finished_at_stop": 2, "ended": "on its own"}]}
     text = "\n".join(benchmark_docs.job_stop_md("s.json", stop))

@@ -306,10 +306,10 @@ def test_the_heartbeat_keeps_the_load_it_saw_at_each_beat(tmp_path, monkeypatch)
     cb.on_step_end(0, [])        # beat 2
     cb.on_experiment_end([])     # beat 3
     beat = json.loads((tmp_path / LIVE).read_text())
-    assert beat["state"] == "ended" and beat["load_avg_1min"] == [1.5, 3.25, 2.0]
+    assert beat["state"] == "ended" and beat["load_avg"] == [1.5, 3.25, 2.0]
     assert committed_runs.run_load(tmp_path) == {"mean": 2.25, "max": 3.25, "samples": 3}
     assert "1-minute load average 2.25 (at most 3.25) while it ran" in committed_runs.machine_text(
-        {"cpu": "c", "load_avg_1min": committed_runs.run_load(tmp_path)})
+        {"cpu": "c", "load_avg": committed_runs.run_load(tmp_path)})
     (tmp_path / LIVE).write_text(json.dumps({"state": "ended", "updated": 0.0}))  # a run from before sampling
     assert committed_runs.run_load(tmp_path) is None
 

@@ -326,6 +326,13 @@ class Driver:
         return self.proc.wait(timeout)
 
 
+def end_driver(d: Driver | None, temp: Path) -> None:
+    """A test's clean-up: a driver still running is killed (with its Ray), its Ray temp folder removed."""
+    if d is not None and d.proc.poll() is None:
+        d.kill()
+    shutil.rmtree(temp, ignore_errors=True)
+
+
 def sweep_state(exp: Path) -> dict[str, list[dict]]:
     return {t.name: read_reports(t) for t in trial_folders(exp)} if exp and exp.is_dir() else {}
 
@@ -397,9 +404,7 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tmp_path):
         assert "local Ray without a dashboard" in d.log.read_text()  # a local dashboard only with --dashboard
         assert pids_naming(str(temp)) == []
     finally:
-        if d is not None and d.proc.poll() is None:
-            d.kill()
-        shutil.rmtree(temp, ignore_errors=True)
+        end_driver(d, temp)
     wall = time.time() - t0
 
     final = sweep_state(exp)
@@ -502,9 +507,7 @@ def test_a_driver_killed_with_the_default_checkpoint_period_resumes_from_each_la
         assert d.finish(timeout=900) == 0, d.log.read_text()[-3000:]
         assert pids_naming(str(temp)) == []
     finally:
-        if d is not None and d.proc.poll() is None:
-            d.kill()
-        shutil.rmtree(temp, ignore_errors=True)
+        end_driver(d, temp)
     wall = time.time() - t0
     exp = exp_of()
     final = sweep_state(exp)
@@ -574,9 +577,7 @@ def test_a_stop_signal_ends_the_sweep_gracefully_and_resume_finishes_it(sig, tmp
         d = Driver([*argv, "--resume", str(exp)], temp, tmp_path / "driver2.log")
         assert d.finish(timeout=900) == 0, d.log.read_text()[-3000:]
     finally:
-        if d is not None and d.proc.poll() is None:
-            d.kill()
-        shutil.rmtree(temp, ignore_errors=True)
+        end_driver(d, temp)
     # finished = reached its 100 steps (Tune marks the trials it stopped on the signal done=True too)
     finished = lambda state: {t for t, r in state.items() if r and r[-1]["step"] == 100}
     final = sweep_state(exp)
@@ -627,9 +628,7 @@ def test_a_sigterm_to_the_whole_process_group_ends_like_a_driver_sigterm(tmp_pat
         assert d.finish(timeout=900) == 0, d.log.read_text()[-3000:]
         assert pids_naming(str(temp)) == []
     finally:
-        if d is not None and d.proc.poll() is None:
-            d.kill()
-        shutil.rmtree(temp, ignore_errors=True)
+        end_driver(d, temp)
     final = sweep_state(exp)
     assert len(final) == 5 and all(r[-1]["step"] == 100 for r in final.values())
     for t, r in stopped.items():  # what finished before the signal did not run again
