@@ -105,10 +105,34 @@ def check_experiment(exp_dir: str | Path) -> Path:
                          f"pass the folder printed at the end of `python -m sweeper.run`")
 
 
+def _resumed_after_tear(line: str) -> list[dict] | None:
+    """The records of a line where an interrupted write was followed by a resumed trial's append.
+
+    Tune writes each report and its newline in one flush and appends after a restore, so a trial
+    killed mid-flush and then resumed leaves `<cut-short record><whole record>` on one line (or
+    `<whole record><whole record>` when only the newline was lost). The cut-short piece is dropped:
+    the resumed trial reports again from its checkpoint. None when the line is not of that shape.
+    """
+    dec, head = json.JSONDecoder(), []
+    try:
+        first, end = dec.raw_decode(line)
+        head, line = [first], line[end:]  # a whole record whose newline was lost
+    except json.JSONDecodeError:
+        pass
+    for j in (i for i, c in enumerate(line) if c == "{" and (i > 0 or head)):
+        try:
+            rec = json.loads(line[j:])
+        except json.JSONDecodeError:
+            continue
+        return [*head, rec] if all(isinstance(r, dict) for r in (*head, rec)) else None
+    return None
+
+
 def read_json_lines(path: Path) -> tuple[list[dict], bool]:
     """The reports in a result.json and whether its last line was torn (cut short by an interrupt).
 
-    A torn LAST line is expected of a trial killed while writing and is dropped; an unreadable
+    A torn LAST line is expected of a trial killed while writing and is dropped; so is a torn record
+    that a resumed trial's next report was appended to (see _resumed_after_tear). Any other unreadable
     line before the last means the file is corrupt, and raises.
     """
     if not path.is_file():
@@ -117,17 +141,20 @@ def read_json_lines(path: Path) -> tuple[list[dict], bool]:
     out, torn = [], False
     for k, (lineno, line) in enumerate(lines):
         try:
-            rec = json.loads(line)
+            recs = [json.loads(line)]
         except json.JSONDecodeError as e:
-            if k == len(lines) - 1:
+            recs = _resumed_after_tear(line)
+            if recs is None and k == len(lines) - 1:
                 torn = True
                 break
-            raise AggregateError(f"{path}: line {lineno} is not JSON ({e.msg}) and is not the last line, so the "
-                                 f"file is corrupt; move this trial folder aside and rerun the report") from None
-        if not isinstance(rec, dict):
-            raise AggregateError(f"{path}: line {lineno} is a JSON {type(rec).__name__}, not a report object; "
-                                 f"move this trial folder aside and rerun the report")
-        out.append(rec)
+            if recs is None:
+                raise AggregateError(f"{path}: line {lineno} is not JSON ({e.msg}) and is not the last line, so "
+                                     f"the file is corrupt; move this trial folder aside and rerun the report") from None
+        for rec in recs:
+            if not isinstance(rec, dict):
+                raise AggregateError(f"{path}: line {lineno} is a JSON {type(rec).__name__}, not a report object; "
+                                     f"move this trial folder aside and rerun the report")
+            out.append(rec)
     return out, torn
 
 

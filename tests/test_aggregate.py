@@ -14,7 +14,7 @@ import pytest
 
 from conftest import write_trial
 from sweeper.aggregate import (AggregateError, check_experiment, group_keys, load_history,
-                               load_trials, summarize, write_summary, write_trials)
+                               load_trials, read_json_lines, summarize, write_summary, write_trials)
 from trainables.files import atomic_write
 
 STEPS = (100, 200, 300)
@@ -152,6 +152,21 @@ def test_trial_without_any_result_is_incomplete(tmp_path):
     write_trial(exp, 0, {"method": "mt", "seed": 0}, None)
     row = load_trials(exp).iloc[0]
     assert row["status"] == "incomplete" and row["n_reports"] == 0
+
+
+def test_a_record_cut_short_and_then_appended_to_by_a_resumed_trial_is_dropped(tmp_path):
+    """A driver killed while Tune flushed a report, then --resume: the restored trial appends its next
+    report to the cut-short line. At every cut point (nested config braces included) the reader keeps
+    every whole record, in order, and drops only the cut-short piece."""
+    cfg = {"method": "mt", "nested": {"lr": 0.1, "sched": {"warmup": [0, 1]}}, "note": "a {brace} in text"}
+    recs = [{"step": s, "test_error": 30.0 - s / 10, "done": False, "config": cfg} for s in (10, 20, 30, 40)]
+    a, b, c = (json.dumps(r) for r in recs[1:])
+    path = tmp_path / "result.json"
+    for cut in range(1, len(a) + 1):
+        path.write_text(json.dumps(recs[0]) + "\n" + a[:cut] + b + "\n" + c + "\n")
+        got, torn = read_json_lines(path)
+        kept = recs if cut == len(a) else [recs[0], *recs[2:]]  # a whole record that lost only its newline stays
+        assert (got, torn) == (kept, False), cut
 
 
 def test_corrupt_line_before_the_last_is_an_error(tmp_path):

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from ray import cloudpickle as ray_pickle
 from procs import pids_naming
 from tinydata import write_cifar10
 import torch
@@ -34,7 +35,7 @@ import yaml
 from search_spaces import get_sweep
 from sweeper import check_cluster, preflight, ray_session, report, signals, tuner
 from sweeper import run as sweeper_run
-from sweeper.aggregate import write_summary, write_trials
+from sweeper.aggregate import read_json_lines, write_summary, write_trials
 from trainables.config import TrainConfig
 from trainables.files import atomic_write
 from trainables.trainer import TERMS, Diverged, Trainer, train
@@ -115,14 +116,25 @@ def short_tmp(prefix: str) -> Path:
 # ---------------------------------------------------------------- helpers: results on disk
 
 def read_reports(tdir: Path) -> list[dict]:
-    """result.json of a trial folder; a torn last line (being written) is left out."""
-    f = tdir / "result.json"
-    out = []
-    for line in (f.read_text().splitlines() if f.is_file() else []):
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            break
+    """result.json of a trial folder as the report reads it: a torn last line (being written) and a
+    record cut short by a kill that a resumed trial then appended to are left out."""
+    return read_json_lines(tdir / "result.json")[0]
+
+
+def saved_state(exp: Path) -> dict[str, tuple[str, int | None]]:
+    """Tune's newest saved experiment state: trial folder -> (status, step of the checkpoint a resume
+    restores it from, None if none). This is what `--resume` restores, read the way Tune reads it."""
+    states = sorted(exp.glob("experiment_state-*.json")) if exp else []  # Tune restores the newest by name
+    try:
+        trials = json.loads(states[-1].read_text())["trial_data"] if states else []
+    except json.JSONDecodeError:  # Tune's sync is copying it from the driver's staging folder: look again
+        return {}
+    out = {}
+    for trial_json, meta_json in trials:
+        trial, meta = json.loads(trial_json), json.loads(meta_json)
+        manager = ray_pickle.loads(bytes.fromhex(meta["checkpoint_manager"]["value"]))
+        latest = manager.latest_checkpoint_result
+        out[trial["relative_logdir"]] = (trial["status"], latest.metrics["step"] if latest else None)
     return out
 
 
@@ -346,33 +358,20 @@ def partial(state) -> set[str]:
 
 
 class KillPoint:
-    """True once >= min_done trials finished and every running trial's last checkpoint is in Ray's saved
-    experiment state (experiment_state-*.json newer than its last report): a preemption in mid-run.
-
-    On the way it records how long Ray takes to save that state after each checkpoint (max_lag): a
-    driver killed in between resumes the trial from an older checkpoint, which the test tolerates."""
+    """True once >= min_done trials finished and Tune's saved experiment state knows it, and every
+    running trial has a checkpoint in that state: a preemption in mid-run that `--resume` can
+    continue from each trial's saved checkpoint (a trial that ended after the last save would be
+    resumed, and report again, as if still running)."""
 
     def __init__(self, exp_of, min_done: int):
-        self.exp_of, self.min_done, self.unsaved = exp_of, min_done, {}
+        self.exp_of, self.min_done = exp_of, min_done
 
     def __call__(self) -> bool:
         exp = self.exp_of()
-        state, now = sweep_state(exp), time.time()
-        if not state:
-            return False
-        saved = max((p.stat().st_mtime_ns for p in exp.glob("experiment_state-*.json")), default=0)
-        running = {t: (exp / t / "result.json").stat().st_mtime_ns for t in partial(state)}
-        for t, reported in running.items():
-            if reported >= saved:  # a checkpoint the saved state does not know yet
-                since = self.unsaved.setdefault((t, reported), now)
-                # recorded, not asserted: under CI load Tune's loop can lag a few seconds; the
-                # resume assertions below (same table, no finished trial re-run) check the outcome
-                self.max_lag = max(getattr(self, "max_lag", 0.0), now - since)
-        # kill only when every running trial's last checkpoint, and every trial's end, is in the saved state
-        # (a trial that ended after the last save would be resumed, and report again, as if still running)
-        ended = [(exp / t / "result.json").stat().st_mtime_ns for t in done(state)]
-        return len(done(state)) >= self.min_done and bool(running) and all(r < saved for r in running.values()) \
-            and all(r < saved for r in ended)
+        state, saved = sweep_state(exp), saved_state(exp)
+        ended = done(state)
+        return len(ended) >= self.min_done and all(saved.get(t, ("",))[0] == "TERMINATED" for t in ended) \
+            and bool(partial(state)) and all(saved.get(t, ("", None))[1] is not None for t in partial(state))
 
 
 @pytest.mark.slow
@@ -394,7 +393,8 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tmp_path):
             assert pids_naming(str(temp)) == []
             state = sweep_state(exp_of())  # after the kill: nothing writes these files any more
             # only finished trials' files: a trial Ray had just launched may have params.json and no result.json yet
-            kills.append({"state": state, "files": {t: (exp_of() / t / "result.json").read_bytes() for t in done(state)},
+            kills.append({"state": state, "saved": saved_state(exp_of()),
+                          "files": {t: (exp_of() / t / "result.json").read_bytes() for t in done(state)},
                           "t_s": round(time.time() - t0, 1), "ray_processes_killed": n_ray})
         exp = exp_of()
         d = Driver([*argv, "--resume", str(exp)], temp, tmp_path / "driver3.log")  # 3: the folder named
@@ -416,12 +416,13 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tmp_path):
         for t in partial(k["state"]):  # unfinished ones continued from a checkpoint, not from scratch
             after = final[t]
             last = starts(after)[-1]
-            # Ray restores from the checkpoint its last saved experiment state names, which may trail the
-            # newest report by one (and a restore may rewrite the trial's result.json from there: seen
-            # under CI load), so: resumed past the first evaluation, then every evaluation to the end
-            assert after[last]["step"] > every, f"{t} restarted from scratch"
+            # from the checkpoint Tune's saved state named at this kill, or (killed again) a later one
+            assert after[last]["step"] >= k["saved"][t][1] + every > every, f"{t} restarted from scratch"
             assert [r["step"] for r in after[last:]] == list(range(after[last]["step"], trials[0]["steps"] + 1, every))
             restarts.add(t)
+    for t in restarts:  # exactly from the checkpoint saved at the last kill that found it running
+        k = [k for k in kills if t in partial(k["state"])][-1]
+        assert final[t][starts(final[t])[-1]]["step"] == k["saved"][t][1] + every, t
     n_starts = sum(len(starts(r)) for r in final.values())
     # nothing was started more often than the kills explain (a rewritten history shows fewer starts)
     assert len(trials) <= n_starts <= len(trials) + sum(len(partial(k["state"])) for k in kills)
@@ -448,32 +449,23 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tmp_path):
 
 
 class SavedCheckpoints:
-    """Polled: True once all n_trials trials have reported and every running one has reported a
-    checkpoint mid-run (Ray Tune's `checkpoint_dir_name` in result.json) that Tune's saved experiment
-    state (experiment_state-*.json) was written at least SETTLE_S after, and an evaluation since. A
-    trial that had not reported yet would have no checkpoint to resume from. Records when each report
-    was first seen, since result.json only keeps the file's last write time."""
-
-    SETTLE_S = 1.0  # Tune registers a checkpoint one actor call after its report (sweeper/stopping.py)
+    """Polled: True once all n_trials trials have reported and every running one's last reported
+    checkpoint is the one Tune's saved experiment state names, with an evaluation reported since (the
+    training a resume repeats). A trial that had not reported yet would have nothing to resume from."""
 
     def __init__(self, exp_of, n_trials: int):
-        self.exp_of, self.n_trials, self.seen = exp_of, n_trials, {}
+        self.exp_of, self.n_trials = exp_of, n_trials
 
     def __call__(self) -> bool:
-        exp, now = self.exp_of(), time.time()
-        state = sweep_state(exp)
-        for t, reports in state.items():
-            for r in reports:
-                self.seen.setdefault((t, r["step"]), now)
+        exp = self.exp_of()
+        state, saved = sweep_state(exp), saved_state(exp)
         running = partial(state)
         if not running or sum(bool(r) for r in state.values()) < self.n_trials:  # one not started yet (a slow worker start)
             return False
-        saved = max((p.stat().st_mtime for p in exp.glob("experiment_state-*.json")), default=0.0)
         for t in running:
-            ckpts = [r for r in state[t] if r.get("checkpoint_dir_name")]
-            if not ckpts or ckpts[-1] is state[t][-1] or self.seen[(t, ckpts[-1]["step"])] + self.SETTLE_S > saved:
+            ckpts = [r["step"] for r in state[t] if r.get("checkpoint_dir_name")]
+            if not ckpts or saved.get(t, ("", None))[1] != ckpts[-1] or state[t][-1]["step"] == ckpts[-1]:
                 return False
-        self.at = {t: state[t] for t in running}  # what the kill point saw
         return True
 
 
@@ -502,7 +494,7 @@ def test_a_driver_killed_with_the_default_checkpoint_period_resumes_from_each_la
         d.proc.wait()
         kill_tree(ours)  # what Ray's PR_SET_PDEATHSIG has not taken yet
         assert pids_naming(str(temp)) == []
-        killed = sweep_state(exp_of())
+        killed, killed_saved = sweep_state(exp_of()), saved_state(exp_of())
         d = Driver([*argv, "--resume", str(exp_of())], temp, tmp_path / "driver2.log", new_session=True)
         assert d.finish(timeout=900) == 0, d.log.read_text()[-3000:]
         assert pids_naming(str(temp)) == []
@@ -514,13 +506,10 @@ def test_a_driver_killed_with_the_default_checkpoint_period_resumes_from_each_la
     assert len(final) == len(trials) == 2 and done(final) == set(final)
     lost = {}
     for t in partial(killed):
-        ckpts = [r for r in killed[t] if r.get("checkpoint_dir_name")]
-        # the last checkpoint at the kill; one reported between the kill point's look and the kill (ms) may
-        # not be in the saved state yet, and then the one the kill point saw is the one resumed
-        allowed = {ckpts[-1]["step"], [r for r in point.at[t] if r.get("checkpoint_dir_name")][-1]["step"]}
         restart = starts(final[t])[-1]
         resumed_from = final[t][restart]["step"] - every
-        assert resumed_from in allowed and resumed_from > 0, (t, resumed_from, allowed)
+        # exactly the checkpoint Tune's saved state named when the driver died
+        assert resumed_from == killed_saved[t][1] > 0, (t, resumed_from, killed_saved[t])
         ckpt = next(r for r in killed[t] if r["step"] == resumed_from)
         # the training lost: from that checkpoint to the last evaluation before the kill, at most one
         # period plus the one evaluation interval that crosses it (tune.py checkpoints at evaluations)
