@@ -5,7 +5,8 @@ finished, an interrupted or a still running experiment:
   <exp>/sweep.json                  the Sweep (written by sweeper.run; optional)
   <exp>/experiment_state-*.json     Ray's trial states (optional; used for the status only)
   <exp>/<trial dir>/params.json     the trial's config (the TrainConfig fields)
-  <exp>/<trial dir>/result.json     one JSON object per report; the last line may be torn
+  <exp>/<trial dir>/result.json     one JSON object per report; the last line may be torn, and a
+                                    line cut short by a kill may carry the resumed trial's next report
   <exp>/<trial dir>/error.txt|.pkl  present once the trial has failed (possibly then retried)
 
 Status of a trial (`STATUSES`):
