@@ -104,12 +104,9 @@ def cpu_model() -> str:
 def run_load(exp: Path) -> dict | None:
     """The 1-minute load averages the driver sampled at each heartbeat (live.json), summarised; None for
     a run without them (the live report off, or an older run)."""
-    from sweeper.html import LIVE  # the results pipeline (pandas) only where `add` runs
+    from sweeper.live import stored_loads  # the results pipeline (pandas) only where `add` runs
 
-    try:
-        loads = json.loads((exp / LIVE).read_text()).get("load_avg") or []
-    except (OSError, ValueError):
-        return None
+    loads = stored_loads(exp)
     if not loads:
         return None
     return {"mean": round(sum(loads) / len(loads), 2), "max": max(loads), "samples": len(loads)}

@@ -36,13 +36,22 @@ WAIT_S = 300.0       # fit() returning waits at most this long for a rebuild sti
 NICE = 19            # the lowest priority: below the trials (Ray starts its workers at nice 15)
 
 
-def write_heartbeat(exp: store.Folder, state: str, loads: list[float] | None = None) -> None:
+def write_heartbeat(exp: store.Folder, state: str, loads: list[float]) -> None:
     """live.json; `loads`: the driver machine's 1-minute load averages sampled at each beat so far,
     kept so that a run's wall time can be read with the load it ran under (committed_runs.machine_info)."""
     beat = {"state": state, "updated": time.time()}
     if loads:
         beat["load_avg"] = loads
     store.write_text(exp / LIVE, json.dumps(beat))
+
+
+def stored_loads(exp: store.Folder) -> list[float]:
+    """The load averages live.json holds from the experiment's earlier drivers (a run resumed with
+    --resume), else []: so its load covers the whole wall time, not only the last part."""
+    try:
+        return json.loads(store.read_text(exp / LIVE)).get("load_avg") or []
+    except (OSError, StorageError, ValueError):  # none yet, or unreadable: start a new list
+        return []
 
 
 def load_average() -> float | None:
@@ -90,7 +99,7 @@ def rebuild_error(child: subprocess.Popen) -> str | None:
     return msg
 
 
-def keep_heartbeat(exp: store.Folder, state: str, loads: list[float] | None = None) -> None:
+def keep_heartbeat(exp: store.Folder, state: str, loads: list[float]) -> None:
     """write_heartbeat, a failure said on stderr: a bucket's hiccup must not end the sweep."""
     try:
         write_heartbeat(exp, state, loads)
@@ -114,6 +123,7 @@ def live_callback(exp: store.Folder, every_s: float = EVERY_S, heartbeat_s: floa
             return {**self.__dict__, "child": None}
 
         def setup(self, **info):
+            self.loads = stored_loads(exp)  # on --resume: the earlier drivers' samples
             self.beat("running")
 
         def on_trial_complete(self, iteration, trials, trial, **info):

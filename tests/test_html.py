@@ -314,6 +314,20 @@ def test_the_heartbeat_keeps_the_load_it_saw_at_each_beat(tmp_path, monkeypatch)
     assert committed_runs.run_load(tmp_path) is None
 
 
+def test_a_resumed_run_keeps_the_load_its_earlier_driver_saw(tmp_path, monkeypatch):
+    """Tune stores the callback before its first beat, so a resumed driver starts with no samples of its
+    own; the samples already in live.json come first, and the run's load covers all its drivers."""
+    from sweeper import live
+
+    monkeypatch.setattr(live.os, "getloadavg", lambda: (4.0, 0.0, 0.0))
+    (tmp_path / LIVE).write_text(json.dumps({"state": "running", "updated": 0.0, "load_avg": [1.0, 2.5]}))
+    cb = live.live_callback(tmp_path, every_s=0, heartbeat_s=60)
+    cb.setup()
+    cb.on_experiment_end([])
+    assert json.loads((tmp_path / LIVE).read_text())["load_avg"] == [1.0, 2.5, 4.0, 4.0]
+    assert committed_runs.run_load(tmp_path) == {"mean": 2.88, "max": 4.0, "samples": 4}
+
+
 def test_marked_search_says_which_trials_asha_stopped():
     import optuna
     from ray import tune
