@@ -114,18 +114,16 @@ def _resumed_after_tear(line: str) -> list[dict] | None:
     `<whole record><whole record>` when only the newline was lost). The cut-short piece is dropped:
     the resumed trial reports again from its checkpoint. None when the line is not of that shape.
     """
-    dec, head = json.JSONDecoder(), []
-    try:
-        first, end = dec.raw_decode(line)
-        head, line = [first], line[end:]  # a whole record whose newline was lost
-    except json.JSONDecodeError:
-        pass
-    for j in (i for i, c in enumerate(line) if c == "{" and (i > 0 or head)):
+    for j in (i for i, c in enumerate(line) if c == "{" and i > 0):
         try:
             rec = json.loads(line[j:])
         except json.JSONDecodeError:
             continue
-        return [*head, rec] if all(isinstance(r, dict) for r in (*head, rec)) else None
+        try:
+            head = [json.loads(line[:j])]  # a whole record whose newline was lost
+        except json.JSONDecodeError:
+            head = []  # cut short: dropped
+        return [*head, rec]
     return None
 
 
@@ -145,12 +143,13 @@ def read_json_lines(path: Path) -> tuple[list[dict], bool]:
             recs = [json.loads(line)]
         except json.JSONDecodeError as e:
             recs = _resumed_after_tear(line)
-            if recs is None and k == len(lines) - 1:
+            if recs is None:
+                if k < len(lines) - 1:
+                    raise AggregateError(f"{path}: line {lineno} is not JSON ({e.msg}) and is not the last line, "
+                                         f"so the file is corrupt; move this trial folder aside and rerun the "
+                                         f"report") from None
                 torn = True
                 break
-            if recs is None:
-                raise AggregateError(f"{path}: line {lineno} is not JSON ({e.msg}) and is not the last line, so "
-                                     f"the file is corrupt; move this trial folder aside and rerun the report") from None
         for rec in recs:
             if not isinstance(rec, dict):
                 raise AggregateError(f"{path}: line {lineno} is a JSON {type(rec).__name__}, not a report object; "

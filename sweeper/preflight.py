@@ -1,10 +1,11 @@
 """The checks `python -m sweeper.run` makes before Ray starts: each one a one-line InputError naming the fix.
 
-Every trial's config is built from the sweep and the command line (`trial_configs`: --seeds,
---seed-start, --set) and validated as a TrainConfig; a search must hold out a validation split and
-start inside its ranges; the baseline must name config keys; no URI may carry credentials; the
-per-trial resources must be ones Ray accepts; the results root must be writable and a Ray address
-must answer. sweeper/run.py's `prepare` calls them in that order.
+No URI may carry credentials (checked first, before any URI is stored or printed); every trial's
+config is built from the sweep and the command line (`trial_configs`: --seeds, --seed-start, --set)
+and validated as a TrainConfig; a search must hold out a validation split and start inside its
+ranges; the baseline must name config keys; the per-trial resources must be ones Ray accepts; a Ray
+address must answer. sweeper/run.py's `prepare` calls them in that order, and checks the results
+root (`storage.check`) before the address.
 
     python -m sweeper.run ablation_radius --preset quick --set seed=1   # error: ... one line, exit 2
 """
@@ -133,11 +134,6 @@ def check_resources(args: argparse.Namespace) -> None:
         raise InputError(f"--max-concurrent must be >= 0 (0: as resources allow), got {args.max_concurrent}")
     if not args.live_every >= 0:
         raise InputError(f"--live-every must be >= 0 seconds (0: the report only at the end), got {args.live_every:g}")
-
-
-def check_storage(storage: str) -> Path | store.Location:
-    """The results root, a folder or a URI (sweeper/storage.py), writable: else a one-line StorageError."""
-    return store.check(storage)
 
 
 def check_address(address: str | None) -> str | None:

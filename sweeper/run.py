@@ -13,7 +13,7 @@ but the report could not be built or uploaded (`python -m sweeper.report EXP_DIR
 A new experiment folder is <storage>/<sweep>-<YYYYmmdd-HHMMSS>-<6 random hex digits>.
 The steps have modules of their own: sweeper/preflight.py (the checks before Ray starts),
 sweeper/ray_session.py (a local Ray or a head), sweeper/tuner.py (the Tuner), sweeper/signals.py
-(Ctrl+C and SIGTERM).
+(Ctrl+C and SIGTERM), sweeper/provenance.py (what sweep.json records of the code and machine).
 
     python -m sweeper.run ablation_radius --preset quick
     python -m sweeper.run ablation_radius --preset quick --dry-run
@@ -31,7 +31,7 @@ from pathlib import Path
 # Tune's classic CLI table (set before Ray is imported): compact rows of the varying keys and metrics.
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
-# A local Ray started here sends no usage statistics off the machine (a user's own head decides for itself).
+# A local Ray this driver starts (sweeper/ray_session.py) sends no usage statistics off the machine (a user's own head decides for itself).
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 from search_spaces import PRESETS, Sweep, SweepError, default_preset, get_sweep
@@ -40,7 +40,7 @@ from trainables.datafiles import DataError, check_readable
 from trainables.files import one_line
 from sweeper import storage as store
 from sweeper.preflight import (InputError, check_address, check_baseline, check_credentials, check_resources,
-                               check_search, check_storage, trial_configs)
+                               check_search, trial_configs)
 from sweeper.ray_session import credentials_from_each_node, env_set, start_ray, use_token_if_available
 from sweeper.signals import graceful_stop, signals_interrupt
 from sweeper.storage import StorageError
@@ -242,10 +242,10 @@ def prepare(args):
     with the fix on bad input."""
     check_credentials(args)  # before any URI is stored, printed or used as a cache folder's name
     get_sweep(args.sweep, args.preset or default_preset(args.sweep))  # unknown sweep or preset: the valid ones
-    exp_dir = None
+    exp_dir = root = None
     if args.resume and not args.dry_run:  # the stored run decides the preset; its configs were checked
-        exp_dir, meta = find_experiment(check_storage(args.storage),
-                                        args.sweep + ("_confirm" if args.confirm else ""), args.resume)
+        root = store.check(args.storage)
+        exp_dir, meta = find_experiment(root, args.sweep + ("_confirm" if args.confirm else ""), args.resume)
         args.preset = stored_preset(exp_dir, meta, args.preset)
     args.preset = args.preset or default_preset(args.sweep)
     sweep = get_sweep(args.sweep, args.preset)
@@ -280,7 +280,8 @@ def prepare(args):
     if args.dry_run:
         print_dry_run(sweep, trials, args)
         return None
-    root = check_storage(args.storage)
+    if root is None:  # the results root, writable (a bucket: probed once)
+        root = store.check(args.storage)
     if exp_dir is None:
         exp_dir = root / store.experiment_name(sweep.name, time.time())
     address = check_address(args.address or os.environ.get("RAY_ADDRESS"))

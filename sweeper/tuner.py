@@ -95,7 +95,7 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
                               grace_period=grace_period(s, trials[0]["steps"], trials[0]["eval_every"]),
                               reduction_factor=s.get("reduction_factor", 3))
         tune_config = tune.TuneConfig(search_alg=algo, scheduler=sched, num_samples=s["num_samples"],
-                                      metric=select, mode="min", trial_dirname_creator=_trial_dirname,
+                                      metric=select, mode="min", trial_dirname_creator=trial_dirname,
                                       reuse_actors=True,
                                       max_concurrent_trials=args.max_concurrent or None)
     elif sweep.max_seeds:  # --seeds auto: a searcher suggests each trial, seeds only where a claim is open
@@ -103,7 +103,7 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
 
         algo, most = searcher_for(sweep, trials)
         param_space = {}
-        tune_config = tune.TuneConfig(search_alg=algo, num_samples=most, trial_dirname_creator=_trial_dirname,
+        tune_config = tune.TuneConfig(search_alg=algo, num_samples=most, trial_dirname_creator=trial_dirname,
                                       max_concurrent_trials=args.max_concurrent or None, reuse_actors=True)
     else:  # a grid: trial_index picks one fully specified config (variants need not be a product)
         keys = list(trials[0])
@@ -111,7 +111,7 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
         for k in keys:
             param_space[k] = tune.sample_from(lambda spec, k=k: trials[spec.config.trial_index][k])
         tune_config = tune.TuneConfig(max_concurrent_trials=args.max_concurrent or None,
-                                      trial_dirname_creator=_trial_dirname,
+                                      trial_dirname_creator=trial_dirname,
                                       reuse_actors=True)  # no new process (torch import) per trial
     return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config, run_config=run_config)
 
@@ -142,8 +142,9 @@ def result_loggers(tensorboard: bool) -> list:
     return [JsonLoggerCallback(), CSVLoggerCallback(), *([TBXLoggerCallback()] if tensorboard else [])]
 
 
-def _trial_dirname(trial) -> str:
-    """Short trial folder names (the config is in params.json, not in the path)."""
+def trial_dirname(trial) -> str:
+    """Short trial folder names (the config is in params.json, not in the path). Tune stores this
+    function by its module and name in tuner.pkl, so `--resume` needs both to stay as they are."""
     return f"trial_{trial.trial_id}"
 
 

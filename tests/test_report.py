@@ -679,7 +679,7 @@ def make_search_exp(exp, with_val=True, start_points=None):
     ({"lr": 0.01, "mur_radius": 0.4}, "(lr 0.01, r 0.4): not ranked (failed)."),
 ])
 def test_a_search_says_where_its_base_values_landed(tmp_path, point, want):
-    """sweep.json start_points (run.start_points: the base values, sampled first): the ranked table's
+    """sweep.json start_points (tuner.start_points: the base values, sampled first): the ranked table's
     note gives that trial's rank and validation error, or why it has none."""
     exp = make_search_exp(tmp_path / "hpo-1", start_points=[point])
     md = build_report(exp)["table_ranked.md"].read_text()
