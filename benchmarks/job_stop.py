@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sweeper.committed_runs import cpu_model  # noqa: E402
+from sweeper.live import load_average  # noqa: E402
 
 TEST = "tests/test_e2e.py::test_ray_job_stop_keeps_what_finished_and_resume_finishes_every_trial"
 MARK = '{"test": "ray job stop + resume"'
@@ -34,7 +35,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(ROOT / "benchmarks/results/job_stop_cpu.json"))
     args = p.parse_args(argv)
-    load_before = os.getloadavg()
+    load_before = load_average()
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", TEST],
                           cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -43,7 +44,7 @@ def main(argv=None) -> int:
     if proc.returncode != 0 or not lines:
         sys.exit(f"the job-stop test failed ({proc.returncode}); nothing written:\n{proc.stdout[-3000:]}")
     out = {"benchmark": "job_stop", "test": TEST, "machine": f"{cpu_model()}, {os.cpu_count()} CPUs",
-           "load_avg_before": round(load_before[0], 2), "load_avg_after": round(os.getloadavg()[0], 2),
+           "load_avg_before": load_before, "load_avg_after": load_average(),
            "test_wall_s": round(wall, 1), "stops": json.loads(lines[-1])["stops"]}
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out, indent=1))

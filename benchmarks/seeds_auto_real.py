@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from sweeper.claims import read_trials  # noqa: E402
 from sweeper.committed_runs import machine_info  # noqa: E402
-from sweeper.stats import paired_diff  # noqa: E402
+from sweeper.stats import excludes_zero, paired_diff  # noqa: E402
 
 KEYS = ("method", "mur", "mur_radius")  # what tells ablation_radius's cells apart
 METRIC = "final_test_error"
@@ -53,7 +53,7 @@ def paired(cell: dict[int, float], base: dict[int, float]) -> dict:
     seeds = sorted(set(cell) & set(base))
     mean, lo, hi, n = paired_diff([cell[s] for s in seeds], [base[s] for s in seeds])
     return {"diff": round(mean, 3), "lo": round(lo, 3), "hi": round(hi, 3), "pairs": n,
-            "status": "differs" if lo > 0 or hi < 0 else "open"}
+            "status": "differs" if excludes_zero(lo, hi) else "open"}
 
 
 def decision(r: dict) -> dict:
@@ -84,6 +84,17 @@ def comparison(auto_dir: Path, fixed_dirs: list[Path]) -> dict:
     meta = json.loads((auto_dir / "sweep.json").read_text())
     if not meta.get("max_seeds"):
         sys.exit(f"{auto_dir} is not a --seeds auto run (its sweep.json has no max_seeds)")
+    if tuple(meta["rows"]) + tuple(meta["cols"]) != KEYS:
+        sys.exit(f"{meta['name']}'s cells are told apart by {meta['rows'] + meta['cols']}, not {list(KEYS)}; "
+                 f"this comparison is written for ablation_radius's cells")
+    if meta.get("baseline_within") or meta.get("baseline_for"):  # the fixed side pairs every cell with one row
+        sys.exit(f"{meta['name']} pairs cells with baselines of their own (baseline_within / baseline_for); "
+                 f"this comparison pairs every cell with the one baseline row: use a sweep with one baseline")
+    for d in fixed_dirs:
+        fm = json.loads((d / "sweep.json").read_text())
+        if (fm["name"], fm.get("preset")) != (meta["name"], meta.get("preset")):
+            sys.exit(f"{d} is {fm['name']} --preset {fm.get('preset')}, not {meta['name']} --preset "
+                     f"{meta.get('preset')} as {auto_dir}; pass committed runs of the same sweep and preset")
     with open(auto_dir / "summary.csv", newline="") as f:
         summary = {cell_of(r): r for r in csv.DictReader(f)}
     base = next(c for c, r in summary.items() if r["is_baseline"] == "True")

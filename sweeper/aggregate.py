@@ -114,6 +114,8 @@ def _resumed_after_tear(line: str) -> list[dict] | None:
     `<whole record><whole record>` when only the newline was lost). The cut-short piece is dropped:
     the resumed trial reports again from its checkpoint. None when the line is not of that shape.
     """
+    if not line.startswith("{"):  # Tune starts every record at the start of a line
+        return None
     for j in (i for i, c in enumerate(line) if c == "{" and i > 0):
         try:
             rec = json.loads(line[j:])
@@ -193,16 +195,22 @@ def read_sweep(exp_dir: str | Path) -> dict | None:
     return sweep
 
 
+def newest_ray_state(exp_dir: str | Path) -> Path | None:
+    """The experiment_state-<start time>.json that Tune restores: the greatest name (its drivers' start
+    times), as Tune picks it; None if there is none."""
+    return max(Path(exp_dir).glob("experiment_state-*.json"), default=None)
+
+
 def read_ray_states(exp_dir: str | Path) -> dict[str, dict]:
     """trial folder name -> {"status": Ray's TERMINATED|ERROR|RUNNING|..., "trial_id"} from the newest
     experiment_state-*.json; {} if there is none or its layout is not the one Ray 2.x writes."""
-    states = sorted(Path(exp_dir).glob("experiment_state-*.json"), key=lambda p: p.stat().st_mtime)
-    if not states:
+    state = newest_ray_state(exp_dir)
+    if state is None:
         return {}
     try:
-        data = json.loads(states[-1].read_text())
+        data = json.loads(state.read_text())
     except json.JSONDecodeError as e:
-        warnings.warn(f"{states[-1]} is not JSON ({e.msg}); trial status is taken from the trial files only")
+        warnings.warn(f"{state} is not JSON ({e.msg}); trial status is taken from the trial files only")
         return {}
     out = {}
     for item in data.get("trial_data", []) if isinstance(data, dict) else []:

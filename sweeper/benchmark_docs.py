@@ -1,8 +1,9 @@
 """docs/PERFORMANCE.md from benchmarks/results/*.json: one table per file, by the benchmark that wrote it.
 
 Each file's kind is told by its keys (trainer throughput, the quick preset's CPU step, a GPU step's
-profile, Ray's overhead, the live report's cost, the driver at scale, `--seeds auto` simulated); a file
-of no known kind shows its top-level numbers. The local autoscaling demo's times
+profile, Ray's overhead, the live report's cost, the driver at scale, `--seeds auto` simulated) or by
+its `benchmark` field (`ray job stop`'s time, `--seeds auto` on real runs); a file of no known kind
+shows its top-level numbers. The local autoscaling demo's times
 (cluster/autoscale_times.json) close the page. sweeper/docs.py writes it with the other generated files.
 
     python -m sweeper.docs --check     # exit 1 when the committed PERFORMANCE.md differs

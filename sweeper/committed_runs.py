@@ -24,7 +24,7 @@ from sweeper import claims as claimlib
 from sweeper.picture import QUICKSTART, RUNS, public_trials
 
 ROOT = Path(__file__).resolve().parent.parent
-RUN_FILES = ("sweep.json", "summary.csv", "table.md")  # and PAGE_INPUTS when the results folder has them
+RUN_FILES = ("sweep.json", "summary.csv", "table.md")  # and, for the quick start only, its picture's inputs
 PNGS = ("paired_diffs.png",)  # the plots the docs show, copied by `add` when the run made them
 
 
@@ -113,8 +113,8 @@ def run_load(exp: Path) -> dict | None:
 
 
 def machine_info(exp: Path, meta: dict) -> dict:
-    """The machine `add` runs on (where the sweep is expected to have run), the run's dates, and the load
-    it ran under where the driver sampled it."""
+    """The machine this runs on (`add`, or a benchmark reading a results folder made here: where the sweep
+    is expected to have run), the run's dates, and the load it ran under where the driver sampled it."""
     cpu = cpu_model()
     try:
         torch = version("torch")

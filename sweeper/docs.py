@@ -57,11 +57,11 @@ def _command(claim: dict) -> str:
     return command(claim["sweep"], claim["preset"]) if claim.get("testable", True) else ""
 
 
-def claims_table(claims: list[dict], runs: list[dict], link: str) -> str:
-    """The README's summary: the claims grouped by verdict, each with where the paper makes it."""
+def claims_table(graded: list[tuple[dict, dict | None]], link: str) -> str:
+    """The README's summary: the claims (with their grades) grouped by verdict, each with where the
+    paper makes it."""
     groups: dict[str, list[str]] = {}
-    for c in claims:
-        g = grade_claim(c, runs)
+    for c, g in graded:
         key = "not testable here" if g is None else g["verdict"] or f"pending ({g['status']})"
         groups.setdefault(key, []).append(f"{c['claim']} ({c['source']})")
     order = [*claimlib.VERDICTS, "pending (one seed set committed)", "pending (not committed)", "not testable here"]
@@ -80,7 +80,7 @@ def run_command(run: dict) -> str:
     return "python -m sweeper.run " + " ".join(args) if args else command(run["sweep"], run["preset"])
 
 
-def results_md(runs: list[dict], claims: list[dict]) -> str:
+def results_md(runs: list[dict], graded: list[tuple[dict, dict | None]]) -> str:
     out = [GENERATED_NOTE, "# Results", "",
            "Every number here comes from a run summary committed under `docs/runs/` (a finished results",
            "folder's `sweep.json`, `summary.csv`, `table.md`, its per-seed `trials.csv` and the machine it ran",
@@ -102,7 +102,6 @@ def results_md(runs: list[dict], claims: list[dict]) -> str:
            "(contradicted on one only), no (otherwise).", ""]
     out.append("| claim | paper | sweep | verdict | evidence |")
     out.append("|---|---|---|---|---|")
-    graded = [(c, grade_claim(c, runs)) for c in claims]  # once: every run's section below reads them
     for c, g in graded:
         sweep = f"`{c['sweep']}`" if c.get("testable", True) else "—"
         out.append(f"| {c['claim']} | {c['source']} | {sweep} | {claimlib.verdict_text(c, g, _command(c))} | "
@@ -185,11 +184,11 @@ def replace_block(text: str, name: str, body: str, where: str) -> str:
     return pat.sub(lambda m: m.group(1) + body + "\n" + m.group(2), text, count=1)
 
 
-def readme_md(text: str, runs: list[dict], claims: list[dict], root: Path = ROOT) -> str:
+def readme_md(text: str, runs: list[dict], graded: list[tuple[dict, dict | None]], root: Path = ROOT) -> str:
     text = replace_block(text, "install", install_md(root), "README.md")
     text = replace_block(text, "quickstart", quickstart_md(runs), "README.md")
     text = replace_block(text, "picture", picture_md(runs, root), "README.md")
-    return replace_block(text, "claims", claims_table(claims, runs, "docs/RESULTS.md"), "README.md")
+    return replace_block(text, "claims", claims_table(graded, "docs/RESULTS.md"), "README.md")
 
 
 # ---------------------------------------------------------------- the command
@@ -198,10 +197,10 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
     """{path relative to root: the text the generator makes now}."""
     runs = [read_run(p) for p in run_dirs(root)]
     check_disjoint(runs)
-    claims = load_claims(root)
-    return {Path("docs/RESULTS.md"): results_md(runs, claims),
+    graded = [(c, grade_claim(c, runs)) for c in load_claims(root)]  # once, for RESULTS.md and the README
+    return {Path("docs/RESULTS.md"): results_md(runs, graded),
             Path("docs/PERFORMANCE.md"): performance_md(root),
-            Path("README.md"): readme_md((root / "README.md").read_text(), runs, claims, root)}
+            Path("README.md"): readme_md((root / "README.md").read_text(), runs, graded, root)}
 
 
 def stale(root: Path = ROOT) -> list[Path]:

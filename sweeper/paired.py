@@ -119,7 +119,7 @@ def baseline_cells(summary: pd.DataFrame, baseline: dict | None, rows=("method",
         if is_base[pos]:
             pairs[i] = None
             continue
-        cand = baseline_candidates(cells, i, cfg, baseline, base, within, baseline_for)
+        cand = baseline_candidates(cells, i, baseline, base, within, baseline_for)
         if len(cand) > 1:
             ambiguous.append(f"{labels[i]} ({', '.join(labels[j] for j in cand)})")
         if len(cand) == 1:
@@ -150,11 +150,11 @@ class Cells:
         return cand
 
 
-def baseline_candidates(cells: Cells, i, cfg: dict, baseline: dict, base: list, within: tuple[str, ...],
+def baseline_candidates(cells: Cells, i, baseline: dict, base: list, within: tuple[str, ...],
                         baseline_for: dict | None) -> list:
-    """Cell i's (config `cfg`) baseline cells by the first rule that finds any: its own method's base row
-    (`within`), the row `baseline_for` names for its method, else the baseline row (`base`, its cells)."""
-    cand = []
+    """Cell i's baseline cells by the first rule that finds any: its own method's base row (`within`),
+    the row `baseline_for` names for its method, else the baseline row (`base`, its cells)."""
+    cfg, cand = cells.cfg_of[i], []
     own = {**baseline, **{k: cfg[k] for k in within if k in cfg}}  # Pi + VD -> Pi
     if within and not all(same_value(cfg[k], v) for k, v in own.items()):
         cand = cells.pick(i, own, cells.matching(own))

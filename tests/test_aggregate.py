@@ -14,7 +14,7 @@ import pytest
 
 from conftest import write_trial
 from sweeper.aggregate import (AggregateError, check_experiment, group_keys, load_history,
-                               load_trials, read_json_lines, summarize, write_summary, write_trials)
+                               load_trials, newest_ray_state, read_json_lines, summarize, write_summary, write_trials)
 from trainables.files import atomic_write
 
 STEPS = (100, 200, 300)
@@ -169,14 +169,26 @@ def test_a_record_cut_short_and_then_appended_to_by_a_resumed_trial_is_dropped(t
         assert (got, torn) == (kept, False), cut
 
 
-def test_corrupt_line_before_the_last_is_an_error(tmp_path):
+@pytest.mark.parametrize("cut", [lambda line: line[:10], lambda line: "garbage" + line],
+                         ids=["cut short", "junk before a whole record"])
+def test_corrupt_line_before_the_last_is_an_error(tmp_path, cut):
     exp = tmp_path / "exp"
     d = write_trial(exp, 0, {"method": "mt", "seed": 0}, finished_reports([20.0, 15.0, 12.0]))
     lines = (d / "result.json").read_text().split("\n")
-    lines[1] = lines[1][:10]
+    lines[1] = cut(lines[1])
     (d / "result.json").write_text("\n".join(lines))
     with pytest.raises(AggregateError, match=r"result.json: line 2 is not JSON"):
         load_trials(exp)
+
+
+def test_the_newest_ray_state_is_the_one_tune_restores_by_name_not_by_file_time(tmp_path):
+    """A resumed driver writes experiment_state-<its start>.json beside the first driver's; Tune restores
+    the greatest name even when a copy (a sync, a restore from a bucket) gave the older file a later mtime."""
+    first, second = (tmp_path / f"experiment_state-2026-01-0{d}_00-00-00.json" for d in (1, 2))
+    second.write_text("{}")
+    first.write_text("{}")
+    os.utime(first, (2e9, 2e9))
+    assert newest_ray_state(tmp_path) == second and newest_ray_state(tmp_path / "none") is None
 
 
 def test_ray_state_marks_stopped_and_errored(tmp_path):

@@ -176,7 +176,7 @@ class Watch(threading.Thread):
     """Polls Tune's staging copy of one experiment's results (the driver writes each report there at once) and
     maps every trial worker's PID to its node while the worker runs (its parent is that node's raylet).
 
-    With lose_a_node: once a running trial's latest checkpoint is in Tune's saved experiment state, SIGKILLs
+    With lose_a_node: once every running trial has a checkpoint in Tune's saved experiment state, SIGKILLs
     every process of that trial's node; once the trial reports again from the other node, starts the lost
     node again (a new `ray start`, named <node>-again)."""
 

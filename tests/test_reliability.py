@@ -35,7 +35,7 @@ import yaml
 from search_spaces import get_sweep
 from sweeper import check_cluster, preflight, ray_session, report, signals, tuner
 from sweeper import run as sweeper_run
-from sweeper.aggregate import read_json_lines, write_summary, write_trials
+from sweeper.aggregate import newest_ray_state, read_reports, write_summary, write_trials
 from trainables.config import TrainConfig
 from trainables.files import atomic_write
 from trainables.trainer import TERMS, Diverged, Trainer, train
@@ -115,18 +115,12 @@ def short_tmp(prefix: str) -> Path:
 
 # ---------------------------------------------------------------- helpers: results on disk
 
-def read_reports(tdir: Path) -> list[dict]:
-    """result.json of a trial folder as the report reads it: a torn last line (being written) and a
-    record cut short by a kill that a resumed trial then appended to are left out."""
-    return read_json_lines(tdir / "result.json")[0]
-
-
 def saved_state(exp: Path) -> dict[str, tuple[str, int | None]]:
     """Tune's newest saved experiment state: trial folder -> (status, step of the checkpoint a resume
     restores it from, None if none). This is what `--resume` restores, read the way Tune reads it."""
-    states = sorted(exp.glob("experiment_state-*.json")) if exp else []  # Tune restores the newest by name
+    state = newest_ray_state(exp) if exp else None
     try:
-        trials = json.loads(states[-1].read_text())["trial_data"] if states else []
+        trials = json.loads(state.read_text())["trial_data"] if state else []
     except json.JSONDecodeError:  # Tune's sync is copying it from the driver's staging folder: look again
         return {}
     out = {}
@@ -415,7 +409,8 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tmp_path):
             assert (exp / t / "result.json").read_bytes() == k["files"][t], f"{t} ran again after it finished"
     restarts = {t for k in kills for t in partial(k["state"])}
     for t in restarts:  # an unfinished one went on from the checkpoint Tune's saved state named at its last kill
-        saved_step = [k for k in kills if t in partial(k["state"])][-1]["saved"][t][1]
+        # none saved (a trial that first reported between the kill point's look and the kill): from scratch
+        saved_step = [k for k in kills if t in partial(k["state"])][-1]["saved"].get(t, (None, None))[1] or 0
         resumed = final[t][starts(final[t])[-1]:]
         assert [r["step"] for r in resumed] == list(range(saved_step + every, trials[0]["steps"] + 1, every)), t
     n_starts = sum(len(starts(r)) for r in final.values())
@@ -504,7 +499,7 @@ def test_a_driver_killed_with_the_default_checkpoint_period_resumes_from_each_la
         restart = starts(final[t])[-1]
         resumed_from = final[t][restart]["step"] - every
         # exactly the checkpoint Tune's saved state named when the driver died
-        assert resumed_from == killed_saved[t][1] > 0, (t, resumed_from, killed_saved[t])
+        assert resumed_from == killed_saved.get(t, (None, None))[1] > 0, (t, resumed_from, killed_saved)
         ckpt = next(r for r in killed[t] if r["step"] == resumed_from)
         # the training lost: from that checkpoint to the last evaluation before the kill, at most one
         # period plus the one evaluation interval that crosses it (tune.py checkpoints at evaluations)

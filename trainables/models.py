@@ -114,13 +114,13 @@ class _ConvNet(nn.Module):
     classifier's input."""
 
     CHANNELS: tuple[int, ...] = ()
-    IN_CHANNELS = 3
+    DEFAULT_IN_CHANNELS = 3
 
     def __init__(self, num_classes: int = 10, in_channels: int | None = None, variational: bool = False,
                  width: float = 1.0, dropout: float = 0.5, input_noise: float = 0.15,
                  bn_momentum: float = 0.001, bn_eps: float = 1e-8, dropout_mode: str = "channel"):
         super().__init__()
-        in_channels = self.IN_CHANNELS if in_channels is None else in_channels
+        in_channels = self.DEFAULT_IN_CHANNELS if in_channels is None else in_channels
         _check_args(num_classes, in_channels, width, dropout, input_noise)
         self.in_channels = in_channels
         cs = [_channels(c, width) for c in self.CHANNELS]
@@ -168,7 +168,7 @@ class ConvNetSmall(_ConvNet):
     """
 
     CHANNELS = (32, 64)
-    IN_CHANNELS = 1
+    DEFAULT_IN_CHANNELS = 1
 
     @staticmethod
     def body(cin, c1, c2, *, block, drop):
