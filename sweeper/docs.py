@@ -153,16 +153,21 @@ def table_excerpt(table: str) -> str:
 
 
 def install_md(root: Path = ROOT) -> str:
-    """The install's size and the test suite's wall time, from benchmarks/results/install.json."""
+    """The install's size and the two test commands' wall times, from benchmarks/results/install.json."""
     if not (root / INSTALL).is_file():
         return f"(no `{INSTALL}` committed: measure `du -sm .venv` and the test command's time, and record them there)"
     d = json.loads((root / INSTALL).read_text())
     parts = sorted((d.get("venv_largest_mib") or {}).items(), key=lambda kv: -kv[1])[:3]
     largest = ", ".join(f"{name} {mib:,} MiB" for name, mib in parts)
+    fast = d.get("fast_suite")
+    fast_md = (f"the fast tests (`{fast['command']}`, {fast['counts']}) took {fast['wall_s'] / 60:.1f} min "
+               f"({fast['wall_s']:,} s) on {fast['machine']} ({fast['date']}, load average "
+               f"{fast['load_avg_before']:.1f} before); " if fast else
+               "the fast tests' time is not measured yet (`python benchmarks/test_times.py`); ")
     return (f"Measured on {d['machine']}, Python {d['python']}, torch {d['torch']} ({d['date']}; [`{INSTALL}`]"
             f"({INSTALL})): the virtual environment takes {d['venv_mib'] / 1024:.1f} GiB (`{d['venv_command']}`)"
-            + (f", most of it torch's CUDA stack ({largest})" if parts else "") + f"; the test command took "
-            f"{d['test_suite_s'] / 60:.0f} min ({d['test_suite_s']:,} s), {d['test_suite_source']}.")
+            + (f", most of it torch's CUDA stack ({largest})" if parts else "") + f"; " + fast_md +
+            f"every test took {d['test_suite_s'] / 60:.0f} min ({d['test_suite_s']:,} s), {d['test_suite_source']}.")
 
 
 def picture_md(runs: list[dict], root: Path = ROOT) -> str:
