@@ -89,7 +89,7 @@ def stored(exp: Path) -> dict:
 
 def report_parts(exp: Path) -> dict:
     """The final report rebuilt here, timed by part (its inputs read, then the whole build)."""
-    from sweeper.aggregate import load_history, load_trials
+    from sweeper.analysis.aggregate import load_history, load_trials
     from sweeper.report import build_report
 
     t0 = time.perf_counter()

@@ -24,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sweeper.committed_runs import cpu_model  # noqa: E402
-from sweeper.live import load_average  # noqa: E402
+from sweeper.docgen.committed_runs import cpu_model  # noqa: E402
+from sweeper.driver.live import load_average  # noqa: E402
 
 TEST = "tests/test_e2e.py::test_ray_job_stop_keeps_what_finished_and_resume_finishes_every_trial"
 MARK = '{"test": "ray job stop + resume"'

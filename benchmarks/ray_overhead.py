@@ -43,7 +43,7 @@ def _run(cfg_dict):
 
 def _sweeper_run(sweep: str, flags: list[str], keys: list[str]):
     """Wall time of `python -m sweeper.run SWEEP --preset quick FLAGS`, Tune's loop time, final errors."""
-    from sweeper.aggregate import load_trials
+    from sweeper.analysis.aggregate import load_trials
 
     with tempfile.TemporaryDirectory() as storage:
         t0 = time.perf_counter()

@@ -27,9 +27,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sweeper.claims import read_trials  # noqa: E402
-from sweeper.committed_runs import machine_info  # noqa: E402
-from sweeper.stats import excludes_zero, paired_diff  # noqa: E402
+from sweeper.docgen.claims import read_trials  # noqa: E402
+from sweeper.docgen.committed_runs import machine_info  # noqa: E402
+from sweeper.analysis.stats import excludes_zero, paired_diff  # noqa: E402
 
 KEYS = ("method", "mur", "mur_radius")  # what tells ablation_radius's cells apart
 METRIC = "final_test_error"

@@ -4,7 +4,7 @@ Gaussian noise (sd --sd points, independent per trial), many sweeps of one cell 
 
     python benchmarks/sequential_seeds.py                      # writes benchmarks/results/sequential_seeds.json
 
-Procedures, each over the same planned looks (sweeper/sequential.py):
+Procedures, each over the same planned looks (sweeper/seeds/sequential.py):
   - bonferroni: each look's paired t-interval at level 1 - alpha/K, stop at the first that excludes 0;
   - bonferroni + match margin: also stop when the interval lies inside ± --margin;
   - plain 95 % at every look: the same stopping with uncorrected intervals, the procedure to avoid.
@@ -25,7 +25,7 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sweeper.sequential import STATUSES, Plan, simulate  # noqa: E402
+from sweeper.seeds.sequential import STATUSES, Plan, simulate  # noqa: E402
 
 DIFFERS = STATUSES.index("differs")
 

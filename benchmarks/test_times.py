@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sweeper.committed_runs import cpu_model  # noqa: E402
-from sweeper.live import load_average  # noqa: E402
+from sweeper.docgen.committed_runs import cpu_model  # noqa: E402
+from sweeper.driver.live import load_average  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "install.json"
 FAST = 'python -m pytest -q -m "not slow"'  # the README's first test command

@@ -6,7 +6,7 @@ both presets: the authors' KL series behind the figure (MeanTeacher_VD/run_cifar
 "..._CEnt0.0_KLD...", three seeds each) set cent_u_coeff_max 0.0, unlike their Table 1 MT+VD run
 (0.1); the MT row takes 0 too, so that it differs from the MT+VD rows in VD (and, on the paper
 preset, the authors' clean BN pass) only. It is therefore not the paper's MT configuration, and
-its table shows no Δ against the paper's MT (entmin 0.1; sweeper.paper_results.protocol_reason).
+its table shows no Δ against the paper's MT (entmin 0.1; sweeper.analysis.paper_results.protocol_reason).
     python -m sweeper.run ablation_kl                  # CIFAR-10, (5 + 1) x 3 trials
     python -m sweeper.run ablation_kl --preset quick   # digits, 5 coefficients + MT + LabelSpreading, 5 seeds
 """

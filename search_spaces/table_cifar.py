@@ -17,7 +17,7 @@ also grade Table 2's MT findings (table_svhn's quick preset runs the Pi-model's 
 
 MNIST preset (real MNIST, 100 labels, ConvNet-13 at width 0.5, 5000 steps, common.MNIST): supervised
 and MT x {base, +VD, +MUR, +VD+MUR} (entmin 0), 3 seeds, ICT left out as in the quick table. Other papers' MNIST-100 errors are
-sweeper.paper_results.literature("mnist", 100), shown beside the cells, never as the paper's number.
+sweeper.analysis.paper_results.literature("mnist", 100), shown beside the cells, never as the paper's number.
     python -m sweeper.run table_cifar --preset mnist   # 5 rows x 3 seeds, GPU work (common.MNIST says why)
 """
 from search_spaces import Sweep

@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sweeper.committed_runs import ROOT, machine_text
-from sweeper.picture import RUNS
-
+ROOT = Path(__file__).resolve().parent.parent
+RUNS = Path("docs/runs")  # the committed runs (sweeper/docgen/committed_runs.py adds them)
 NO_RUN = "no committed run"
 
 
@@ -29,6 +28,15 @@ def committed(sweep: str, preset: str, root: Path = ROOT) -> list[dict]:
         out.append({"name": folder.name, "trials": meta.get("n_trials"), "wall_min": machine["wall_min"],
                     "machine": machine_text({k: machine.get(k) for k in ("cpu", "cores")})})
     return out
+
+
+def machine_text(m: dict) -> str:
+    parts = [m.get("cpu") or "unknown CPU", f"{m['cores']} cores" if m.get("cores") else None,
+             f"torch {m['torch']}" if m.get("torch") else None, f"Python {m['python']}" if m.get("python") else None]
+    if m.get("load_avg"):
+        load = m["load_avg"]
+        parts.append(f"1-minute load average {load['mean']:g} (at most {load['max']:g}) while it ran")
+    return ", ".join(p for p in parts if p)
 
 
 def run_text(run: dict) -> str:

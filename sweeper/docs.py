@@ -13,9 +13,9 @@ figures (benchmarks/results/install.json), quick-start excerpt and claims table 
     python -m sweeper.docs add results/<sweep>-<stamp>  # copy a finished run into docs/runs/, then rewrite
     python -m sweeper.docs --picture                    # docs/report.png from the quick start's run (Chromium)
 
-Claims are graded by sweeper/claims.py from each committed run's trials.csv (per-seed values), on
-two runs of disjoint seeds. docs/PERFORMANCE.md's tables are drawn by sweeper/benchmark_docs.py, and
-sweeper/committed_runs.py reads the committed runs and adds new ones. No torch, no Ray, no pandas (but in
+Claims are graded by sweeper/docgen/claims.py from each committed run's trials.csv (per-seed values), on
+two runs of disjoint seeds. docs/PERFORMANCE.md's tables are drawn by sweeper/docgen/benchmark_docs.py, and
+sweeper/docgen/committed_runs.py reads the committed runs and adds new ones. No torch, no Ray, no pandas (but in
 `add`): this runs in CI's test of the docs.
 """
 from __future__ import annotations
@@ -26,11 +26,12 @@ import re
 import sys
 from pathlib import Path
 
-from sweeper import claims as claimlib
-from sweeper.benchmark_docs import GENERATED_NOTE, INSTALL, performance_md
-from sweeper.committed_runs import (ROOT, DocsError, add, check_disjoint, machine_text, public_args, read_run, run_dirs,
-                                    runs_of)
-from sweeper.picture import PAGE_INPUTS, QUICKSTART, PictureError, picture_is_current, write_picture
+from sweeper.docgen import claims as claimlib
+from sweeper.docgen.benchmark_docs import GENERATED_NOTE, INSTALL, performance_md
+from sweeper.costs import machine_text
+from sweeper.docgen.committed_runs import (ROOT, DocsError, add, check_disjoint, public_args, read_run, run_dirs,
+                                           runs_of)
+from sweeper.docgen.picture import PAGE_INPUTS, QUICKSTART, PictureError, picture_is_current, write_picture
 from trainables.files import one_line
 
 CLAIMS = Path("docs/claims.json")

@@ -5,14 +5,14 @@ and every other knob in which the rows differ), columns are data sets and label 
 sweep's `cols` keys), cells `mean ± std` over seeds (sample std, ddof=1); with a baseline row
 (Sweep.baseline) each other cell also shows its paired difference from the baseline over seeds,
 with a 95% t-interval; the paper's published value sits beside each cell where the paper has one,
-and Δ = ours − paper where the run followed the paper's protocol (sweeper/paper_results.py).
+and Δ = ours − paper where the run followed the paper's protocol (sweeper/analysis/paper_results.py).
 Written as table.md, table.tex (plain tabular) and table.csv (tidy: one line per cell), plus
 table_sensitivity.* when the trials report a sensitivity (Table 3), table_ranked.* for a search
 (hpo, ranked by validation error), trials.parquet, summary.parquet/.csv, and PNG plots, each made
 only when the sweep varies what it shows, and report.html, all of it on one self-contained page.
-This module arranges them: the tables are sweeper/tables.py (labels.py, layout.py, paired.py,
-render.py, ranking.py), the plots sweeper/plots.py, the page sweeper/html.py. Given a results root
-instead, it writes the root's index.html (sweeper/index.py).
+This module arranges them: the tables are sweeper/analysis/tables.py (labels.py, layout.py, paired.py,
+render.py, ranking.py), the plots sweeper/analysis/plots.py, the page sweeper/analysis/html.py. Given a results root
+instead, it writes the root's index.html (sweeper/analysis/index.py).
 Ray is neither imported nor needed.
 
     python -m sweeper.report results/ablation_radius-20260101-120000 [--format md|latex|csv] [--which final|best_val|best_test]
@@ -28,21 +28,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sweeper.aggregate import (SELECT_METRIC, WHICH, AggregateError, check_which,
-                               check_experiment, load_history, load_trials, read_sweep, summarize, write_summary,
-                               write_trials)
+from sweeper.analysis.aggregate import (SELECT_METRIC, WHICH, AggregateError, check_which,
+                                        check_experiment, load_history, load_trials, read_sweep, summarize, write_summary,
+                                        write_trials)
 from sweeper import storage
-from sweeper.auto_seeds import sequential_diffs
-from sweeper.html import PAGE, write_page
-from sweeper.index import index_at, index_text, is_results_root
-from sweeper.plots import (plot_g0, plot_ga_vs_pga, plot_kl, plot_mur_vs_rr, plot_paired_diffs, plot_radius,
-                           plot_sensitivity_hist, virtual_points_from_checkpoint)
-from sweeper.labels import WHICH_TITLE, metric_name
-from sweeper.layout import paper_error, paper_sens
-from sweeper.paired import baseline_diffs
-from sweeper.ranking import write_ranking
-from sweeper.render import write_tables
-from sweeper.tables import classical_note, subset_note, table_frame, test_beside_note, val_note
+from sweeper.seeds.auto_seeds import sequential_diffs
+from sweeper.analysis.html import PAGE, write_page
+from sweeper.analysis.index import index_at, index_text, is_results_root
+from sweeper.analysis.plots import (plot_g0, plot_ga_vs_pga, plot_kl, plot_mur_vs_rr, plot_paired_diffs, plot_radius,
+                                    plot_sensitivity_hist, virtual_points_from_checkpoint)
+from sweeper.analysis.labels import WHICH_TITLE, metric_name
+from sweeper.analysis.layout import paper_error, paper_sens
+from sweeper.analysis.paired import baseline_diffs
+from sweeper.analysis.ranking import write_ranking
+from sweeper.analysis.render import write_tables
+from sweeper.analysis.tables import classical_note, subset_note, table_frame, test_beside_note, val_note
 from trainables.remote import redact, secret_in_uri
 
 FORMATS = {"md": "table.md", "latex": "table.tex", "csv": "table.csv"}

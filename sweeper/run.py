@@ -11,9 +11,9 @@ is written: the state is saved, `--resume` continues it), 4 the storage bucket s
 longer than its retries ($VBI_MUR_STORAGE_RETRY_S; `--resume` continues it), 5 the trials finished
 but the report could not be built or uploaded (`python -m sweeper.report EXP_DIR` rebuilds it).
 A new experiment folder is <storage>/<sweep>-<YYYYmmdd-HHMMSS>-<6 random hex digits>.
-The steps have modules of their own: sweeper/preflight.py (the checks before Ray starts),
-sweeper/ray_session.py (a local Ray or a head), sweeper/tuner.py (the Tuner), sweeper/signals.py
-(Ctrl+C and SIGTERM), sweeper/provenance.py (what sweep.json records of the code and machine).
+The steps have modules of their own: sweeper/driver/preflight.py (the checks before Ray starts),
+sweeper/driver/ray_session.py (a local Ray or a head), sweeper/driver/tuner.py (the Tuner), sweeper/driver/signals.py
+(Ctrl+C and SIGTERM), sweeper/driver/provenance.py (what sweep.json records of the code and machine).
 
     python -m sweeper.run ablation_radius --preset quick
     python -m sweeper.run ablation_radius --preset quick --dry-run
@@ -31,7 +31,7 @@ from pathlib import Path
 # Tune's classic CLI table (set before Ray is imported): compact rows of the varying keys and metrics.
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
-# A local Ray this driver starts (sweeper/ray_session.py) sends no usage statistics off the machine (a user's own head decides for itself).
+# A local Ray this driver starts (sweeper/driver/ray_session.py) sends no usage statistics off the machine (a user's own head decides for itself).
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 from search_spaces import PRESETS, Sweep, SweepError, default_preset, get_sweep
@@ -39,12 +39,12 @@ from trainables.config import ConfigError
 from trainables.datafiles import DataError, check_readable
 from trainables.files import one_line
 from sweeper import storage as store
-from sweeper.preflight import (InputError, check_address, check_baseline, check_credentials, check_resources,
-                               check_search, trial_configs)
-from sweeper.ray_session import credentials_from_each_node, env_set, start_ray, use_token_if_available
-from sweeper.signals import graceful_stop, signals_interrupt
+from sweeper.driver.preflight import (InputError, check_address, check_baseline, check_credentials, check_resources,
+                                      check_search, trial_configs)
+from sweeper.driver.ray_session import credentials_from_each_node, env_set, start_ray, use_token_if_available
+from sweeper.driver.signals import graceful_stop, signals_interrupt
 from sweeper.storage import StorageError
-from sweeper.tuner import make_tuner, start_points
+from sweeper.driver.tuner import make_tuner, start_points
 
 
 # The exit status of `python -m sweeper.run`: docs/USAGE.md and docs/ARCHITECTURE.md state the same codes.
@@ -86,7 +86,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=seeds_arg, default=None,
                    help="seeds per grid point (default: the sweep's own, which --dry-run shows), or auto: a few "
                         "first, then more only where a cell's paired difference from its baseline is still open, "
-                        "up to --max-seeds (sweeper/sequential.py)")
+                        "up to --max-seeds (sweeper/seeds/sequential.py)")
     p.add_argument("--max-seeds", type=int, default=None, metavar="N", help="--seeds auto: the most seeds per config (16)")
     p.add_argument("--seed-start", type=int, default=None, metavar="N",
                    help="first seed (default: the sweep's, 0); e.g. --seed-start 8 --seeds 8 runs seeds 8-15")
@@ -103,7 +103,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="print the trial grid and cost, run nothing")
     p.add_argument("--confirm", default=None, metavar="SEARCH_DIR",
                    help="searches (hpo, hpo_base): rerun that search's best trial by validation error and its "
-                        "base values on fresh seeds (--seeds, default 5), paired (sweeper/confirm.py)")
+                        "base values on fresh seeds (--seeds, default 5), paired (sweeper/seeds/confirm.py)")
     p.add_argument("--dashboard", action="store_true",
                    help="give a local Ray its dashboard on 127.0.0.1:8265 (it takes start-up time and CPU from the "
                         "trials: docs/PERFORMANCE.md; a head's dashboard, see --address, outlives the sweep)")
@@ -111,10 +111,10 @@ def parser() -> argparse.ArgumentParser:
                    help="also write TensorBoard event files per trial (imports torch in this driver)")
     p.add_argument("--live-every", type=float, default=30.0, metavar="SECONDS",
                    help="rebuild the report (report.html) after trials end, at most every SECONDS (default 30; "
-                        "0: only at the end), uploaded on a bucket (sweeper/live.py)")
+                        "0: only at the end), uploaded on a bucket (sweeper/driver/live.py)")
     p.add_argument("--mlflow", default=None, metavar="URI",
                    help="log every trial as an MLflow run (experiment: the sweep folder's name) to this tracking "
-                        "URI, e.g. http://127.0.0.1:5000; needs pip install -e '.[mlflow]' (sweeper/mlflow_log.py)")
+                        "URI, e.g. http://127.0.0.1:5000; needs pip install -e '.[mlflow]' (sweeper/driver/mlflow_log.py)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a TrainConfig key in every trial, e.g. --set mur_radius=2 (repeatable; a "
                         "shorter run also needs its schedules: --set steps=600 --set lr_rampdown=150)")
@@ -186,7 +186,7 @@ def print_dry_run(sweep: Sweep, trials: list[dict], args) -> None:
         for point in start_points(sweep, trials) or []:
             print("  the first sample is the base values: " + "  ".join(f"{k}={v}" for k, v in point.items()))
     if sweep.max_seeds:  # --seeds auto: the count depends on the results
-        from sweeper.auto_seeds import cost_lines as auto_cost_lines
+        from sweeper.seeds.auto_seeds import cost_lines as auto_cost_lines
         print("\n".join(auto_cost_lines(sweep, trials, args.preset)))
         return
     from sweeper.costs import cost_lines
@@ -206,7 +206,7 @@ def main(argv=None) -> int:
     if plan is None:  # --dry-run: printed
         return EXIT_OK
     sweep, trials, exp_dir, address = plan
-    from sweeper import stopping
+    from sweeper.driver import stopping
     if note := stopping.job_stop_note():
         print(note, file=sys.stderr)
     # loggers: result_loggers(); Ctrl+C and SIGTERM: graceful_stop(), in place before Ray starts and before
@@ -250,14 +250,14 @@ def prepare(args):
     args.preset = args.preset or default_preset(args.sweep)
     sweep = get_sweep(args.sweep, args.preset)
     if args.confirm:  # the search's best trial and its base values, paired over fresh seeds
-        from sweeper.confirm import ConfirmError, confirm_sweep
+        from sweeper.seeds.confirm import ConfirmError, confirm_sweep
         try:
             sweep = confirm_sweep(sweep, args.confirm, args.seeds)
         except ConfirmError as e:
             raise InputError(str(e)) from None
     if args.seeds == "auto":  # the first look's seeds, then more where a cell's claim is open
-        from sweeper.auto_seeds import auto_sweep
-        from sweeper.sequential import SequentialError
+        from sweeper.seeds.auto_seeds import auto_sweep
+        from sweeper.seeds.sequential import SequentialError
         try:
             sweep, args.seeds = auto_sweep(sweep, args.max_seeds), None
         except SequentialError as e:
@@ -269,7 +269,7 @@ def prepare(args):
     check_baseline(sweep, trials)
     check_resources(args)
     if args.mlflow:  # mlflow installed, its server answering: before Ray starts
-        from sweeper.mlflow_log import MLflowError, check_mlflow
+        from sweeper.driver.mlflow_log import MLflowError, check_mlflow
         try:
             check_mlflow(args.mlflow)
         except MLflowError as e:
@@ -295,7 +295,7 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
     included: a divergence is a result, noted on stderr), 1 a trial failed, 3 stopped (a signal during
     the report too), 4 the bucket could not take the sweep's final state (no report: the bucket does not
     hold it all), 5 the trials finished but their report could not be built or uploaded."""
-    from sweeper.aggregate import AggregateError
+    from sweeper.analysis.aggregate import AggregateError
     from sweeper.report import report_at
 
     errors = [r for r in grid if r.error is not None]

@@ -35,7 +35,7 @@ from trainables import remote
 from trainables.files import atomic_write, one_line
 from trainables.remote import is_uri
 
-# What the report reads from an experiment folder (sweeper/aggregate.py, sweeper/report.py).
+# What the report reads from an experiment folder (sweeper/analysis/aggregate.py, sweeper/report.py).
 VIRTUAL_POINTS = "virtual_points.npz"  # x* of a MUR trial, beside its checkpoint (trainables/tune.py)
 REPORT_INPUTS = ("sweep.json", "params.json", "result.json", "progress.csv", "error.txt", "error.pkl",
                  VIRTUAL_POINTS, "live.json")

@@ -1,4 +1,4 @@
-"""Tests of sweeper.aggregate on fake Ray Tune folders written here, and one real Ray Tune folder.
+"""Tests of sweeper.analysis.aggregate on fake Ray Tune folders written here, and one real Ray Tune folder.
 
     pytest tests/test_aggregate.py -q            # the real-Ray test is marked slow (~20 s)
 """
@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from conftest import write_trial
-from sweeper.aggregate import (AggregateError, check_experiment, group_keys, load_history,
-                               load_trials, newest_ray_state, read_json_lines, summarize, write_summary, write_trials)
+from sweeper.analysis.aggregate import (AggregateError, check_experiment, group_keys, load_history,
+                                        load_trials, newest_ray_state, read_json_lines, summarize, write_summary, write_trials)
 from trainables.files import atomic_write
 
 STEPS = (100, 200, 300)

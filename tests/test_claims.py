@@ -1,4 +1,4 @@
-"""sweeper/claims.py: a claim's verdict over two seed sets, on hand-computed cases.
+"""sweeper/docgen/claims.py: a claim's verdict over two seed sets, on hand-computed cases.
 
     pytest tests/test_claims.py -q
 """
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from sweeper import claims
+from sweeper.docgen import claims
 
 NAN = math.nan
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from search_spaces import get_sweep, names
-from sweeper import benchmark_docs, committed_runs, docs
-from sweeper import claims as claimlib
+from sweeper import docs
+from sweeper.docgen import benchmark_docs, committed_runs
+from sweeper.docgen import claims as claimlib
 from trainables.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -263,7 +264,7 @@ def test_add_copies_a_finished_results_folder_with_its_machine(tmp_path):
 
 
 def test_a_committed_command_drops_the_machines_paths_but_keeps_every_other_argument():
-    from sweeper.committed_runs import public_args
+    from sweeper.docgen.committed_runs import public_args
     argv = ["/home/u/p/sweeper/run.py", "ablation_radius", "--storage", "/tmp/r", "--preset", "quick",
             "--storage=s3://b/p", "--seed-start", "8"]
     assert public_args(argv) == ["ablation_radius", "--preset", "quick", "--seed-start", "8"]

@@ -155,7 +155,7 @@ def test_ray_job_stop_keeps_what_finished_and_resume_finishes_every_trial(tmp_pa
     holds the --resume command and trials.parquet what had finished; submitted with the stop wait that
     docs/USAGE.md gives, the stop ends in time, its log ends with the --resume line and trials.parquet
     and summary.csv are written. A third job resumes the sweep and finishes every trial."""
-    from sweeper.stopping import JOB_STOP_WAIT_S
+    from sweeper.driver.stopping import JOB_STOP_WAIT_S
 
     storage = tmp_path / "stopped"
     argv = ["python", "-m", "sweeper.run", "ablation_radius", "--preset", "quick", "--seeds", "1",

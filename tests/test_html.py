@@ -1,5 +1,5 @@
-"""report.html (sweeper/html.py), the index of a results root (sweeper/index.py), the live rebuild
-(sweeper/live.py) and the study's marks of ASHA-stopped trials (sweeper/optuna_search.py).
+"""report.html (sweeper/analysis/html.py), the index of a results root (sweeper/analysis/index.py), the live rebuild
+(sweeper/driver/live.py) and the study's marks of ASHA-stopped trials (sweeper/driver/optuna_search.py).
 
 The fast tests build pages from synthetic experiment folders and read them back with the stdlib's
 HTML parser; the slow ones run a cut-down quick sweep through a real local Ray and open its pages in
@@ -25,10 +25,10 @@ from browser import need_chromium, open_page
 from conftest import write_trial
 from test_report import make_search_exp, make_table_exp, reports
 
-from sweeper import committed_runs
-from sweeper.html import LIVE, STALE_S, parse_markdown_table, sweep_state
+from sweeper.docgen import committed_runs
+from sweeper.analysis.html import LIVE, STALE_S, parse_markdown_table, sweep_state
 from sweeper.report import build_report, main
-from sweeper.layout import DIFF_COLS, STAT_COLS
+from sweeper.analysis.layout import DIFF_COLS, STAT_COLS
 from search_spaces import get_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -261,7 +261,7 @@ class FakeChild:
 
 
 def test_live_callback_rebuilds_at_most_every_window_one_at_a_time(tmp_path, monkeypatch, capsys):
-    from sweeper import live
+    from sweeper.driver import live
 
     builds, clock = [], [0.0]
     rcs = iter([0, 1, 0, 0])  # the second rebuild fails: due again after the window
@@ -293,7 +293,7 @@ def test_live_callback_rebuilds_at_most_every_window_one_at_a_time(tmp_path, mon
 
 
 def test_the_heartbeat_keeps_the_load_it_saw_at_each_beat(tmp_path, monkeypatch):
-    from sweeper import live
+    from sweeper.driver import live
 
     loads, clock = iter([1.5, 3.25, 2.0]), [0.0]
     monkeypatch.setattr(live.os, "getloadavg", lambda: (next(loads), 0.0, 0.0))
@@ -317,7 +317,7 @@ def test_the_heartbeat_keeps_the_load_it_saw_at_each_beat(tmp_path, monkeypatch)
 def test_a_resumed_run_keeps_the_load_its_earlier_driver_saw(tmp_path, monkeypatch):
     """Tune stores the callback before its first beat, so a resumed driver starts with no samples of its
     own; the samples already in live.json come first, and the run's load covers all its drivers."""
-    from sweeper import live
+    from sweeper.driver import live
 
     monkeypatch.setattr(live.os, "getloadavg", lambda: (4.0, 0.0, 0.0))
     (tmp_path / LIVE).write_text(json.dumps({"state": "running", "updated": 0.0, "load_avg": [1.0, 2.5]}))
@@ -332,7 +332,7 @@ def test_marked_search_says_which_trials_asha_stopped():
     import optuna
     from ray import tune
 
-    from sweeper.optuna_search import MarkedOptunaSearch
+    from sweeper.driver.optuna_search import MarkedOptunaSearch
 
     algo = MarkedOptunaSearch(space={"lr": tune.loguniform(0.01, 0.3)}, metric="val_error", mode="min", seed=0,
                               steps=100)

@@ -120,14 +120,14 @@ def _imports_torch(path) -> bool:
 
 def test_the_driver_and_results_code_reach_no_module_that_imports_torch():
     """sweeper/ reads results without torch (docs/ARCHITECTURE.md): no import path, top-level or inside a
-    function, leads from a sweeper module to a project module that imports torch. sweeper.tuner is the
+    function, leads from a sweeper module to a project module that imports torch. sweeper.driver.tuner is the
     exception: it names the trainable (trainables.tune, which imports torch in the trial's process), and
     sweeper.run, which builds its Tuner there, with it."""
     modules, graph = _modules(), import_graph()
     torch_users = {m for m, p in modules.items() if _imports_torch(p)}
-    assert "trainables.trainer" in torch_users and "sweeper.plots" not in torch_users
+    assert "trainables.trainer" in torch_users and "sweeper.analysis.plots" not in torch_users
     found = []
-    for start in sorted(m for m in modules if m.startswith("sweeper.") and m not in ("sweeper.run", "sweeper.tuner")):
+    for start in sorted(m for m in modules if m.startswith("sweeper.") and m not in ("sweeper.run", "sweeper.driver.tuner")):
         seen, todo = set(), [start]
         while todo:
             for nxt in graph[todo.pop()] - seen:
@@ -142,3 +142,95 @@ def test_storage_is_below_the_results_code():
     builds on storage, never the other way."""
     graph = import_graph()
     assert not {m for m in graph["sweeper.storage"] if m.startswith("sweeper.")}, graph["sweeper.storage"]
+
+
+# ---------------------------------------------------------------- sweeper/ by concern
+
+SWEEPER = ROOT / "sweeper"
+COMMANDS = ("run", "report", "list", "docs", "check_cluster")  # what a user types: python -m sweeper.X
+MOST_TOP_LEVEL = 12  # modules directly in sweeper/, __init__.py included
+
+
+def _sweeper_imports(path) -> set[str]:
+    """The sweeper modules a file imports (top level or inside a function), by dotted name."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("sweeper.")}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sweeper":
+            # `from sweeper.pkg import module` imports that module; `from sweeper.pkg.module import name` the module
+            out |= {f"{node.module}.{a.name}" if SWEEPER.joinpath(*node.module.split(".")[1:], f"{a.name}.py").is_file()
+                    else node.module for a in node.names}
+    return out
+
+
+def _imports_ray(path) -> list[int]:
+    """Line numbers of the file's imports of ray, top level or inside a function."""
+    return [node.lineno for node in ast.walk(ast.parse(path.read_text(), str(path)))
+            if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "ray" for a in node.names)
+            or isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "ray"]
+
+
+def test_sweeper_keeps_the_commands_on_top_and_the_rest_in_sub_packages():
+    top = sorted(p.stem for p in SWEEPER.glob("*.py"))
+    assert set(COMMANDS) <= set(top), top
+    assert len(top) <= MOST_TOP_LEVEL, f"{len(top)} modules directly in sweeper/: {top}"
+    for pkg in ("driver", "seeds", "analysis", "docgen"):
+        assert (SWEEPER / pkg / "__init__.py").is_file() and len(list((SWEEPER / pkg).glob("*.py"))) > 2, pkg
+
+
+def test_the_checks_see_what_they_look_for():
+    """The helpers below find a lazy ray import and a `from sweeper.pkg import module` (planted cases)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        planted = Path(tmp) / "m.py"
+        planted.write_text("import os\n\ndef f():\n    from ray import tune\n    from sweeper.driver import live\n"
+                           "    from sweeper import storage\n    import sweeper.analysis.html\n")
+        assert _imports_ray(planted) == [4]
+        assert _sweeper_imports(planted) == {"sweeper.driver.live", "sweeper.storage", "sweeper.analysis.html"}
+
+
+def test_the_analysis_package_has_no_ray_import():
+    """sweeper/analysis/ (tables, plots, report.html of a results folder) imports ray nowhere, not even
+    inside a function, and builds on nothing above it: its sweeper imports are its own modules and
+    sweeper.storage (whose Ray imports sit inside the driver's functions)."""
+    found = []
+    for path in sorted((SWEEPER / "analysis").glob("*.py")):
+        found += [f"{path.relative_to(ROOT)}:{n}: imports ray" for n in _imports_ray(path)]
+        found += [f"{path.relative_to(ROOT)}: imports {m}" for m in sorted(_sweeper_imports(path))
+                  if not (m.startswith("sweeper.analysis.") or m == "sweeper.storage")]
+    assert not found, "\n".join(found)
+
+
+def test_importing_every_analysis_module_loads_no_ray():
+    """Each module of sweeper/analysis/ imported in a fresh interpreter: Ray is not in sys.modules after
+    all of them (an import only adds modules, so none of them loads it on its own either)."""
+    import subprocess
+    import sys
+
+    names = [f"sweeper.analysis.{p.stem}" for p in sorted((SWEEPER / "analysis").glob("*.py")) if p.stem != "__init__"]
+    code = (f"import importlib, sys\nfor m in {names!r}:\n    importlib.import_module(m)\n"
+            "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]", out.stdout[-2000:]
+    assert len(names) >= 10  # aggregate … paper_results: the whole results pipeline was imported
+
+
+def test_the_service_never_imports_the_repository_docs_code():
+    """sweeper/docgen/ (docs/RESULTS.md, PERFORMANCE.md, the README's picture) is reached only from
+    `python -m sweeper.docs`: no other module of the service imports it, directly or through another."""
+    graph = import_graph()
+    service = [m for m in graph if m.split(".")[0] in ("sweeper", "trainables", "search_spaces")
+               and not m.startswith("sweeper.docgen") and m != "sweeper.docs"]
+    found = []
+    for start in sorted(service):
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in graph[todo.pop()] - seen:
+                seen.add(nxt)
+                todo.append(nxt)
+        found += [f"{start} -> {m}" for m in sorted(seen) if m.startswith("sweeper.docgen")]
+    assert not found, "\n".join(found)
+    assert any(m.startswith("sweeper.docgen") for m in graph["sweeper.docs"])  # the check sees such an arrow

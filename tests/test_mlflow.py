@@ -1,4 +1,4 @@
-"""`--mlflow URI` (sweeper/mlflow_log.py): a bad URI is one line and exit 2 before Ray starts; a real
+"""`--mlflow URI` (sweeper/driver/mlflow_log.py): a bad URI is one line and exit 2 before Ray starts; a real
 `mlflow server` on 127.0.0.1 with a SQLite backend gets one run per trial with its tags, params and
 metrics by step, read back with MlflowClient and compared with trials.parquet.
 

@@ -1,4 +1,4 @@
-"""sweeper.paper_results against a second, independent reading: a parser of the paper's LaTeX source
+"""sweeper.analysis.paper_results against a second, independent reading: a parser of the paper's LaTeX source
 (the tests that read it are skipped where it is absent), and the protocol check that decides where a table shows Δ = ours − paper.
 
     pytest tests/test_paper_results.py -q
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.paper_results import RESULTS, literature, paper_sensitivity, paper_value, protocol_reason
+from sweeper.analysis.paper_results import RESULTS, literature, paper_sensitivity, paper_value, protocol_reason
 
 ROOT = Path(__file__).resolve().parents[1]
 TEX = ROOT.parent / "shared" / "paper" / "vbi-mur-aaai2021.tex"
@@ -312,7 +312,7 @@ def test_fixmatch_on_convnet13_gets_no_delta():
 
 
 def test_other_papers_mnist_100_have_sources_and_are_never_the_papers_number():
-    from sweeper.paper_results import CITATIONS, OTHER_PAPERS
+    from sweeper.analysis.paper_results import CITATIONS, OTHER_PAPERS
 
     rows = literature("mnist", 100)
     assert rows == OTHER_PAPERS and len(rows) >= 5

@@ -33,9 +33,10 @@ import torch
 import yaml
 
 from search_spaces import get_sweep
-from sweeper import check_cluster, preflight, ray_session, report, signals, tuner
+from sweeper import check_cluster, report
+from sweeper.driver import preflight, ray_session, signals, tuner
 from sweeper import run as sweeper_run
-from sweeper.aggregate import newest_ray_state, read_reports, write_summary, write_trials
+from sweeper.analysis.aggregate import newest_ray_state, read_reports, write_summary, write_trials
 from trainables.config import TrainConfig
 from trainables.files import atomic_write
 from trainables.trainer import TERMS, Diverged, Trainer, train
@@ -646,13 +647,13 @@ def test_a_killed_driver_takes_its_own_process_group_ray_with_it(tmp_path):
 
 
 def test_a_requested_stop_waits_until_no_trial_is_saving(monkeypatch):
-    """sweeper.stopping alone, with stand-in trials: Tune's interrupt (SIGUSR1) comes at the first step
+    """sweeper.driver.stopping alone, with stand-in trials: Tune's interrupt (SIGUSR1) comes at the first step
     end with no trial saving, once; after WAIT_S for a save that does not end; at once without the
     callback; and the callback pickles (it is stored with the experiment)."""
     import pickle
     from types import SimpleNamespace
 
-    from sweeper import stopping
+    from sweeper.driver import stopping
 
     got = []
     old = signal.signal(signal.SIGUSR1, lambda *a: got.append(1))
@@ -694,7 +695,7 @@ def test_a_requested_stop_waits_until_no_trial_is_saving(monkeypatch):
 def test_a_stop_signal_prints_the_resume_command_and_writes_trials_parquet_before_the_stop(tmp_path, capfd):
     """What a sender that SIGKILLs seconds after its SIGTERM (`ray job stop`) still gets: the handler itself
     prints the --resume command and starts trials.parquet of the trials as they stand, then asks Tune to stop."""
-    from sweeper import stopping
+    from sweeper.driver import stopping
 
     exp = tmp_path / "ablation_radius-20200101-000000"
     (exp / "sweep.json").parent.mkdir()
@@ -747,7 +748,7 @@ def test_a_trial_whose_checkpoint_cannot_be_resumed_is_printed_as_failed_and_exi
     ({"RAY_JOB_CONFIG_JSON_ENV_VAR": "{}", "RAY_JOB_STOP_WAIT_TIME_S": "60"}, None),
 ])
 def test_a_ray_job_with_a_short_stop_wait_gets_a_note_with_the_fix(env, says):
-    from sweeper import stopping
+    from sweeper.driver import stopping
 
     note = stopping.job_stop_note(env)
     if says is None:

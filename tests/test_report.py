@@ -22,15 +22,15 @@ import torch
 
 from conftest import rounding_tol, write_trial
 from notorch import BLOCK_TORCH
-from sweeper.aggregate import AggregateError, load_trials, summarize
-from sweeper.paper_results import paper_value
-from sweeper.plots import plot_virtual_points
+from sweeper.analysis.aggregate import AggregateError, load_trials, summarize
+from sweeper.analysis.paper_results import paper_value
+from sweeper.analysis.plots import plot_virtual_points
 from sweeper.report import build_report, main
-from sweeper.layout import row_labels
-from sweeper.paired import baseline_diffs, same_value
-from sweeper.ranking import ranking_frame
-from sweeper.render import to_latex, to_markdown
-from sweeper.tables import cell_text, table_frame
+from sweeper.analysis.layout import row_labels
+from sweeper.analysis.paired import baseline_diffs, same_value
+from sweeper.analysis.ranking import ranking_frame
+from sweeper.analysis.render import to_latex, to_markdown
+from sweeper.analysis.tables import cell_text, table_frame
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -88,8 +88,8 @@ def _fixture_rows() -> dict:
     """make_table_exp's cells at the paper's steps, every other field at TrainConfig's default, as the paper
     rows protocol_reason compares a run with (the real ones, the paper presets', are checked in
     tests/test_paper_results.py): the table's mechanics are under test here, not the presets."""
-    from sweeper.aggregate import train_config_defaults
-    from sweeper.paper_results import result_of
+    from sweeper.analysis.aggregate import train_config_defaults
+    from sweeper.analysis.paper_results import result_of
 
     out = {}
     for method, vd, mur, entmin in VARIANTS:
@@ -102,9 +102,9 @@ def _fixture_rows() -> dict:
 
 @contextlib.contextmanager
 def fixture_is_paper():
-    """Inside: the fixture's own cells are the paper rows (sweeper.paper_results.reference_configs)."""
+    """Inside: the fixture's own cells are the paper rows (sweeper.analysis.paper_results.reference_configs)."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("sweeper.paper_results.reference_configs", _fixture_rows)
+        mp.setattr("sweeper.analysis.paper_results.reference_configs", _fixture_rows)
         yield
 
 
@@ -166,7 +166,7 @@ def test_row_labels_name_the_bn_statistics_pass_of_a_paper_table():
     """The paper preset's rows as sweep modules make them: non-VD MT carries the authors' clean BN pass,
     MT + VD does not; the labels name both knobs in which the rows differ."""
     from search_spaces import get_sweep
-    from sweeper.layout import row_labels
+    from sweeper.analysis.layout import row_labels
 
     rows = [t for t in get_sweep("table_cifar", "paper").trials()
             if t["dataset"] == "cifar10" and t["num_labels"] == 1000 and t["method"] == "mt" and t["seed"] == 0]
@@ -180,7 +180,7 @@ def test_row_labels_name_the_bn_statistics_pass_of_a_paper_table():
 def test_row_labels_leave_out_keys_that_do_not_apply_to_a_row():
     """mut_radius-like rows: LabelSpreading has no α or s, direct MUR no α or s; MT without VD no KL
     coefficient. Where leaving a key out would merge two rows, every label keeps it."""
-    from sweeper.layout import row_labels
+    from sweeper.analysis.layout import row_labels
 
     summary = pd.DataFrame([
         {"method": "labelspreading", "mur": "none", "vd": False, "mur_step_size": 1.0, "mur_steps": 1, "kl_coef": 0.05},
@@ -549,7 +549,7 @@ def test_plot_virtual_points(tmp_path):
 
 def test_virtual_point_mosaic_places_and_scales_every_tile():
     """Tile (i, j) is rows[i][j] mapped by column j's input range to [0, 1] (clipped), 1-pixel gaps."""
-    from sweeper.plots import virtual_point_mosaic
+    from sweeper.analysis.plots import virtual_point_mosaic
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(3, 2, 4, 5)).astype(np.float32)          # (N, C, H, W)
@@ -594,7 +594,7 @@ def test_build_report_rejects_bad_arguments_before_writing(table_exp):
 
 
 def test_pooled_histograms_keep_every_test_point():
-    from sweeper.plots import pool_histograms
+    from sweeper.analysis.plots import pool_histograms
 
     same = pool_histograms([(np.array([1.0, 2.0]), np.array([0.0, 1.0, 2.0])), (np.array([3.0, 0.0]), np.array([0.0, 1.0, 2.0]))])
     np.testing.assert_array_equal(same[0], [4.0, 2.0])
@@ -613,8 +613,8 @@ def test_virtual_points_stored_by_the_trial_are_plotted_without_torch(tmp_path):
     import json as _json
 
     from search_spaces.common import QUICK
-    from sweeper.aggregate import load_trials
-    from sweeper.plots import virtual_points_from_checkpoint
+    from sweeper.analysis.aggregate import load_trials
+    from sweeper.analysis.plots import virtual_points_from_checkpoint
     from trainables.config import TrainConfig
     from trainables.mur import virtual_point_examples
     from trainables.trainer import Trainer
@@ -633,8 +633,8 @@ def test_virtual_points_stored_by_the_trial_are_plotted_without_torch(tmp_path):
     assert virtual_points_from_checkpoint(tmp_path, trials.assign(mur="none"), tmp_path / "none.png") is None
     code = (BLOCK_TORCH +
             "from pathlib import Path\n"
-            "from sweeper.aggregate import load_trials\n"
-            "from sweeper.plots import virtual_points_from_checkpoint\n"
+            "from sweeper.analysis.aggregate import load_trials\n"
+            "from sweeper.analysis.plots import virtual_points_from_checkpoint\n"
             f"exp = Path({str(tmp_path)!r})\n"
             "png = virtual_points_from_checkpoint(exp, load_trials(exp), exp / 'vp.png')\n"
             "print(png.stat().st_size)")
@@ -689,10 +689,10 @@ def test_a_search_says_where_its_base_values_landed(tmp_path, point, want):
 
 def test_the_search_sweeps_start_at_their_base_values_and_refuse_one_outside_the_range(capsys):
     from search_spaces import get_sweep
-    from sweeper.preflight import trial_configs
+    from sweeper.driver.preflight import trial_configs
     from sweeper.run import main as run_main
     from sweeper.run import parse_args
-    from sweeper.tuner import start_points
+    from sweeper.driver.tuner import start_points
 
     for name in ("hpo", "hpo_base"):
         sweep = get_sweep(name, "quick")
@@ -745,8 +745,8 @@ def test_hpo_without_a_validation_split_is_refused_before_ray(capsys):
 
 
 def test_other_papers_mnist_numbers_are_listed_under_an_mnist_table_with_sources():
-    from sweeper.paper_results import OTHER_PAPERS
-    from sweeper.tables import other_papers_notes
+    from sweeper.analysis.paper_results import OTHER_PAPERS
+    from sweeper.analysis.tables import other_papers_notes
 
     t = pd.DataFrame({"dataset": ["mnist", "digits"], "num_labels": [100, 100], "metric": ["test_error"] * 2})
     notes = other_papers_notes(t)
@@ -760,7 +760,7 @@ def test_other_papers_mnist_numbers_are_listed_under_an_mnist_table_with_sources
 def test_classical_note_sorts_rows_into_better_no_difference_and_worse_than_labelspreading(tmp_path):
     """Per-seed finals chosen so that one row is clearly below LabelSpreading, one clearly above and one
     indistinguishable; the note's intervals equal scipy's paired t-interval."""
-    from sweeper.tables import classical_note
+    from sweeper.analysis.tables import classical_note
 
     exp = tmp_path / "table-1"
     ls = np.array([4.0, 5.0, 4.5, 4.2, 4.8])
@@ -785,7 +785,7 @@ def test_classical_note_sorts_rows_into_better_no_difference_and_worse_than_labe
 def test_paired_diffs_plot_draws_every_paired_cell_and_nothing_without_a_baseline(tmp_path):
     """paired_diffs.png: one line per cell with >= 2 paired seeds, its difference and interval those
     of summary.csv (the diverged extra MT seed pairs nothing); no plot without a baseline."""
-    from sweeper.plots import paired_diff_rows
+    from sweeper.analysis.plots import paired_diff_rows
 
     exp, _ = make_table_exp(tmp_path / "a", baseline=MT_BASE, within=("method",))
     paths = build_report(exp)
@@ -808,7 +808,7 @@ def test_confirm_reruns_the_best_trial_and_the_base_values_on_fresh_seeds(tmp_pa
     lr 0.03) and its recorded start point, as two rows paired over seeds 1..5 (the search used seed
     0), the start point the baseline; the rest of the config from the best trial."""
     from search_spaces import get_sweep
-    from sweeper.confirm import confirm_sweep
+    from sweeper.seeds.confirm import confirm_sweep
     from sweeper.run import main as run_main
     from trainables.config import TrainConfig
 
@@ -867,7 +867,7 @@ def test_a_validation_table_shows_the_test_error_beside_with_its_paired_interval
 
 
 def test_subset_note_says_whether_the_labeled_subset_was_fixed_or_drawn_per_seed():
-    from sweeper.tables import subset_note
+    from sweeper.analysis.tables import subset_note
 
     per_seed = subset_note(pd.DataFrame({"seed": [0, 1], "label_seed": [-1, -1]}))
     fixed = subset_note(pd.DataFrame({"seed": [0, 1], "label_seed": [1003, 1003]}))

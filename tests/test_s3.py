@@ -31,9 +31,11 @@ from moto.server import ThreadedMotoServer
 from procs import pids_naming
 from tinydata import write_cifar10
 
-from sweeper import ray_session, report
+from sweeper import report
+from sweeper.driver import ray_session
 from sweeper import run as sweeper_run
-from sweeper import storage, tuner
+from sweeper import storage
+from sweeper.driver import tuner
 from trainables import remote
 from trainables.datafiles import DataError, check_readable, read_raw
 
@@ -459,7 +461,7 @@ def test_confirm_reads_a_search_from_the_bucket(s3, tmp_path):
     from test_report import make_search_exp
 
     from search_spaces import get_sweep
-    from sweeper.confirm import confirm_sweep
+    from sweeper.seeds.confirm import confirm_sweep
 
     exp = make_search_exp(tmp_path / "hpo-1", start_points=[{"lr": 0.05, "mur_radius": 0.3}])
     for f in exp.rglob("*"):

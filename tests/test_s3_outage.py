@@ -33,7 +33,8 @@ from procs import pids_naming
 from ray import cloudpickle
 from tcpproxy import Proxy
 
-from sweeper import ray_session, report
+from sweeper import report
+from sweeper.driver import ray_session
 from sweeper import run as sweeper_run
 from sweeper import storage
 from trainables import remote

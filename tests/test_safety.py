@@ -17,9 +17,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from sweeper import index, preflight, ray_session, signals, stopping, storage, tuner
+from sweeper import storage
+from sweeper.analysis import index
+from sweeper.driver import preflight, ray_session, signals, stopping, tuner
 from sweeper import run as sweeper_run
-from sweeper.aggregate import AggregateError
+from sweeper.analysis.aggregate import AggregateError
 from trainables.remote import redact, secret_in_uri
 
 QUICK = ["ablation_radius", "--preset", "quick"]

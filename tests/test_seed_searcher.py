@@ -1,4 +1,4 @@
-"""Tests of sweeper.seed_searcher (`--seeds auto` through Tune), its methods called directly, no Ray
+"""Tests of sweeper.seeds.seed_searcher (`--seeds auto` through Tune), its methods called directly, no Ray
 cluster: the trials it suggests for a scripted sequence of completions, FINISHED once every cell is
 decided or capped, and the same suggestions after a save / restore in the middle of a round.
 
@@ -17,10 +17,10 @@ from scipy import stats
 from ray.tune.search import Searcher
 
 from search_spaces import get_sweep
-from sweeper.auto_seeds import configurations, pairing
+from sweeper.seeds.auto_seeds import configurations, pairing
 from sweeper.report import build_report
-from sweeper.seed_searcher import SeedSearcher
-from sweeper.sequential import Plan, SequentialError
+from sweeper.seeds.seed_searcher import SeedSearcher
+from sweeper.seeds.sequential import Plan, SequentialError
 
 BASE = {"method": "mt", "vd": False, "mur": "none", "steps": 10}
 DIFFERS = {**BASE, "vd": True}              # 5 points worse on every seed: decided at the first look

@@ -1,4 +1,4 @@
-"""Tests of sweeper.sequential (`--seeds auto`): planned looks, each look's Bonferroni t-interval against
+"""Tests of sweeper.seeds.sequential (`--seeds auto`): planned looks, each look's Bonferroni t-interval against
 scipy's quantiles, verdicts on hand-computed cases, which seeds an open cell asks for, and the
 false-positive rate under optional stopping, simulated.
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sweeper.sequential import STATUSES, Plan, SequentialError, decide, interval, simulate, targets, verdict
+from sweeper.seeds.sequential import STATUSES, Plan, SequentialError, decide, interval, simulate, targets, verdict
 
 
 def seeds_of(values, first_seed=0):

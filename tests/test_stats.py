@@ -1,4 +1,4 @@
-"""Tests of sweeper.stats: the paired t-interval against scipy's paired t-test and a hand computation.
+"""Tests of sweeper.analysis.stats: the paired t-interval against scipy's paired t-test and a hand computation.
 
     pytest tests/test_stats.py -q
 """
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sweeper.stats import excludes_zero, paired_diff
+from sweeper.analysis.stats import excludes_zero, paired_diff
 
 
 @pytest.mark.parametrize("level", [0.95, 0.9, 0.99])

@@ -265,7 +265,7 @@ def test_rows_that_set_different_keys_keep_every_key_in_every_trial():
     carry every key (the param space is built from one key set), the missing ones at their defaults."""
     from types import SimpleNamespace
 
-    from sweeper.preflight import trial_configs
+    from sweeper.driver.preflight import trial_configs
 
     sweep = get_sweep("ablation_mur_steps", "quick")
     args = SimpleNamespace(seeds=1, seed_start=None, set=[], data_dir=None)
@@ -278,7 +278,7 @@ def test_rows_that_set_different_keys_keep_every_key_in_every_trial():
 
 
 def test_asha_grace_period_follows_the_run_length():
-    from sweeper.tuner import grace_period
+    from sweeper.driver.tuner import grace_period
 
     assert grace_period({"grace_fraction": 0.5}, 1500, 250) == 750  # the quick searches: half the run
     assert grace_period({"grace_fraction": 0.5}, 60, 20) == 30      # --set steps=60 keeps it inside the run
@@ -327,7 +327,7 @@ def test_precision_rows_differ_in_bf16_only(preset):
 
 def test_seed_start_moves_every_rows_seeds_and_refuses_a_negative_start():
     """--seed-start 8 --seeds 8 runs seeds 8-15 in every row (a disjoint seed set); a negative start is refused."""
-    from sweeper.preflight import InputError, trial_configs
+    from sweeper.driver.preflight import InputError, trial_configs
     from sweeper.run import parse_args
 
     sweep = get_sweep("ablation_radius", "quick")

@@ -171,7 +171,7 @@ def test_checkpoint_older_than_a_field_that_changes_numbers_ends_the_trial_with_
                                                                                         tmp_path):
     """No exception (Ray would retry, loading the same checkpoint each time): one report that names the field
     and ends the trial, which the results table then counts as failed."""
-    from sweeper.aggregate import trial_status
+    from sweeper.analysis.aggregate import trial_status
 
     cfg = config(checkpoint_every_s=0)
     step = checkpoint_without(field, cfg, tmp_path, intervals=1)

@@ -84,9 +84,9 @@ def test_digits_mt_vd_mur_learns(digits):
 
 
 def test_best_val_selection_agrees_with_the_aggregator_across_a_restore(tmp_path, digits):
-    """The trainer's running test_error_at_best_val (kept in its checkpoint) and sweeper.aggregate's
+    """The trainer's running test_error_at_best_val (kept in its checkpoint) and sweeper.analysis.aggregate's
     bestval_test_error (recomputed from the reports) are two implementations of one rule: they agree."""
-    from sweeper.aggregate import bestval_metrics
+    from sweeper.analysis.aggregate import bestval_metrics
     cfg = _cfg(steps=48, eval_every=8)
     a = Trainer(cfg, digits)
     outs = [a.run_interval() for _ in range(3)]

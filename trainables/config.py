@@ -34,7 +34,7 @@ VAL_SIZE = {"digits": 300, "mnist": 10000, "cifar10": 5000, "cifar100": 5000, "s
 # batch size (bookkeeping), compile mode and channels_last (the same computation: compiled code draws its
 # random numbers from another stream, like another seed, and a memory layout changes only float rounding;
 # bf16 changes the arithmetic, so it is not here). The paper comparison ignores them
-# (sweeper/paper_results.py), and a checkpoint stored before one of them existed resumes with its default
+# (sweeper/analysis/paper_results.py), and a checkpoint stored before one of them existed resumes with its default
 # (Trainer.load_state_dict).
 NOT_COMPARED = ("seed", "data_dir", "download", "device", "nan_check_every", "checkpoint_every_s", "eval_batch",
                 "compile", "channels_last")

@@ -6,7 +6,7 @@ Tune restarts the trial and it resumes from `tune.get_checkpoint()`. A checkpoin
 cannot continue (trainer.check_resumable) ends the trial at once with one report naming the field
 (`resume_error`): Ray's retries would load the same checkpoint again.
 
-Why the spacing: Tune (sweeper/tuner.py keeps 2 checkpoints per trial) saves its whole experiment
+Why the spacing: Tune (sweeper/driver/tuner.py keeps 2 checkpoints per trial) saves its whole experiment
 state, which grows with the number of trials, whenever a trial has checkpointed twice since the
 last save. Checkpoints at most every 10 s keep that to Tune's own period (>= 10 s), so the driver's
 work grows linearly with the trials (benchmarks/driver_scale.py); checkpointing every evaluation of

@@ -31,7 +31,7 @@ default: what the run ends with); `bestval_<m>` is the metric at the report whos
 set, an optimistic number). Trials that report no finite `val_error` (val_size=0: no
 validation split) get NaN `bestval_*` columns and still aggregate.
 
-    python -c "from sweeper.aggregate import load_trials; print(load_trials('results/EXP'))"
+    python -c "from sweeper.analysis.aggregate import load_trials; print(load_trials('results/EXP'))"
     pytest tests/test_aggregate.py -q
 """
 from __future__ import annotations

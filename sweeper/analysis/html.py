@@ -8,7 +8,7 @@ cell's per-seed values on demand (<details>), the failed and diverged trials wit
 and folder, and for a search (hpo, hpo_base) the figures optuna.visualization draws from the study
 the search used (optuna.db; matplotlib backend). Everything is inline: CSS as a <style>, images as
 base64 data URIs, no script and no request to any network, so the file reads the same offline,
-from a bucket or as an e-mail attachment. While the sweep runs (live.json says so, sweeper/live.py)
+from a bucket or as an e-mail attachment. While the sweep runs (live.json says so, sweeper/driver/live.py)
 the page reloads itself every 30 s.
 
     python -m sweeper.report results/ablation_radius-20260101-120000   # writes report.html beside table.md
@@ -29,11 +29,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from sweeper.aggregate import config_columns, metric_column, read_sweep
+from sweeper import storage as store
+from sweeper.analysis.aggregate import config_columns, metric_column, read_sweep
 from trainables.files import atomic_write
 
 PAGE = "report.html"
-LIVE = "live.json"   # {"state": "running" | "ended", "updated": epoch seconds, "load_avg": [...]}: the driver's heartbeat (sweeper/live.py)
+LIVE = "live.json"   # {"state": "running" | "ended", "updated": epoch seconds, "load_avg": [...]}: the driver's heartbeat (sweeper/driver/live.py)
 STALE_S = 600        # a "running" heartbeat older than this: the driver is gone (killed, machine lost)
 TABLES = (("table.md", "Results"), ("table_sensitivity.md", "Sensitivity (Table 3)"),
           ("table_ranked.md", "Search: trials ranked"))
@@ -125,7 +126,7 @@ def _num(v) -> str:
 
 def sweep_state(exp: Path, trials: pd.DataFrame, total: int, now: float | None = None) -> str:
     """finished: every one of the `total` trials ended (finished, stopped, failed or diverged);
-    running: the driver's heartbeat (live.json, sweeper/live.py) says running and is fresh (STALE_S),
+    running: the driver's heartbeat (live.json, sweeper/driver/live.py) says running and is fresh (STALE_S),
     or, for a folder without one, a trial reported within STALE_S; interrupted: anything else
     (Ctrl+C, a killed driver, a lost machine: `--resume` continues it)."""
     now = time.time() if now is None else now
@@ -140,6 +141,15 @@ def sweep_state(exp: Path, trials: pd.DataFrame, total: int, now: float | None =
         newest = max((p.stat().st_mtime for p in exp.glob("*/result.json")), default=0.0)
         fresh = now - newest < STALE_S
     return "running" if fresh else "interrupted"
+
+
+def stored_loads(exp: store.Folder) -> list[float]:
+    """The load averages live.json holds from the experiment's earlier drivers (a run resumed with
+    --resume), else []: so its load covers the whole wall time, not only the last part."""
+    try:
+        return json.loads(store.read_text(exp / LIVE)).get("load_avg") or []
+    except (OSError, store.StorageError, ValueError):  # none yet, or unreadable: start a new list
+        return []
 
 
 # ---------------------------------------------------------------- pieces of the page
@@ -188,7 +198,7 @@ def hypothesis(name: str) -> str:
 
 def progress(trials: pd.DataFrame, total: int, state: str) -> str:
     """"3 of 8 trials finished, 1 running, 0 failed, 0 diverged" (+ stopped early by ASHA, not started):
-    the trials' statuses (sweeper/aggregate.py); an unfinished trial is running while the sweep
+    the trials' statuses (sweeper/analysis/aggregate.py); an unfinished trial is running while the sweep
     runs and interrupted otherwise."""
     n = trials["status"].value_counts() if len(trials) else pd.Series(dtype=int)
     word = "interrupted" if state == "interrupted" else "running"

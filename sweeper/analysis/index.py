@@ -21,9 +21,9 @@ from pathlib import Path
 import pandas as pd
 
 from sweeper import storage as store
-from sweeper.aggregate import load_trials, read_sweep, trial_dirs
-from sweeper.html import CSS, PAGE, sweep_state, total_trials
-from sweeper.tables import cell_text
+from sweeper.analysis.aggregate import load_trials, read_sweep, trial_dirs
+from sweeper.analysis.html import CSS, PAGE, sweep_state, total_trials
+from sweeper.analysis.tables import cell_text
 from trainables.files import atomic_write
 
 INDEX = "index.html"

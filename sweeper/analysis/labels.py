@@ -3,7 +3,7 @@
 A row's name is its method, VD and MUR ("MT + VD + MUR"), every other key in parentheses with its
 short name ("r 1"); a column is a data set and its label count ("CIFAR-10 1000").
 
-    python -c "from sweeper.labels import row_label; print(row_label({'method': 'mt', 'vd': True, 'mur': 'direct'}))"
+    python -c "from sweeper.analysis.labels import row_label; print(row_label({'method': 'mt', 'vd': True, 'mur': 'direct'}))"
 """
 from __future__ import annotations
 

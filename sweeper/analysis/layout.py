@@ -10,9 +10,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from sweeper.aggregate import train_config_defaults
-from sweeper.labels import NAME_KEYS, py_value, row_label
-from sweeper.paper_results import SENSITIVITY_DATA, paper_sensitivity, paper_value
+from sweeper.analysis.aggregate import train_config_defaults
+from sweeper.analysis.labels import NAME_KEYS, py_value, row_label
+from sweeper.analysis.paper_results import SENSITIVITY_DATA, paper_sensitivity, paper_value
 from trainables.config import applies
 
 STAT_COLS = ("metric", "which", "mean", "std", "n", "n_failed", "n_diverged", "n_incomplete", "n_trials", "seeds")
@@ -21,7 +21,7 @@ STAT_COLS = ("metric", "which", "mean", "std", "n", "n_failed", "n_diverged", "n
 # baseline cell, and whether it was compared with its own method's row (Sweep.baseline_within).
 DIFF_COLS = ("diff_vs_baseline", "diff_ci_low", "diff_ci_high", "baseline", "n_paired", "is_baseline",
              "within_baseline")
-VERDICT_COL = "verdict"  # --seeds auto: a cell's sequential verdict, "differs at 5 seeds" (sweeper/auto_seeds.py)
+VERDICT_COL = "verdict"  # --seeds auto: a cell's sequential verdict, "differs at 5 seeds" (sweeper/seeds/auto_seeds.py)
 
 
 # ---------------------------------------------------------------- the layout

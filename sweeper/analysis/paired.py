@@ -1,7 +1,7 @@
 """Each cell's paired difference from its baseline cell over the seeds both ran, with its t-interval.
 
 With a baseline row (Sweep.baseline), every other cell is compared with the baseline cell of its
-column (or its own method's base row, Sweep.baseline_within) seed by seed (sweeper/stats.py).
+column (or its own method's base row, Sweep.baseline_within) seed by seed (sweeper/analysis/stats.py).
 
     pytest tests/test_report.py -q -k baseline
 """
@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from sweeper.aggregate import config_key, group_keys, seed_values, train_config_defaults
-from sweeper.labels import col_label, py_value
-from sweeper.layout import cell_configs, config_keys, layout_keys, row_labels
-from sweeper.stats import paired_diff
+from sweeper.analysis.aggregate import config_key, group_keys, seed_values, train_config_defaults
+from sweeper.analysis.labels import col_label, py_value
+from sweeper.analysis.layout import cell_configs, config_keys, layout_keys, row_labels
+from sweeper.analysis.stats import paired_diff
 
 LEVEL = 0.95  # confidence level of the paired t-interval
 

@@ -16,7 +16,7 @@ it: any field that applies to it differs from the paper preset's own row for tha
 (fewer steps, another lr, bf16, entmin, ...), so that a table shows Δ = ours − paper only for
 the paper's own configuration.
 
-    python -m sweeper.paper_results        # prints every transcribed value
+    python -m sweeper.analysis.paper_results        # prints every transcribed value
     pytest tests/test_paper_results.py -q
 """
 from __future__ import annotations

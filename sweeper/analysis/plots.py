@@ -18,11 +18,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from sweeper.aggregate import AggregateError, group_keys, summarize, train_config_defaults
+from sweeper.analysis.aggregate import AggregateError, group_keys, summarize, train_config_defaults
 from trainables.files import atomic_write
-from sweeper.labels import KEY_NAMES, col_label, fmt_value, metric_name, py_value, row_label
-from sweeper.layout import config_keys
-from sweeper.paired import LEVEL
+from sweeper.analysis.labels import KEY_NAMES, col_label, fmt_value, metric_name, py_value, row_label
+from sweeper.analysis.layout import config_keys
+from sweeper.analysis.paired import LEVEL
 
 
 def _fig(ncols: int = 1, nrows: int = 1, w: float = 5.0, h: float = 3.6, share: bool = False):

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sweeper.aggregate import SELECT_METRIC
-from sweeper.labels import metric_name, short_label
-from sweeper.paired import same_value
+from sweeper.analysis.aggregate import SELECT_METRIC
+from sweeper.analysis.labels import metric_name, short_label
+from sweeper.analysis.paired import same_value
 from trainables.files import atomic_write
 
 

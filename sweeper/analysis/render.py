@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from sweeper.tables import cell_text, signed, table_notes
+from sweeper.analysis.tables import cell_text, signed, table_notes
 from trainables.files import atomic_write
 
 

@@ -9,7 +9,7 @@ two means ± std would throw that pairing away). The interval is Student's t ove
 
 the same interval as scipy.stats.ttest_rel(a, b).confidence_interval(level).
 
-    python -c "from sweeper.stats import paired_diff; print(paired_diff([4.1, 4.9, 5.0], [6.0, 6.6, 7.3]))"
+    python -c "from sweeper.analysis.stats import paired_diff; print(paired_diff([4.1, 4.9, 5.0], [6.0, 6.6, 7.3]))"
     pytest tests/test_stats.py -q
 """
 from __future__ import annotations

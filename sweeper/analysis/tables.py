@@ -4,13 +4,13 @@ Rows are methods and variants ("MT", "MT + VD (entmin 0.1)", "MT + MUR (r 1)": t
 keys plus every other knob in which the rows differ), columns are data sets and label counts (the
 sweep's `cols` keys), cells `mean ± std` over seeds (sample std, ddof=1). Beside them:
   - the paper's published value, and Δ = ours − paper only where the run is configured as the paper
-    preset's own row for that cell (sweeper/paper_results.py: `paper_value`, `protocol_reason`);
+    preset's own row for that cell (sweeper/analysis/paper_results.py: `paper_value`, `protocol_reason`);
     otherwise the reason, naming the fields that differ;
   - with a baseline row (Sweep.baseline), each other cell's paired difference from its baseline
-    cell over the seeds both ran, with its 95% t-interval (sweeper/stats.py), `*` where it excludes 0:
+    cell over the seeds both ran, with its 95% t-interval (sweeper/analysis/stats.py), `*` where it excludes 0:
     "4.67 ± 0.80 · −1.90 [−2.80, −1.00]*".
-The labels are sweeper/labels.py, the layout sweeper/layout.py, the paired differences
-sweeper/paired.py, the Markdown / LaTeX / CSV sweeper/render.py, a search's ranking sweeper/ranking.py.
+The labels are sweeper/analysis/labels.py, the layout sweeper/analysis/layout.py, the paired differences
+sweeper/analysis/paired.py, the Markdown / LaTeX / CSV sweeper/analysis/render.py, a search's ranking sweeper/analysis/ranking.py.
 
     python -m sweeper.report results/table_cifar-20260101-120000 --format latex   # writes table.{md,tex,csv}
     pytest tests/test_report.py -q
@@ -22,12 +22,12 @@ import math
 import numpy as np
 import pandas as pd
 
-from sweeper.aggregate import SELECT_METRIC, AggregateError, summarize
-from sweeper.labels import DATASET_NAMES, WHICH_TEXT, col_label, metric_name, py_value, sort_key
-from sweeper.layout import DIFF_COLS, STAT_COLS, cell_configs, layout_keys, paper_error, row_labels
-from sweeper.paired import LEVEL, baseline_diffs
-from sweeper.paper_results import protocol_reason
-from sweeper.stats import excludes_zero
+from sweeper.analysis.aggregate import SELECT_METRIC, AggregateError, summarize
+from sweeper.analysis.labels import DATASET_NAMES, WHICH_TEXT, col_label, metric_name, py_value, sort_key
+from sweeper.analysis.layout import DIFF_COLS, STAT_COLS, cell_configs, layout_keys, paper_error, row_labels
+from sweeper.analysis.paired import LEVEL, baseline_diffs
+from sweeper.analysis.paper_results import protocol_reason
+from sweeper.analysis.stats import excludes_zero
 
 
 # ---------------------------------------------------------------- the table
@@ -190,7 +190,7 @@ def other_papers_notes(table: pd.DataFrame) -> list[str]:
     """Other works' published errors for the data sets and label counts the table shows, where the paper
     has none of its own (MNIST): each with its source, never compared cell by cell (their networks and
     protocols differ from ours)."""
-    from sweeper.paper_results import OTHER_PAPERS
+    from sweeper.analysis.paper_results import OTHER_PAPERS
 
     if not {"dataset", "num_labels"} <= set(table.columns) or table["metric"].iloc[0] != "test_error":
         return []
@@ -203,7 +203,7 @@ def other_papers_notes(table: pd.DataFrame) -> list[str]:
                               + f" ({r.source}{'' if r.checked else ', not checked'})" for r in rows)
             out.append(f"Other papers' {DATASET_NAMES.get(ds, ds)}-{n} test errors (%), their own networks and "
                        f"protocols, not comparable cell by cell: {items}. 'not checked': transcribed, not yet "
-                       f"compared with the paper (sweeper/paper_results.py).")
+                       f"compared with the paper (sweeper/analysis/paper_results.py).")
     return out
 
 

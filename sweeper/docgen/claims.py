@@ -35,7 +35,7 @@ import json
 import math
 from pathlib import Path
 
-from sweeper.stats import paired_diff
+from sweeper.analysis.stats import paired_diff
 
 DIRECTIONS = ("lower", "higher", "matches")
 METRICS = {"test_error": "final_test_error", "val_error": "final_val_error",
@@ -65,7 +65,7 @@ def load(path: Path) -> list[dict]:
             continue
         missing = {"sweep", "preset", "cells", "against", "direction"} - set(c)
         if missing or not c["cells"]:
-            raise ClaimError(f"{path}: claim {name!r} needs {sorted(missing) or 'cells'}; see sweeper/claims.py")
+            raise ClaimError(f"{path}: claim {name!r} needs {sorted(missing) or 'cells'}; see sweeper/docgen/claims.py")
         if c["direction"] not in DIRECTIONS:
             raise ClaimError(f"{path}: claim {name!r}: direction {c['direction']!r}; use one of {DIRECTIONS}")
         if c["direction"] == "matches" and not (isinstance(c.get("margin"), (int, float)) and c["margin"] > 0):

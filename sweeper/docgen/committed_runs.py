@@ -20,10 +20,11 @@ from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from sweeper import claims as claimlib
-from sweeper.picture import QUICKSTART, RUNS, public_trials
+from sweeper.docgen import claims as claimlib
+from sweeper.costs import RUNS, machine_text
+from sweeper.docgen.picture import QUICKSTART, public_trials
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RUN_FILES = ("sweep.json", "summary.csv", "table.md")  # and, for the quick start only, its picture's inputs
 PNGS = ("paired_diffs.png",)  # the plots the docs show, copied by `add` when the run made them
 
@@ -68,15 +69,6 @@ def seed_span(seeds: list[int]) -> str:
     return f"s{seeds[0]}-{seeds[-1]}" if seeds else "s-"
 
 
-def machine_text(m: dict) -> str:
-    parts = [m.get("cpu") or "unknown CPU", f"{m['cores']} cores" if m.get("cores") else None,
-             f"torch {m['torch']}" if m.get("torch") else None, f"Python {m['python']}" if m.get("python") else None]
-    if m.get("load_avg"):
-        load = m["load_avg"]
-        parts.append(f"1-minute load average {load['mean']:g} (at most {load['max']:g}) while it ran")
-    return ", ".join(p for p in parts if p)
-
-
 def public_args(argv: list[str]) -> list[str]:
     """sweeper.run's arguments without the script path and `--storage`: both are paths of the machine
     that ran the sweep, and neither changes a number."""
@@ -104,7 +96,7 @@ def cpu_model() -> str:
 def run_load(exp: Path) -> dict | None:
     """The 1-minute load averages the driver sampled at each heartbeat (live.json), summarised; None for
     a run without them (the live report off, or an older run)."""
-    from sweeper.live import stored_loads  # the results pipeline (pandas) only where `add` runs
+    from sweeper.analysis.html import stored_loads  # the results pipeline (pandas) only where `add` runs
 
     loads = stored_loads(exp)
     if not loads:

@@ -2,7 +2,7 @@
 
     python -m sweeper.docs --picture     # rewrites docs/report.html and docs/report.png, then the README
 
-sweeper.html.build_page rebuilds the run's report.html from the files `python -m sweeper.docs add`
+sweeper.analysis.html.build_page rebuilds the run's report.html from the files `python -m sweeper.docs add`
 commits beside it (sweep.json, table.md, table.csv, trials.parquet, the PNGs). It is built from a copy
 of the run folder at the relative path docs/runs/<run>, its clock fixed to the run's date
 (machine.json) in UTC, so the same committed files give the same page, byte for byte, and no path
@@ -24,8 +24,9 @@ import time
 import zlib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-RUNS = Path("docs/runs")  # the committed runs (sweeper/committed_runs.py)
+from sweeper.costs import RUNS
+
+ROOT = Path(__file__).resolve().parents[2]
 PAGE = Path("docs/report.html")  # the quick start's report page, rebuilt from its committed run
 PICTURE = Path("docs/report.png")  # its first screen, with the page's SHA-256 in a tEXt chunk under HASH_KEY
 HASH_KEY = b"page-sha256"
@@ -71,7 +72,7 @@ def page_html(run: Path) -> str:
     clock (machine.json) and docs/runs/<run> as its folder."""
     import json
 
-    from sweeper.html import build_page
+    from sweeper.analysis.html import build_page
 
     check_run(run)
     date = json.loads((run / "machine.json").read_text()).get("date") or "1970-01-01"

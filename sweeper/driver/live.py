@@ -25,9 +25,9 @@ import sys
 import tempfile
 import time
 
-from sweeper import stopping
+from sweeper.driver import stopping
 from sweeper import storage as store
-from sweeper.html import LIVE
+from sweeper.analysis.html import LIVE, stored_loads
 from sweeper.storage import StorageError
 
 EVERY_S = 30.0       # at most one rebuild per this many seconds
@@ -43,15 +43,6 @@ def write_heartbeat(exp: store.Folder, state: str, loads: list[float]) -> None:
     if loads:
         beat["load_avg"] = loads
     store.write_text(exp / LIVE, json.dumps(beat))
-
-
-def stored_loads(exp: store.Folder) -> list[float]:
-    """The load averages live.json holds from the experiment's earlier drivers (a run resumed with
-    --resume), else []: so its load covers the whole wall time, not only the last part."""
-    try:
-        return json.loads(store.read_text(exp / LIVE)).get("load_avg") or []
-    except (OSError, StorageError, ValueError):  # none yet, or unreadable: start a new list
-        return []
 
 
 def load_average() -> float | None:
@@ -79,7 +70,7 @@ def start_rebuild(exp: store.Folder) -> subprocess.Popen:
 
 def end_rebuild(child: subprocess.Popen) -> None:
     """The last rebuild when fit() returns: waited for at most WAIT_S, then killed; after a stop (Ctrl+C,
-    SIGTERM) not waited for, since its sender may SIGKILL soon (sweeper/stopping.py)."""
+    SIGTERM) not waited for, since its sender may SIGKILL soon (sweeper/driver/stopping.py)."""
     try:
         child.wait(timeout=0 if stopping.requested() else WAIT_S)
     except subprocess.TimeoutExpired:  # e.g. a bucket that stopped answering

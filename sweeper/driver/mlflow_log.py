@@ -18,7 +18,7 @@ import os
 import urllib.error
 import urllib.request
 
-from sweeper.labels import col_label, row_label
+from sweeper.analysis.labels import col_label, row_label
 
 TELEMETRY_OFF = {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
 

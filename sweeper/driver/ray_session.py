@@ -14,8 +14,8 @@ import os
 import sys
 from pathlib import Path
 
-from sweeper.preflight import InputError
-from sweeper.signals import reinstall_handlers
+from sweeper.driver.preflight import InputError
+from sweeper.driver.signals import reinstall_handlers
 
 
 def start_ray(address: str | None, args) -> dict:

@@ -1,6 +1,6 @@
 """The driver's signal handlers: Ctrl+C and SIGTERM stop a sweep gracefully, its state saved.
 
-`graceful_stop()` is in place around Tune's fit() (sweeper/stopping.py does the stop itself);
+`graceful_stop()` is in place around Tune's fit() (sweeper/driver/stopping.py does the stop itself);
 `reinstall_handlers()` puts its handlers back after Ray's driver takes SIGTERM over on connecting;
 `signals_interrupt()` turns both signals into KeyboardInterrupt while the report is written.
 
@@ -51,13 +51,13 @@ def signals_interrupt():
 def graceful_stop(announce=None):
     """Ctrl+C and SIGTERM (what `ray job stop` and most schedulers send) stop the sweep through Tune's
     own interrupt (SIGUSR1), sent once the checkpoints the trials reported are registered
-    (sweeper/stopping.py): it ends the running trials and saves the experiment state, then fit()
+    (sweeper/driver/stopping.py): it ends the running trials and saves the experiment state, then fit()
     returns. Yields an Event that tells whether that happened (Tune marks the trials it stopped
     done=True, so the results cannot). A second signal acts at once. Tune's own SIGINT handler must
     be off (TUNE_DISABLE_SIGINT_HANDLER=1) or it would replace this one inside fit(). `announce()` runs
     first, before anything waits (stopping.announce: the --resume command and trials.parquet, for a
     sender that SIGKILLs seconds later, as `ray job stop` does)."""
-    from sweeper import stopping
+    from sweeper.driver import stopping
 
     stopped = threading.Event()
     if threading.current_thread() is not threading.main_thread():

@@ -58,7 +58,7 @@ def announce(resume: str, exp_dir) -> None:
 
 
 def _write_trials(exp_dir: Path) -> None:
-    from sweeper.aggregate import AggregateError, load_trials, write_trials
+    from sweeper.analysis.aggregate import AggregateError, load_trials, write_trials
 
     try:
         write_trials(load_trials(exp_dir), exp_dir / "trials.parquet")

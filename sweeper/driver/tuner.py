@@ -16,7 +16,7 @@ from pathlib import Path
 
 from search_spaces import Sweep, SweepError
 from sweeper import storage as store
-from sweeper.provenance import source_commit
+from sweeper.driver.provenance import source_commit
 
 
 def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict):
@@ -27,8 +27,10 @@ def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict)
         print(f"resuming {exp_dir}")
         if args.set or args.seeds is not None:
             print("note: --set and --seeds do not apply on --resume; the stored trial configs run on", file=sys.stderr)
+        from sweeper.driver import old_names
         from trainables.tune import train_tune
 
+        old_names.install()  # an experiment stored while sweeper/ was flat names its modules so
         return tune.Tuner.restore(trainable=tune.with_resources(train_tune, resources), resume_unfinished=True,
                                   resume_errored=True, **store.prepare_restore(exp_dir))
     meta = {**asdict(sweep), "preset": args.preset, "n_trials": len(trials), "argv": sys.argv,
@@ -43,9 +45,9 @@ def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict)
 def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources: dict):
     from ray import tune
 
-    from sweeper import stopping
-    from sweeper.live import live_callback
-    from sweeper.mlflow_log import mlflow_callback
+    from sweeper.driver import stopping
+    from sweeper.driver.live import live_callback
+    from sweeper.driver.mlflow_log import mlflow_callback
     from trainables.tune import train_tune
 
     trainable = tune.with_resources(train_tune, resources)
@@ -81,7 +83,7 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
         import optuna
         from ray.tune.schedulers import ASHAScheduler
 
-        from sweeper.optuna_search import MarkedOptunaSearch  # says which trials ASHA stopped (user attrs)
+        from sweeper.driver.optuna_search import MarkedOptunaSearch  # says which trials ASHA stopped (user attrs)
 
         s = sweep.search
         select = s.get("metric", "val_error")  # selection never looks at the test set
@@ -99,7 +101,7 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
                                       reuse_actors=True,
                                       max_concurrent_trials=args.max_concurrent or None)
     elif sweep.max_seeds:  # --seeds auto: a searcher suggests each trial, seeds only where a claim is open
-        from sweeper.seed_searcher import searcher_for
+        from sweeper.seeds.seed_searcher import searcher_for
 
         algo, most = searcher_for(sweep, trials)
         param_space = {}
@@ -133,7 +135,7 @@ def grace_period(search: dict, steps: int, eval_every: int) -> int:
 
 
 def result_loggers(tensorboard: bool) -> list:
-    """result.json (what sweeper.aggregate reads) and progress.csv per trial; TensorBoard files only
+    """result.json (what sweeper.analysis.aggregate reads) and progress.csv per trial; TensorBoard files only
     on request. Tune adds its TensorBoard logger by default, and tensorboardX imports torch in the
     driver (seconds of CPU, taken from the trials); sweeper.run's main() turns Tune's automatic
     loggers off during fit(), so these are all. They are stored with the experiment and apply on --resume."""

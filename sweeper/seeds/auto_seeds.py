@@ -1,5 +1,5 @@
 """`python -m sweeper.run SWEEP --seeds auto [--max-seeds 16]`: what the driver and the report need
-around the sequential procedure (sweeper/sequential.py), without Ray: the sweep checked and marked
+around the sequential procedure (sweeper/seeds/sequential.py), without Ray: the sweep checked and marked
 (Sweep.max_seeds), the configurations paired with their baselines, the dry run's trial counts, and
 the table's verdict columns rebuilt from the stored trials.
 
@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 
 from search_spaces import Sweep
-from sweeper.aggregate import NON_GROUP_KEYS, config_key, group_keys, seed_values
-from sweeper.paired import baseline_cells
-from sweeper.sequential import FIRST_SEEDS, MAX_SEEDS, Plan, SequentialError, simulate, verdict
+from sweeper.analysis.aggregate import NON_GROUP_KEYS, config_key, group_keys, seed_values
+from sweeper.analysis.paired import baseline_cells
+from sweeper.seeds.sequential import FIRST_SEEDS, MAX_SEEDS, Plan, SequentialError, simulate, verdict
 
 SPREAD = 0.8          # seed-to-seed sd of a trial's error (percent points) the dry run assumes
 EFFECT = 1.0          # the difference (points) of the dry run's "every cell differs" case

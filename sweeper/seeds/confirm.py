@@ -14,9 +14,9 @@ its selection advantage there; the test error, never chosen on, is the independe
 from __future__ import annotations
 
 from search_spaces import Sweep
-from sweeper.aggregate import SELECT_METRIC, AggregateError, load_trials, read_sweep
-from sweeper.labels import py_value
-from sweeper.ranking import ranking_frame
+from sweeper.analysis.aggregate import SELECT_METRIC, AggregateError, load_trials, read_sweep
+from sweeper.analysis.labels import py_value
+from sweeper.analysis.ranking import ranking_frame
 from trainables.config import TrainConfig
 
 CONFIRM_SEEDS = 5  # default seeds per configuration

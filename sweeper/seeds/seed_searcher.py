@@ -1,5 +1,5 @@
 """The Ray Tune searcher behind `--seeds auto`: it suggests each next trial's config, seeds where a
-cell's verdict is still open (sweeper/sequential.py decides), and says FINISHED when none is.
+cell's verdict is still open (sweeper/seeds/sequential.py decides), and says FINISHED when none is.
 
 Tune calls suggest() whenever it could start a trial and on_trial_complete() with each trial's last
 result; the searcher keeps every configuration's finished seeds and asks sequential.targets how many
@@ -19,8 +19,8 @@ import math
 from ray.tune.search import Searcher
 
 from search_spaces import Sweep
-from sweeper.auto_seeds import configurations, pairing, plan_of
-from sweeper.sequential import Plan, targets, verdict
+from sweeper.seeds.auto_seeds import configurations, pairing, plan_of
+from sweeper.seeds.sequential import Plan, targets, verdict
 
 
 def searcher_for(sweep: Sweep, trials: list[dict]) -> tuple["SeedSearcher", int]:

@@ -15,7 +15,7 @@ benchmarks/sequential_seeds.py measures both). A cell is decided when its interv
 "capped". Only open cells, and their baselines (pairs share seeds), get the next look's seeds.
 
 Pure functions over per-seed errors ({seed: value}, NaN where a seed ran without a finite value);
-the Tune searcher that runs them is sweeper/seed_searcher.py.
+the Tune searcher that runs them is sweeper/seeds/seed_searcher.py.
 
     pytest tests/test_sequential.py -q
 """
