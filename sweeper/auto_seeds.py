@@ -31,17 +31,19 @@ def auto_sweep(sweep: Sweep, max_seeds: int | None) -> Sweep:
     if sweep.search:
         raise SequentialError(f"--seeds auto adds seeds to a grid's open comparisons; {sweep.name} is a search "
                               f"(Optuna samples, no baseline cells): use --seeds N")
-    Plan(cap=max_seeds, match_margin=sweep.match_margin)  # the cap and margin checked
-    out = replace(sweep, seeds=FIRST_SEEDS, max_seeds=max_seeds)
+    plan = Plan(cap=max_seeds, match_margin=sweep.match_margin)  # the cap and margin checked
+    out = replace(sweep, seeds=FIRST_SEEDS, max_seeds=max_seeds, boundary=plan.boundary)
     pairing(configurations(out.trials()), out)  # a sweep that compares nothing is refused now
     return out
 
 
 def plan_of(sweep: Sweep | dict, trials) -> Plan:
-    """The sweep's plan; its first seed is the trials' lowest (--seed-start moves it)."""
+    """The sweep's plan (a Sweep, or its sweep.json); its first seed is the trials' lowest (--seed-start
+    moves it). A sweep.json without a boundary is of a run whose looks were all Bonferroni ones."""
     get = sweep.get if isinstance(sweep, dict) else lambda k: getattr(sweep, k)
     seeds = [int(t["seed"]) for t in trials] if isinstance(trials, list) else pd.to_numeric(trials["seed"]).astype(int)
-    return Plan(first_seed=int(min(seeds)), cap=int(get("max_seeds")), match_margin=get("match_margin"))
+    return Plan(first_seed=int(min(seeds)), cap=int(get("max_seeds")), match_margin=get("match_margin"),
+                boundary=get("boundary") or "bonferroni")
 
 
 def configurations(trials: list[dict]) -> list[dict]:
@@ -94,10 +96,12 @@ def cost_lines(sweep: Sweep, trials: list[dict], preset: str) -> list[str]:
             n[:, c] = simulate(plan, effect, SPREAD, DRY_RUN_SWEEPS, rng)["n"]
         expect[effect] = float(trials_needed(baseline_of, n).mean())
     where = "one 2-core CPU machine" if preset == "quick" else "one GPU per trial"
+    rule = "O'Brien-Fleming-type" if plan.boundary == "obf" else "Bonferroni"
     cost = lambda k: f"{k:.0f} trials, {k * sweep.minutes_per_trial / 60:.1f} trial-hours"
     return [f"--seeds auto: {len(cells)} configs, {len(compared)} compared with a baseline; looks at "
             f"{', '.join(map(str, plan.looks))} seeds (seeds {plan.first_seed}-{plan.first_seed + plan.cap - 1} at most), "
-            f"each interval at {plan.level:.2%} (Bonferroni over {len(plan.looks)} looks)",
+            f"each interval at level 1 − {', '.join(f'{1 - lv:.2g}' for lv in plan.levels)} ({rule}, "
+            f"{plan.alpha:g} over all looks)",
             f"  least: {cost(len(cells) * plan.looks[0])} (every cell decided at the first look)",
             f"  expected if no cell differs: {cost(expect[0.0])}; if every cell differs by {EFFECT:g} point: "
             f"{cost(expect[EFFECT])} (simulated, seed-to-seed sd {SPREAD:g} points, "

@@ -23,7 +23,7 @@ from sweeper.seed_searcher import SeedSearcher
 from sweeper.sequential import Plan, SequentialError
 
 BASE = {"method": "mt", "vd": False, "mur": "none", "steps": 10}
-DIFFERS = {**BASE, "vd": True}              # 5 points worse on every seed: decided at the first look
+DIFFERS = {**BASE, "vd": True}              # 5 points worse on every seed: decided at the second look
 SAME = {**BASE, "mur": "direct"}            # +1, -1, +1, ... from the baseline: never decided
 
 
@@ -73,12 +73,13 @@ def seeds_per_cell(suggested) -> dict:
 def test_seeds_go_only_where_the_claim_is_open():
     s = searcher()
     suggested = drive(s, [], 0)
-    # DIFFERS is decided at 3 seeds; SAME stays open up to the cap, and the baseline runs its seeds with it
-    assert seeds_per_cell(suggested) == {(False, "none"): list(range(16)), (True, "none"): [0, 1, 2],
+    # DIFFERS is decided at 5 seeds (the O'Brien-Fleming-type boundary's first look at 3 needs |t| > 600);
+    # SAME stays open up to the cap, and the baseline runs its seeds with it
+    assert seeds_per_cell(suggested) == {(False, "none"): list(range(16)), (True, "none"): [0, 1, 2, 3, 4],
                                          (False, "direct"): list(range(16))}
     assert [v.status for v in s.verdicts()[1:]] == ["differs", "capped"] and s.verdicts()[0] is None
-    assert s.verdicts()[1].n == 3 and s.verdicts()[2].n == 16
-    assert len({tid for tid, *_ in suggested}) == len(suggested) == 35
+    assert s.verdicts()[1].n == 5 and s.verdicts()[2].n == 16
+    assert len({tid for tid, *_ in suggested}) == len(suggested) == 37
 
 
 def test_first_round_is_every_configs_first_look():
@@ -164,7 +165,7 @@ def test_the_table_shows_each_cells_sequential_verdict(tmp_path):
             idx += 1
     (exp / "sweep.json").write_text(json.dumps({"name": "t", "rows": ["method", "vd", "mur"], "cols": [],
                                                 "baseline": {"method": "mt", "vd": False, "mur": "none"},
-                                                "max_seeds": 5, "match_margin": None}))
+                                                "max_seeds": 5, "match_margin": None, "boundary": "bonferroni"}))
     summary = pd.read_csv(build_report(exp)["summary.csv"])
     vd = summary[summary["vd"] & (summary["mur"] == "none")].iloc[0]
     mur = summary[summary["mur"] == "direct"].iloc[0]
