@@ -204,3 +204,20 @@ def test_the_benchmarks_fixed_design_power_matches_a_simulated_t_test():
     assert bench.fixed_power(6, 1.0, 0.8) == pytest.approx(rejected, abs=0.015)
     n = bench.fixed_seeds_for(0.8, 1.0, 0.8)
     assert bench.fixed_power(n, 1.0, 0.8) >= 0.8 > bench.fixed_power(n - 1, 1.0, 0.8)
+
+
+def test_the_default_boundary_is_the_committed_simulations_most_powerful():
+    """benchmarks/results/sequential_seeds.json compares the boundaries at one false-positive rate; the
+    plan `--seeds auto` runs by default is the one with the most power there, with its first look."""
+    import json
+    from pathlib import Path
+
+    d = json.loads((Path(__file__).resolve().parents[1] / "benchmarks/results/sequential_seeds.json").read_text())
+    compared = [r for r in d["procedures"] if r["procedure"] != "kept" and "kept" not in r["procedure"]
+                and r["boundary"] != "none"]
+    best = max(compared, key=lambda r: r["power"])
+    assert len(compared) == 3 and best["procedure"] == d["best_power"]
+    assert (best["boundary"], best["looks"][0]) == (Plan().boundary, Plan().first) == (d["kept_boundary"], 3)
+    # the three compared at one false-positive rate: within 3 standard errors of each other
+    fp = [r["false_positive_rate"] for r in compared]
+    assert max(fp) - min(fp) < 3 * max(r["false_positive_se"] for r in compared) * math.sqrt(2)
