@@ -69,3 +69,18 @@ def test_bad_input_is_a_clear_error():
 def test_excludes_zero():
     assert excludes_zero(0.1, 2.0) and excludes_zero(-3.0, -0.5)
     assert not excludes_zero(-1.0, 1.0) and not excludes_zero(0.0, 1.0) and not excludes_zero(math.nan, math.nan)
+
+
+def test_a_table_cell_without_spread_says_so_and_has_no_star():
+    """The tables' text for a cell whose paired differences are all equal: the mean, no interval, no *."""
+    import pandas as pd
+
+    from sweeper.tables import diff_text
+
+    mean, lo, hi, n = paired_diff([3.5, 4.5, 6.0], [2.0, 3.0, 4.5])
+    row = pd.Series({"baseline": "MT", "is_baseline": False, "n_paired": n, "n": n, "diff_vs_baseline": mean,
+                     "diff_ci_low": lo, "diff_ci_high": hi})
+    assert diff_text(row) == " · +1.50 (equal on every pair: no spread, no interval)"
+    row = row.copy()
+    row[["diff_ci_low", "diff_ci_high"]] = [0.5, 2.5]
+    assert diff_text(row) == " · +1.50 [+0.50, +2.50]*"
