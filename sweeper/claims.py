@@ -323,8 +323,8 @@ def grade_all(claims: list[dict], runs: list[dict]) -> list[dict | None]:
         for cell in c["cells"] if mine else []:
             ref = reference(cell, c["against"])
             x, y = configuration(mine, cell, where), configuration(mine, ref, where)
-            flipped = y < x
-            key = (*sorted((x, y)), c.get("metric", "test_error"), c["direction"] == "matches")
+            flipped = repr(y) < repr(x)  # one orientation per pair: repr orders values of any type
+            key = (*sorted((x, y), key=repr), c.get("metric", "test_error"), c["direction"] == "matches")
             if i in status:
                 continue
             sizes[key] = min(sizes.get(key, math.inf), size(c))

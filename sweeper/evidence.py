@@ -30,6 +30,8 @@ def typed(key: str, value):
     """A config value as TrainConfig types it (trials.csv gives strings; floats at its 6 significant digits,
     so a base value and a CSV value of one float compare equal)."""
     default = DEFAULTS.get(key)
+    if isinstance(value, list):  # hashable, as an identity needs
+        return tuple(typed(key, v) for v in value)
     if isinstance(value, str) and key in DEFAULTS and not isinstance(default, str):
         if isinstance(default, bool):
             return value.strip().lower() == "true"
@@ -66,8 +68,8 @@ def identity(cfg: dict) -> tuple:
 
 def index(runs: list[dict]) -> dict[tuple, dict[int, tuple[list[str], dict]]]:
     """{identity: {seed: ([the runs that hold it], trials.csv row)}} over the finished trials of every
-    committed run. A trial two runs hold is kept once; two runs disagreeing on one of its final metrics is
-    an error."""
+    committed run. A trial two runs hold is kept once (a metric one copy lacks is taken from the other);
+    two runs disagreeing on one of its final metrics is an error."""
     out: dict[tuple, dict[int, tuple[list[str], dict]]] = {}
     for run in runs:
         for row in run["trials"]:
@@ -75,17 +77,19 @@ def index(runs: list[dict]) -> dict[tuple, dict[int, tuple[list[str], dict]]]:
                 continue
             key, seed = identity(full_config(row, run["meta"])), int(row["seed"])
             seen = out.setdefault(key, {})
-            if seed in seen:
-                holders, was = seen[seed]
-                for col in (k for k in row if k.startswith("final_")):
-                    a, b = _num(row.get(col)), _num(was.get(col))
-                    if not (a == b or (math.isnan(a) and math.isnan(b))):
-                        raise EvidenceError(f"docs/runs/{run['name']} and docs/runs/{holders[0]} hold one trial (seed "
-                                            f"{seed}, same configuration) with different {col} ({a} vs {b}); "
-                                            f"they ran different code: rerun one of them from the other's commit")
-                holders.append(run["name"])
+            if seed not in seen:
+                seen[seed] = ([run["name"]], dict(row))
                 continue
-            seen[seed] = ([run["name"]], row)
+            holders, kept = seen[seed]
+            for col in (k for k in row if k.startswith("final_")):
+                a, b = _num(row.get(col)), _num(kept.get(col))
+                if math.isnan(b):
+                    kept[col] = row[col]
+                elif not math.isnan(a) and a != b:
+                    raise EvidenceError(f"docs/runs/{run['name']} and docs/runs/{holders[0]} hold one trial (seed "
+                                        f"{seed}, same configuration) with different {col} ({a} vs {b}); they ran "
+                                        f"different code: rerun one of them from the other's commit")
+            holders.append(run["name"])
     return out
 
 

@@ -199,6 +199,17 @@ def test_one_trial_with_two_results_is_an_error_naming_both_runs():
         claims.grade_all([_claim("MUR helps", "table", 0.4)], runs)
 
 
+def test_a_metric_one_copy_of_a_trial_lacks_is_read_from_the_other():
+    runs = _runs()  # the table's copies of seeds 0-3 come first and lack the sensitivity; the radius run has it
+    for t in runs[0]["trials"] + runs[1]["trials"] + runs[3]["trials"]:
+        t["final_sensitivity_mean"] = ""
+    for t in runs[2]["trials"]:
+        t["final_sensitivity_mean"] = str(0.1 * int(t["seed"]) + (0.5 if t["mur"] == "none" else 0.2))
+    claim = {**_claim("MUR lowers the sensitivity", "table", 0.01), "metric": "sensitivity_mean"}
+    g = claims.grade_all([claim], runs)[0]["cells"][0]
+    assert g["pooled"]["seeds"] == [0, 1, 2, 3] and g["pooled"]["d"] == pytest.approx(-0.3)
+
+
 def test_a_claim_whose_sweep_has_one_committed_run_is_pending():
     g = claims.grade_all([_claim("MUR helps", "table", 0.4)], _runs()[:1] + _runs()[2:])[0]
     assert g["verdict"] is None and g["status"] == "one seed set committed"
