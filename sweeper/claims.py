@@ -297,6 +297,21 @@ def claim_verdict(verdicts: list[str]) -> str:
 
 # ---------------------------------------------------------------- every claim, each comparison once
 
+def _pairs(claim: dict, runs: list[dict]) -> list[tuple]:
+    """The comparisons a claim names, as (key, flipped, cell, reference): key = (the two configurations in
+    one fixed order, metric, whether a margin or an effect size applies), flipped when the claim's cell is
+    the second of the two. Checks every cell against the runs of the claim's sweep and preset."""
+    mine = [r for r in runs if (r["sweep"], r["preset"]) == (claim["sweep"], claim["preset"])]
+    where = f"docs/runs/{claim['sweep']}-{claim['preset']}-*"
+    out = []
+    for cell in claim["cells"] if mine else []:
+        ref = reference(cell, claim["against"])
+        x, y = configuration(mine, cell, where), configuration(mine, ref, where)
+        key = (*sorted((x, y), key=repr), claim.get("metric", "test_error"), claim["direction"] == "matches")
+        out.append((key, repr(y) < repr(x), cell, ref))  # repr orders configurations whatever their value types
+    return out
+
+
 def grade_all(claims: list[dict], runs: list[dict]) -> list[dict | None]:
     """One grade per testable claim (None for an untestable one): {"verdict": one of VERDICTS, or None with
     `status` saying why; "cells": [each cell's comparison, seen from this claim]; "lean"; "need"}. A
@@ -306,66 +321,62 @@ def grade_all(claims: list[dict], runs: list[dict]) -> list[dict | None]:
         idx = index(runs)
     except EvidenceError as e:
         raise ClaimError(str(e)) from None
-    plan: list[list[tuple] | None] = []   # per claim: [(key, flipped, cell, ref)] or None
+    plan: list[list[tuple] | str | None] = []  # per claim: its comparisons, why it is pending, or None
     sizes: dict[tuple, float] = {}
     citing: dict[tuple, list[str]] = {}
-    contributing: dict[tuple, set] = {}
-    status: dict[int, str] = {}
-    for i, c in enumerate(claims):
+    for c in claims:
         if c.get("testable", True) is False:
             plan.append(None)
             continue
-        mine = [r for r in runs if (r["sweep"], r["preset"]) == (c["sweep"], c["preset"])]
-        if len(mine) < 2:  # pending; the cells of a committed run are still checked
-            status[i] = "one seed set committed" if mine else "not committed"
-        where = f"docs/runs/{c['sweep']}-{c['preset']}-*"
-        cells = []
-        for cell in c["cells"] if mine else []:
-            ref = reference(cell, c["against"])
-            x, y = configuration(mine, cell, where), configuration(mine, ref, where)
-            flipped = repr(y) < repr(x)  # one orientation per pair: repr orders values of any type
-            key = (*sorted((x, y), key=repr), c.get("metric", "test_error"), c["direction"] == "matches")
-            if i in status:
-                continue
+        pairs = _pairs(c, runs)  # checks the cells of a pending claim's committed run too
+        committed = sum((r["sweep"], r["preset"]) == (c["sweep"], c["preset"]) for r in runs)
+        if committed < 2:
+            plan.append("one seed set committed" if committed else "not committed")
+            continue
+        for key, *_ in pairs:
             sizes[key] = min(sizes.get(key, math.inf), size(c))
             citing.setdefault(key, []).append(c["claim"])
-            cells.append((key, flipped, cell, ref))
-        plan.append([] if i in status else cells)
-    graded_pairs: dict[tuple, dict] = {}
+        plan.append(pairs)
+    graded: dict[tuple, dict] = {}
     sweep_of = {r["name"]: r["sweep"] for r in runs}
     out: list[dict | None] = []
-    for i, (c, cells) in enumerate(zip(claims, plan)):
-        if cells is None:
+    for c, pairs in zip(claims, plan):
+        if pairs is None:
             out.append(None)
             continue
-        if i in status:
-            out.append({"verdict": None, "status": status[i], "cells": [], "lean": None, "need": (None, "")})
+        if isinstance(pairs, str):
+            out.append({"verdict": None, "status": pairs, "cells": [], "lean": None, "need": (None, "")})
             continue
         views = []
-        for key, flipped, cell, ref in cells:
+        for key, flipped, cell, ref in pairs:
             x, y, metric, _ = key
-            col = METRICS[metric]
-            a, b = ({s: _num(row.get(col)) for s, (_, row) in idx.get(k, {}).items()} for k in (x, y))
-            a, b = ({s: v for s, v in m.items() if math.isfinite(v)} for m in (a, b))
-            if flipped:
-                a, b = b, a
-            direction = c["direction"]
-            gkey = (key, flipped, direction)
-            if gkey not in graded_pairs:
-                graded_pairs[gkey] = grade_pair(a, b, direction, sizes[key])
-            g = graded_pairs[gkey]
-            runs_in = sorted({n for k in (x, y) for s in g["pooled"]["seeds"] for n in idx[k][s][0]})
-            sweeps = sorted({sweep_of[n] for n in runs_in})
-            views.append({**g, "cell": cell, "ref": ref, "runs": runs_in, "sweeps": sweeps,
+            if (key, flipped, c["direction"]) not in graded:
+                a, b = (_finite(idx.get(k, {}), METRICS[metric]) for k in ((y, x) if flipped else (x, y)))
+                graded[key, flipped, c["direction"]] = grade_pair(a, b, c["direction"], sizes[key])
+            g = graded[key, flipped, c["direction"]]
+            held = sorted({n for k in (x, y) for s in g["pooled"]["seeds"] for n in idx[k][s][0]})
+            views.append({**g, "cell": cell, "ref": ref, "runs": held, "sweeps": sorted({sweep_of[n] for n in held}),
                           "shared": [n for n in dict.fromkeys(citing[key]) if n != c["claim"]]})
-        verdict = claim_verdict([v["verdict"] for v in views])
-        undecided = [v for v in views if v["verdict"] == "undecided"]
-        leans = {v["lean"] for v in undecided} | {v["verdict"] for v in views if v["verdict"] != "undecided"}
-        needs = [v["need"] for v in undecided if v["need"][0] is not None]
-        need = max(needs, key=lambda n: n[0]) if needs and len(needs) == len(undecided) else (None, "")
-        out.append({"verdict": verdict, "status": "", "cells": views,
-                    "lean": leans.pop() if verdict == "undecided" and len(leans) == 1 else None, "need": need})
+        out.append(_claim_grade(views))
     return out
+
+
+def _finite(trials: dict[int, tuple[list[str], dict]], col: str) -> dict[int, float]:
+    """{seed: the metric} of one configuration's trials (evidence.index), where it is finite."""
+    vals = {s: _num(row.get(col)) for s, (_, row) in trials.items()}
+    return {s: v for s, v in vals.items() if math.isfinite(v)}
+
+
+def _claim_grade(views: list[dict]) -> dict:
+    """A claim's grade from its cells' comparisons: the verdict, the verdict every undecided cell leans to
+    (where one), and the most seeds per half its undecided cells need (where each has a count)."""
+    verdict = claim_verdict([v["verdict"] for v in views])
+    undecided = [v for v in views if v["verdict"] == "undecided"]
+    leans = {v["lean"] for v in undecided} | {v["verdict"] for v in views if v["verdict"] != "undecided"}
+    needs = [v["need"] for v in undecided if v["need"][0] is not None]
+    need = max(needs, key=lambda n: n[0]) if needs and len(needs) == len(undecided) else (None, "")
+    lean_ = leans.pop() if verdict == "undecided" and len(leans) == 1 else None
+    return {"verdict": verdict, "status": "", "cells": views, "lean": lean_, "need": need}
 
 
 # ---------------------------------------------------------------- text

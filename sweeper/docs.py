@@ -14,7 +14,8 @@ figures (benchmarks/results/install.json), quick-start excerpt and claims table 
     python -m sweeper.docs --picture                    # docs/report.png from the quick start's run (Chromium)
 
 Claims are graded by sweeper/claims.py from the committed runs' trials.csv (per-seed values), each
-comparison once on every committed seed of it, split into two disjoint halves. docs/PERFORMANCE.md's tables are drawn by sweeper/benchmark_docs.py, and
+comparison once on every committed seed of it, split into two disjoint halves. docs/PERFORMANCE.md's
+tables are drawn by sweeper/benchmark_docs.py, and
 sweeper/committed_runs.py reads the committed runs and adds new ones. No torch, no Ray, no pandas (but in
 `add`): this runs in CI's test of the docs.
 """
@@ -82,8 +83,9 @@ def claims_table(graded: list[tuple[dict, dict | None]], link: str) -> str:
     for key in sorted(groups, key=lambda k: order.index(k) if k in order else len(order)):
         name = f"**{key}**" if key == "yes" else key
         lines.append(f"| {name} ({len(groups[key])}) | {'; '.join(groups[key])} |")
-    return "\n".join([*lines, "", " ".join(x.removeprefix("- ") for x in legend())]) + (f"\n\nEach claim with its paired differences on both halves of its "
-                                                 f"seeds: [{link}]({link}).")
+    meaning = " ".join(x.removeprefix("- ") for x in legend())  # one line: the README stays short
+    return "\n".join([*lines, "", meaning, "",
+                      f"Each claim with its paired differences on both halves of its seeds: [{link}]({link})."])
 
 
 def shared_md(graded: list[tuple[dict, dict | None]]) -> list[str]:
