@@ -160,7 +160,8 @@ def results_md(runs: list[dict], graded: list[tuple[dict, dict | None]]) -> str:
                    f"{pooled} | {claimlib.evidence_text(c, g)} |")
     out += ["", "### Claims that share evidence", "", *shared_md(graded),
             "", "### What the undecided claims need", "",
-            "Seeds per half (power 0.8 at the pooled effect and spread), by the sweep that grades them:", "",
+            "Seeds per half (power 0.8 at the pooled effect and spread), by the sweep that grades them; a",
+            "comparison's seeds are split in two halves, so it needs twice as many in all, counting those it has:", "",
             *needs_md(graded)]
     if not runs:
         out += ["", "No run is committed yet: `python -m sweeper.docs add results/<sweep>-<stamp>` adds one."]
