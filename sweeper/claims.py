@@ -4,7 +4,7 @@ docs/claims.json lists every empirical statement of the paper's results sections
 claims about its quick preset). A testable claim names a sweep and preset, the cells it is about, the cell
 each one is compared with (`against`: the cell's config with these keys replaced; a null value drops the
 key), the metric (final test error unless it says otherwise), what it claims, and the smallest difference
-that matters, declared with the rule that gives it before any run that grades it:
+that matters, declared with the rule that gives it (docs/DECISIONS.md) before any run that grades it:
 
     lower | higher   `effect`: the effect size, in the metric's units
     matches          `margin`: equal means lie inside ± margin
@@ -12,7 +12,7 @@ that matters, declared with the rule that gives it before any run that grades it
 Each cell against its reference is a comparison of two full configurations (sweeper/evidence.py). It is
 graded once, on every committed trial of both (whichever sweep ran it, each configuration and seed once),
 and every claim naming it cites that grade, at the smallest size those claims declare. The seeds both
-configurations ran, sorted, split into two disjoint halves (the first ceil(n/2) and the rest: the
+configurations ran, sorted, are split into two disjoint halves (the first ceil(n/2) and the rest: the
 replication rule), and each half's paired 95 % t-interval of (cell − reference) decides
 
     yes           on the claimed side of 0 (matches: inside ± margin)
