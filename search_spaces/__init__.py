@@ -43,6 +43,7 @@ class Sweep:
     baseline_for: dict[str, dict[str, Any]] = field(default_factory=dict)  # method -> the row its base row is compared with instead of the baseline (VAT+EntMin vs MUT+MUR)
     match_margin: float | None = None       # --seeds auto: a cell whose interval lies inside ± this (metric units) "matches" its baseline and stops; None: only "differs" stops
     max_seeds: int | None = None            # --seeds auto (set by sweeper.run --max-seeds): seeds added per cell while its claim is open, up to this; None: a fixed design of `seeds`
+    boundary: str | None = None             # --seeds auto (set by sweeper.run): each look's level rule, one of sweeper.seeds.sequential.BOUNDARIES; None: a fixed design
 
     def trials(self, seeds: int | None = None) -> list[dict[str, Any]]:
         """Every trial's config dict: base, then a variant, then a grid point, then the seed."""

@@ -13,8 +13,9 @@ figures (benchmarks/results/install.json), quick-start excerpt and claims table 
     python -m sweeper.docs add results/<sweep>-<stamp>  # copy a finished run into docs/runs/, then rewrite
     python -m sweeper.docs --picture                    # docs/report.png from the quick start's run (Chromium)
 
-Claims are graded by sweeper/docgen/claims.py from each committed run's trials.csv (per-seed values), on
-two runs of disjoint seeds. docs/PERFORMANCE.md's tables are drawn by sweeper/docgen/benchmark_docs.py, and
+Claims are graded by sweeper/docgen/claims.py from the committed runs' trials.csv (per-seed values), each
+comparison once on every committed seed of it, split into two disjoint halves. docs/PERFORMANCE.md's
+tables are drawn by sweeper/docgen/benchmark_docs.py, and
 sweeper/docgen/committed_runs.py reads the committed runs and adds new ones. No torch, no Ray, no pandas (but in
 `add`): this runs in CI's test of the docs.
 """
@@ -26,9 +27,9 @@ import re
 import sys
 from pathlib import Path
 
+from sweeper.costs import machine_text
 from sweeper.docgen import claims as claimlib
 from sweeper.docgen.benchmark_docs import GENERATED_NOTE, INSTALL, performance_md
-from sweeper.costs import machine_text
 from sweeper.docgen.committed_runs import (ROOT, DocsError, add, check_disjoint, public_args, read_run, run_dirs,
                                            runs_of)
 from sweeper.docgen.picture import PAGE_INPUTS, QUICKSTART, PictureError, picture_is_current, write_picture
@@ -45,9 +46,9 @@ def load_claims(root: Path = ROOT) -> list[dict]:
     return claimlib.load(root / CLAIMS)
 
 
-def grade_claim(claim: dict, runs: list[dict]) -> dict | None:
-    """claims.grade for a testable claim; None for one the quick scale cannot test."""
-    return claimlib.grade(claim, runs) if claim.get("testable", True) else None
+def grade_claims(claims: list[dict], runs: list[dict]) -> list[tuple[dict, dict | None]]:
+    """claims.grade_all, each claim with its grade (None for one the quick scale cannot test)."""
+    return list(zip(claims, claimlib.grade_all(claims, runs)))
 
 
 def command(sweep: str, preset: str) -> str:
@@ -58,19 +59,66 @@ def _command(claim: dict) -> str:
     return command(claim["sweep"], claim["preset"]) if claim.get("testable", True) else ""
 
 
+def verdict_key(g: dict | None) -> str:
+    return "not testable here" if g is None else g["verdict"] or f"pending ({g['status']})"
+
+
+def legend() -> list[str]:
+    """One sentence per verdict: what it means, and what an undecided one needs."""
+    return [f"- **{v}**: {claimlib.MEANING[v]}." for v in claimlib.VERDICTS]
+
+
 def claims_table(graded: list[tuple[dict, dict | None]], link: str) -> str:
-    """The README's summary: the claims (with their grades) grouped by verdict, each with where the
-    paper makes it."""
+    """The README's summary: the claims (with their grades and pooled estimates) grouped by verdict, each
+    with where the paper makes it, and what each verdict means."""
     groups: dict[str, list[str]] = {}
     for c, g in graded:
-        key = "not testable here" if g is None else g["verdict"] or f"pending ({g['status']})"
-        groups.setdefault(key, []).append(f"{c['claim']} ({c['source']})")
+        key = verdict_key(g)
+        est = ""
+        if g is not None and g["verdict"] is not None:
+            extra = claimlib.verdict_text(c, g, "").removeprefix("undecided").lstrip(",; ")
+            est = f"; {claimlib.pooled_text(c, g)}" + (f"; {extra}" if g["verdict"] == "undecided" else "")
+        groups.setdefault(key, []).append(f"{c['claim']} ({c['source']}{est})")
     order = [*claimlib.VERDICTS, "pending (one seed set committed)", "pending (not committed)", "not testable here"]
-    lines = ["| verdict on digits | claims |", "|---|---|"]
+    lines = ["| verdict on digits | claims (pooled Δ = cell − reference over every committed seed) |", "|---|---|"]
     for key in sorted(groups, key=lambda k: order.index(k) if k in order else len(order)):
         name = f"**{key}**" if key == "yes" else key
         lines.append(f"| {name} ({len(groups[key])}) | {'; '.join(groups[key])} |")
-    return "\n".join(lines) + f"\n\nEach claim with its paired differences on both seed sets: [{link}]({link})."
+    meaning = " ".join(x.removeprefix("- ") for x in legend())  # one line: the README stays short
+    return "\n".join([*lines, "", meaning, "",
+                      f"Each claim with its paired differences on both halves of its seeds: [{link}]({link})."])
+
+
+def shared_md(graded: list[tuple[dict, dict | None]]) -> list[str]:
+    """The comparisons more than one claim cites, with the sweeps whose trials they pool."""
+    seen: dict[tuple, tuple[list[str], list[str]]] = {}
+    for c, g in graded:
+        for v in (g or {}).get("cells", []):
+            if v["shared"]:
+                key = tuple(sorted([c["claim"], *v["shared"]]))
+                seen.setdefault(key, (list(key), v["sweeps"]))
+    if not seen:
+        return ["No two claims compare the same pair of configurations."]
+    return [f"- {'; '.join(names)}: one grade, on the trials of {', '.join(sweeps)}" for names, sweeps in seen.values()]
+
+
+def needs_md(graded: list[tuple[dict, dict | None]]) -> list[str]:
+    """Per sweep, the undecided claims it grades and the most seeds per half they need."""
+    by: dict[str, list[tuple[str, int | None]]] = {}
+    for c, g in graded:
+        if g is not None and g["verdict"] == "undecided":
+            by.setdefault(c["sweep"], []).append((c["claim"], g["need"][0]))
+    if not by:
+        return ["No claim is undecided."]
+    out = []
+    for sweep, items in by.items():
+        ns = [n for _, n in items if n is not None]
+        top = (f"at most {max(ns)} seeds per half" if max(ns) <= claimlib.MAX_NEED else
+               f"more than {claimlib.MAX_NEED} seeds per half for some") if ns else "no seed count follows"
+        out.append(f"- `{sweep}` ({top}): " + "; ".join(
+            f"{name} ({'?' if n is None else n if n <= claimlib.MAX_NEED else f'>{claimlib.MAX_NEED}'})"
+            for name, n in items))
+    return out
 
 
 # ---------------------------------------------------------------- RESULTS.md
@@ -95,18 +143,27 @@ def results_md(runs: list[dict], graded: list[tuple[dict, dict | None]]) -> str:
            "",
            "## Claims", "",
            "Every finding of the paper's results sections, and the project's own claims about its quick preset,",
-           "declared in `docs/claims.json` before the runs. Each testable one names cells and the cell each is",
-           "compared with; Δ is the paired difference (cell − that cell) with its 95 % t-interval over the seeds",
-           "both ran. Per seed set: yes when every interval lies on the claimed side of 0 (for \"matches\": inside",
-           "± the declared margin), contradicted when one lies on the opposite side (outside the margin), no",
-           "otherwise. Over the two disjoint seed sets: yes (yes on both), contradicted (on both), mixed",
-           "(contradicted on one only), no (otherwise).", ""]
-    out.append("| claim | paper | sweep | verdict | evidence |")
-    out.append("|---|---|---|---|---|")
+           "declared in `docs/claims.json` with the smallest difference that matters (`effect`, or `margin` for",
+           "\"matches\"; the rule that gives each is beside it there) before the runs that grade it. Each",
+           "testable one names cells and the cell each is compared with; Δ is the paired difference (cell −",
+           "that cell). A comparison of two configurations is graded once, on every committed trial of both",
+           "(a trial two sweeps ran counts once), at the smallest size the claims naming it declare: the seeds",
+           "both ran, sorted, are split into two disjoint halves, and each half's 95 % t-interval is read as",
+           "follows.", "", *legend(), "",
+           "A claim of several cells is contradicted when one cell is, disagree when one disagrees, yes when",
+           "every cell is, absent when one is, undecided otherwise.", ""]
+    out.append("| claim | paper | sweep | verdict | pooled Δ | evidence (per half) |")
+    out.append("|---|---|---|---|---|---|")
     for c, g in graded:
         sweep = f"`{c['sweep']}`" if c.get("testable", True) else "—"
+        pooled = claimlib.pooled_text(c, g) if g is not None and g["cells"] else "—"
         out.append(f"| {c['claim']} | {c['source']} | {sweep} | {claimlib.verdict_text(c, g, _command(c))} | "
-                   f"{claimlib.evidence_text(c, g)} |")
+                   f"{pooled} | {claimlib.evidence_text(c, g)} |")
+    out += ["", "### Claims that share evidence", "", *shared_md(graded),
+            "", "### What the undecided claims need", "",
+            "Seeds per half (power 0.8 at the pooled effect and spread), by the sweep that grades them; a",
+            "comparison's seeds are split in two halves, so it needs twice as many in all, counting those it has:", "",
+            *needs_md(graded)]
     if not runs:
         out += ["", "No run is committed yet: `python -m sweeper.docs add results/<sweep>-<stamp>` adds one."]
     for run in runs:
@@ -120,13 +177,10 @@ def results_md(runs: list[dict], graded: list[tuple[dict, dict | None]]) -> str:
         out.append(run["table"])
         for png in run["pngs"]:
             out += ["", f"![{png}](runs/{run['name']}/{png})"]
-        here = [(c, v, comps) for c, g in graded if g is not None for name, v, comps in g["sets"]
-                if name == run["name"]]
+        here = [(c, g) for c, g in graded if g is not None and any(run["name"] in v["runs"] for v in g["cells"])]
         if here:
-            out += ["", "Claims tested by this run (this seed set):", ""]
-            for c, v, comps in here:
-                metric = c.get("metric", "test_error")
-                out.append(f"- {c['claim']}: {v} ({'; '.join(claimlib.comparison_text(x, metric) for x in comps)})")
+            out += ["", "Claims whose grade uses trials of this run:", ""]
+            out += [f"- {c['claim']}: {claimlib.verdict_text(c, g, '')}" for c, g in here]
     return "\n".join(out) + "\n"
 
 
@@ -203,7 +257,7 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
     """{path relative to root: the text the generator makes now}."""
     runs = [read_run(p) for p in run_dirs(root)]
     check_disjoint(runs)
-    graded = [(c, grade_claim(c, runs)) for c in load_claims(root)]  # once, for RESULTS.md and the README
+    graded = grade_claims(load_claims(root), runs)  # once, for RESULTS.md and the README
     return {Path("docs/RESULTS.md"): results_md(runs, graded),
             Path("docs/PERFORMANCE.md"): performance_md(root),
             Path("README.md"): readme_md((root / "README.md").read_text(), runs, graded, root)}

@@ -255,6 +255,13 @@ def prepare(args):
             sweep = confirm_sweep(sweep, args.confirm, args.seeds)
         except ConfirmError as e:
             raise InputError(str(e)) from None
+    if exp_dir is not None:  # a --seeds auto run resumes with the plan it started with, or not at all
+        from sweeper.seeds.auto_seeds import check_resume
+        from sweeper.seeds.sequential import SequentialError
+        try:
+            check_resume(meta, sweep, args.seeds == "auto", args.max_seeds, exp_dir)
+        except SequentialError as e:
+            raise InputError(str(e)) from None
     if args.seeds == "auto":  # the first look's seeds, then more where a cell's claim is open
         from sweeper.seeds.auto_seeds import auto_sweep
         from sweeper.seeds.sequential import SequentialError

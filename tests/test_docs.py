@@ -109,10 +109,9 @@ def test_a_sweep_that_stops_matches_uses_its_claims_margin():
     assert declared >= 1
 
 
-def test_every_claim_is_graded_on_two_committed_seed_sets_or_says_why_not():
+def test_every_claim_is_graded_on_two_disjoint_halves_of_its_seeds_or_says_why_not():
     runs = [committed_runs.read_run(p) for p in committed_runs.run_dirs()]
-    for c in docs.load_claims():
-        graded = docs.grade_claim(c, runs)
+    for c, graded in docs.grade_claims(docs.load_claims(), runs):
         if graded is None:
             assert c["why"], c["claim"]
             continue
@@ -120,10 +119,10 @@ def test_every_claim_is_graded_on_two_committed_seed_sets_or_says_why_not():
             assert c.get("pending"), (c["claim"], graded["status"])
             continue
         assert not c.get("pending"), (c["claim"], "graded now: drop its pending note")
-        assert graded["verdict"] in claimlib.VERDICTS, (c["claim"], graded["status"])
-        (a, _, _), (b, _, _) = graded["sets"]
-        seeds = {r["name"]: set(r["seeds"]) for r in runs}
-        assert not seeds[a] & seeds[b], (c["claim"], a, b)
+        assert graded["verdict"] in claimlib.VERDICTS, c["claim"]
+        for cell in graded["cells"]:
+            a, b = (set(x["seeds"]) for x in cell["sets"])
+            assert a and b and not a & b and a | b == set(cell["pooled"]["seeds"]), c["claim"]
 
 
 # ---------------------------------------------------------------- the generator, on made-up runs
@@ -161,13 +160,13 @@ def project(tmp_path, claims):
 
 CLAIM = {"claim": "MUR at r = 1 helps", "source": "Fig. 3(c)", "sweep": "ablation_radius", "preset": "quick",
          "cells": [{"method": "mt", "mur": "direct", "mur_radius": 1}], "against": {"mur": "none"},
-         "direction": "lower"}
+         "direction": "lower", "effect": 0.2}
 OTHER = {"claim": "VD helps", "source": "Table 1", "sweep": "ablation_kl", "preset": "quick",
-         "cells": [{"method": "mt", "vd": True}], "against": {"vd": False}, "direction": "lower"}
+         "cells": [{"method": "mt", "vd": True}], "against": {"vd": False}, "direction": "lower", "effect": 0.5}
 UNTESTED = {"claim": "CIFAR-100 too", "source": "Table 1", "testable": False, "why": "no 100-class data here"}
 
 
-def test_a_claim_is_yes_on_both_seed_sets_mixed_when_one_contradicts_and_rendered(tmp_path):
+def test_a_claim_whose_halves_disagree_is_graded_on_both_runs_and_rendered(tmp_path):
     from scipy import stats
 
     root = project(tmp_path, [CLAIM, OTHER, UNTESTED])
@@ -175,31 +174,34 @@ def test_a_claim_is_yes_on_both_seed_sets_mixed_when_one_contradicts_and_rendere
               {**{("none", s): v for s, v in zip((0, 1, 2), (5.0, 6.0, 4.0))},
                **{("direct", s): v for s, v in zip((0, 1, 2), (4.0, 4.5, 3.2))}})
     runs = [committed_runs.read_run(p) for p in committed_runs.run_dirs(root)]
-    one = docs.grade_claim(CLAIM, runs)
+    one = docs.grade_claims([CLAIM], runs)[0][1]
     assert one["verdict"] is None and one["status"] == "one seed set committed"
-    # the second set: MT+MUR higher on every seed, the interval above 0: contradicted on this set -> mixed
+    # the second run: MT+MUR higher on every seed. Halves of seeds 0-5: 0-2 (yes) and 3-5 (contradicted)
     write_run(root, "ablation_radius-quick-s3-5", "ablation_radius",
               {**{("none", s): v for s, v in zip((3, 4, 5), (5.0, 6.0, 4.0))},
                **{("direct", s): v for s, v in zip((3, 4, 5), (5.6, 6.9, 4.5))}})
     runs = [committed_runs.read_run(p) for p in committed_runs.run_dirs(root)]
-    graded = docs.grade_claim(CLAIM, runs)
-    assert [v for _, v, _ in graded["sets"]] == ["yes", "contradicted"] and graded["verdict"] == "mixed"
-    first = graded["sets"][0][2][0]
+    graded = dict((c["claim"], g) for c, g in docs.grade_claims([CLAIM, OTHER, UNTESTED], runs))
+    cell = graded[CLAIM["claim"]]["cells"][0]
+    assert [x["verdict"] for x in cell["sets"]] == ["yes", "contradicted"]
+    assert graded[CLAIM["claim"]]["verdict"] == "disagree"
+    first = cell["sets"][0]
     ci = stats.ttest_rel([4.0, 4.5, 3.2], [5.0, 6.0, 4.0]).confidence_interval(0.95)
     assert first["d"] == pytest.approx(-1.1) and (first["lo"], first["hi"]) == pytest.approx((ci.low, ci.high))
-    assert docs.grade_claim(OTHER, runs)["status"] == "not committed" and docs.grade_claim(UNTESTED, runs) is None
+    assert graded[OTHER["claim"]]["status"] == "not committed" and graded[UNTESTED["claim"]] is None
 
     made = docs.generated(root)
     readme = made[Path("README.md")]
-    assert "| mixed (1) | MUR at r = 1 helps (Fig. 3(c)) |" in readme
+    assert "| disagree (1) | MUR at r = 1 helps (Fig. 3(c); Δ " in readme
     assert "| pending (not committed) (1) | VD helps (Table 1) |" in readme
     assert "| not testable here (1) | CIFAR-100 too (Table 1) |" in readme
+    assert f"**undecided**: {claimlib.MEANING['undecided']}." in readme
     assert "| table of ablation_radius-quick-s0-2 |" in readme and "old" not in readme
     results = made[Path("docs/RESULTS.md")]
     assert "## ablation_radius (quick, seeds 3-5)" in results
     assert "Test CPU, 2 cores, torch 9.9" in results
     assert "s0-2: yes, Δ −1.10 " + f"[{ci.low:+.2f}, {ci.high:+.2f}]".replace("-", "−") in results
-    assert "| CIFAR-100 too | Table 1 | — | not testable here | no 100-class data here |" in results
+    assert "| CIFAR-100 too | Table 1 | — | not testable here | — | no 100-class data here |" in results
     assert "| VD helps | Table 1 | `ablation_kl` | pending (not committed): `python -m sweeper.run ablation_kl --preset quick` |" \
         in results
 

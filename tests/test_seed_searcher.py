@@ -23,7 +23,7 @@ from sweeper.seeds.seed_searcher import SeedSearcher
 from sweeper.seeds.sequential import Plan, SequentialError
 
 BASE = {"method": "mt", "vd": False, "mur": "none", "steps": 10}
-DIFFERS = {**BASE, "vd": True}              # 5 points worse on every seed: decided at the first look
+DIFFERS = {**BASE, "vd": True}              # 5 points worse on every seed: decided at the second look
 SAME = {**BASE, "mur": "direct"}            # +1, -1, +1, ... from the baseline: never decided
 
 
@@ -73,12 +73,13 @@ def seeds_per_cell(suggested) -> dict:
 def test_seeds_go_only_where_the_claim_is_open():
     s = searcher()
     suggested = drive(s, [], 0)
-    # DIFFERS is decided at 3 seeds; SAME stays open up to the cap, and the baseline runs its seeds with it
-    assert seeds_per_cell(suggested) == {(False, "none"): list(range(16)), (True, "none"): [0, 1, 2],
+    # DIFFERS is decided at 5 seeds (the O'Brien-Fleming-type boundary's first look at 3 needs |t| > 600);
+    # SAME stays open up to the cap, and the baseline runs its seeds with it
+    assert seeds_per_cell(suggested) == {(False, "none"): list(range(16)), (True, "none"): [0, 1, 2, 3, 4],
                                          (False, "direct"): list(range(16))}
     assert [v.status for v in s.verdicts()[1:]] == ["differs", "capped"] and s.verdicts()[0] is None
-    assert s.verdicts()[1].n == 3 and s.verdicts()[2].n == 16
-    assert len({tid for tid, *_ in suggested}) == len(suggested) == 35
+    assert s.verdicts()[1].n == 5 and s.verdicts()[2].n == 16
+    assert len({tid for tid, *_ in suggested}) == len(suggested) == 37
 
 
 def test_first_round_is_every_configs_first_look():
@@ -164,7 +165,7 @@ def test_the_table_shows_each_cells_sequential_verdict(tmp_path):
             idx += 1
     (exp / "sweep.json").write_text(json.dumps({"name": "t", "rows": ["method", "vd", "mur"], "cols": [],
                                                 "baseline": {"method": "mt", "vd": False, "mur": "none"},
-                                                "max_seeds": 5, "match_margin": None}))
+                                                "max_seeds": 5, "match_margin": None, "boundary": "bonferroni"}))
     summary = pd.read_csv(build_report(exp)["summary.csv"])
     vd = summary[summary["vd"] & (summary["mur"] == "none")].iloc[0]
     mur = summary[summary["mur"] == "direct"].iloc[0]
@@ -204,3 +205,45 @@ def test_the_cli_refuses_what_seeds_auto_cannot_run_in_one_line(capsys, argv, me
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and message in err and "\n" not in err
+
+
+def stored_auto_run(root, **plan) -> "Path":
+    """An experiment folder of a --seeds auto run of ablation_radius (quick) as --resume finds it: its
+    sweep.json (the plan it started with) and Tune's tuner.pkl (never read before Ray starts)."""
+    exp = root / "ablation_radius-20260101-000000-ab12"
+    exp.mkdir(parents=True)
+    meta = {**asdict_sweep("quick"), "preset": "quick", "max_seeds": 16, "boundary": Plan().boundary, **plan}
+    (exp / "sweep.json").write_text(json.dumps(meta, default=str))
+    (exp / "tuner.pkl").write_bytes(b"")
+    return exp
+
+
+def asdict_sweep(preset: str) -> dict:
+    from dataclasses import asdict
+    return asdict(get_sweep("ablation_radius", preset))
+
+
+@pytest.mark.parametrize("plan, asked, names", [
+    ({}, ["--seeds", "auto", "--max-seeds", "32"], "planned with --max-seeds 16, not 32"),
+    ({}, ["--max-seeds", "8"], "planned with --max-seeds 16, not 8"),
+    ({"match_margin": 1.0}, [], "planned with match_margin 1.0"),
+    ({"boundary": None}, ["--seeds", "auto"], "bonferroni boundary"),
+    ({"max_seeds": None}, ["--seeds", "auto"], "was run with fixed seeds"),
+])
+def test_resume_refuses_another_plan_before_ray_starts(tmp_path, monkeypatch, capsys, plan, asked, names):
+    """A --seeds auto run resumed with another cap, margin or boundary (or a fixed run with --seeds auto)
+    is exit 2 with one line naming the stored plan and the fix; Ray never starts. The same run
+    resumed with its own plan passes every check."""
+    import sweeper.run as run
+
+    exp = stored_auto_run(tmp_path, **plan)
+    monkeypatch.setattr(run, "start_ray", lambda *a, **k: pytest.fail("Ray started"))
+    argv = ["ablation_radius", "--resume", str(exp), "--storage", str(tmp_path), *asked]
+    assert run.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and names in err and str(exp) in err and "start a new run" in err
+    exp_ok = stored_auto_run(tmp_path / "ok")
+    for ok in (["--seeds", "auto", "--max-seeds", "16"], ["--seeds", "auto"], []):
+        sweep, trials, exp_dir, _ = run.prepare(run.parse_args(["ablation_radius", "--resume", str(exp_ok),
+                                                                "--storage", str(tmp_path / "ok"), *ok]))
+        assert exp_dir == exp_ok

@@ -38,9 +38,23 @@ def test_fewer_than_two_pairs_have_no_interval():
     assert n == 0 and all(math.isnan(x) for x in (mean, lo, hi))
 
 
-def test_identical_differences_give_a_zero_width_interval():
+def test_identical_differences_have_no_interval():
+    """Equal differences on every seed (a test set of N images moves in steps of 100/N points) give
+    sd 0: no interval and no `*`, as for one pair, whatever the mean; also where float rounding of
+    k/N makes the equal differences differ in their last bits."""
     mean, lo, hi, n = paired_diff([3.5, 4.5, 6.0], [2.0, 3.0, 4.5])
-    assert mean == pytest.approx(1.5) and lo == pytest.approx(1.5) and hi == pytest.approx(1.5)
+    assert (mean, n) == (1.5, 3) and math.isnan(lo) and math.isnan(hi) and not excludes_zero(lo, hi)
+    step = 100 / 450
+    a, b = [k * step for k in (60, 64, 56)], [k * step for k in (56, 60, 52)]
+    mean, lo, hi, n = paired_diff(a, b)
+    assert mean == pytest.approx(4 * step) and math.isnan(lo) and not excludes_zero(lo, hi)
+    mean, lo, hi, n = paired_diff(b, b)                          # three zeros
+    assert (mean, n) == (0.0, 3) and math.isnan(lo)
+    # one image apart on one seed: an interval again, scipy's
+    a[0] += step
+    mean, lo, hi, n = paired_diff(a, b)
+    ci = stats.ttest_rel(a, b).confidence_interval(0.95)
+    assert (lo, hi) == pytest.approx((ci.low, ci.high), rel=1e-12)
 
 
 def test_bad_input_is_a_clear_error():
@@ -55,3 +69,18 @@ def test_bad_input_is_a_clear_error():
 def test_excludes_zero():
     assert excludes_zero(0.1, 2.0) and excludes_zero(-3.0, -0.5)
     assert not excludes_zero(-1.0, 1.0) and not excludes_zero(0.0, 1.0) and not excludes_zero(math.nan, math.nan)
+
+
+def test_a_table_cell_without_spread_says_so_and_has_no_star():
+    """The tables' text for a cell whose paired differences are all equal: the mean, no interval, no *."""
+    import pandas as pd
+
+    from sweeper.analysis.tables import diff_text
+
+    mean, lo, hi, n = paired_diff([3.5, 4.5, 6.0], [2.0, 3.0, 4.5])
+    row = pd.Series({"baseline": "MT", "is_baseline": False, "n_paired": n, "n": n, "diff_vs_baseline": mean,
+                     "diff_ci_low": lo, "diff_ci_high": hi})
+    assert diff_text(row) == " · +1.50 (equal on every pair: no spread, no interval)"
+    row = row.copy()
+    row[["diff_ci_low", "diff_ci_high"]] = [0.5, 2.5]
+    assert diff_text(row) == " · +1.50 [+0.50, +2.50]*"

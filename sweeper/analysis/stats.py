@@ -7,7 +7,11 @@ two means ± std would throw that pairing away). The interval is Student's t ove
 
     mean(d) ± t.ppf((1 + level) / 2, n - 1) * sd(d, ddof=1) / sqrt(n)
 
-the same interval as scipy.stats.ttest_rel(a, b).confidence_interval(level).
+the same interval as scipy.stats.ttest_rel(a, b).confidence_interval(level), except where the n
+differences are all equal: an error rate over a test set of N images moves in steps of 100/N points
+(0.22 at 450), so two configs can differ by the same count on every seed, sd(d) is 0 and the
+t-interval has zero width whatever the true seed-to-seed spread. That measures no spread at all, so
+such a sample gets no interval (NaN bounds, no `*`), as a single pair gets none.
 
     python -c "from sweeper.analysis.stats import paired_diff; print(paired_diff([4.1, 4.9, 5.0], [6.0, 6.6, 7.3]))"
     pytest tests/test_stats.py -q
@@ -23,9 +27,9 @@ def paired_diff(a, b, level: float = 0.95) -> tuple[float, float, float, int]:
     """(mean, lo, hi, n) of the paired differences a - b (same units as a, b: percent error here).
 
     a, b: equal-length sequences, a[i] and b[i] from the same seed. lo, hi: the two-sided `level`
-    t-interval of the mean difference over the n pairs; NaN when n < 2 (no spread to measure), and
-    the mean too when n == 0. Pairs with a non-finite member are the caller's to drop (a diverged
-    seed is not a pair); here they are an error.
+    t-interval of the mean difference over the n pairs; NaN when n < 2 or the differences are all
+    equal (no spread measured: `no_spread`), and the mean too when n == 0. Pairs with a non-finite
+    member are the caller's to drop (a diverged seed is not a pair); here they are an error.
     """
     from scipy import stats  # here, not at the top: a slow import, and only a baseline comparison needs it
 
@@ -43,7 +47,7 @@ def paired_diff(a, b, level: float = 0.95) -> tuple[float, float, float, int]:
     if n == 0:
         return math.nan, math.nan, math.nan, 0
     mean = float(d.mean())
-    if n < 2:
+    if n < 2 or no_spread(d):
         return mean, math.nan, math.nan, n
     half = float(stats.t.ppf((1.0 + level) / 2.0, n - 1)) * float(d.std(ddof=1)) / math.sqrt(n)
     return mean, mean - half, mean + half, n
@@ -52,3 +56,13 @@ def paired_diff(a, b, level: float = 0.95) -> tuple[float, float, float, int]:
 def excludes_zero(lo: float, hi: float) -> bool:
     """True when the interval [lo, hi] lies strictly on one side of 0 (NaN bounds: False)."""
     return bool(lo > 0.0 or hi < 0.0)
+
+
+SPREAD_RTOL = 1e-9  # differences closer than this (relative) are equal: float rounding of k/N, not seed noise
+
+
+def no_spread(d) -> bool:
+    """True when the differences d (m,) are all equal, up to the float rounding of computing them from
+    error rates (SPREAD_RTOL): a sample whose sample sd says nothing about the seed-to-seed spread."""
+    d = np.asarray(d, dtype=float)
+    return bool(len(d) and np.ptp(d) <= SPREAD_RTOL * max(1.0, float(np.abs(d).max())))

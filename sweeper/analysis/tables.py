@@ -95,7 +95,7 @@ def cell_text(r) -> str:
 
 def diff_text(r) -> str:
     """" · −1.90 [−2.80, −1.00]*" (paired difference vs the baseline, its t-interval, * if it excludes 0),
-    " · −1.90 (1 pair)", " · no paired seeds", each followed by " vs Pi" where the cell was compared with
+    " · −1.90 (1 pair)", " · −1.90 (equal on every pair: ...)", " · no paired seeds", each followed by " vs Pi" where the cell was compared with
     its own method's row (baseline_within); "" for a baseline cell or a cell without a baseline."""
     label = r.get("baseline") if hasattr(r, "get") else None
     if not isinstance(label, str) or not label or bool(r.get("is_baseline", False)):
@@ -108,7 +108,8 @@ def diff_text(r) -> str:
         return f" · {signed(r['diff_vs_baseline'])} (1 pair)" + vs
     lo, hi = r["diff_ci_low"], r["diff_ci_high"]
     star = "*" if excludes_zero(lo, hi) else ""
-    text = f" · {signed(r['diff_vs_baseline'])} [{signed(lo)}, {signed(hi)}]{star}"
+    text = (f" · {signed(r['diff_vs_baseline'])} [{signed(lo)}, {signed(hi)}]{star}" if math.isfinite(lo)
+            else f" · {signed(r['diff_vs_baseline'])} (equal on every pair: no spread, no interval)")  # stats.no_spread
     verdict = r.get("verdict") if hasattr(r, "get") else None  # --seeds auto: "differs at 5 seeds", ...
     return text + (f" ({k} pairs)" if k != int(r["n"]) else "") + vs + (f" ({verdict})" if verdict else "")
 

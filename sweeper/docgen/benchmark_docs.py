@@ -127,24 +127,42 @@ def scale_md(name: str, d: dict) -> list[str]:
 
 
 def sequential_md(name: str, d: dict) -> list[str]:
-    """sequential_seeds.py: each procedure's false-positive rate, power and seeds, beside a fixed design."""
+    """sequential_seeds.py: each procedure's false-positive rate, power and seeds, beside a fixed design;
+    then whole sweeps with most cells without effect, adaptive against fixed."""
     out = [f"### `{name}`", "", f"`{d.get('command')}`: {d['sweeps']} simulated sweeps per procedure and effect "
            f"of one cell against its baseline; each trial's error is a fixed mean plus N(0, {d['sd']:g}²) points, "
-           f"independent per trial; looks as `--seeds auto --max-seeds {d['cap']}` makes them. *False positives*: "
-           f"\"differs\" with no effect (a {1 - d['alpha']:.0%} procedure must stay at or below {d['alpha']:.0%}, "
-           f"± its standard error); *power*: \"differs\", in the right direction, at a {d['effect']:g}- and a {d['large']:g}-point difference; "
-           f"*seeds*: the cell's mean seeds (its baseline runs as many for it); *fixed design*: the fewest seeds of "
-           f"one plain {1 - d['alpha']:.0%} paired t-test with at least that power, or {d['power_ceiling']:.0%} where it is "
-           f"higher (noncentral t, exact).", "",
-           "| procedure | looks at | level per look | false positives | seeds, no effect | "
+           f"independent per trial; looks as `--seeds auto --max-seeds {d['cap']}` makes them. *Nominal p per look*: "
+           f"1 − each look's interval level. *False positives*: \"differs\" with no effect (at most "
+           f"{d['alpha']:.0%} over all looks, ± its standard error); *power*: \"differs\", in the right direction, at a "
+           f"{d['effect']:g}- and a {d['large']:g}-point difference; *seeds*: the cell's mean seeds (its baseline runs as many "
+           f"for it); *fixed design*: the fewest seeds of one plain {1 - d['alpha']:.0%} paired t-test with at least that "
+           f"power, or {d['power_ceiling']:.0%} where it is higher (noncentral t, exact). The first three rows are compared "
+           f"at one false-positive rate (the O'Brien-Fleming type calibrated to the first row's); *kept* is the one of them "
+           f"with the most power at {d['effect']:g} point, calibrated to {d['alpha']:g}: what `--seeds auto` runs.", "",
+           "| procedure | looks at | nominal p per look | false positives | seeds, no effect | "
            + " | ".join(f"power at {e:g} | seeds at {e:g} | fixed design, same power" for e in (d["effect"], d["large"]))
-           + " |", "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+           + " |", "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for r in d["procedures"]:
         margin = f" ±{r['match_margin']:g}" if r.get("match_margin") else ""
-        out.append(f"| {r['procedure']}{margin} | {', '.join(map(str, r['looks']))} | {r['level_per_look']:.2%} | "
+        ps = [1 - lv for lv in r["level_per_look"]]
+        p_text = f"{ps[0]:.2g} each" if len(set(round(p, 12) for p in ps)) == 1 else ", ".join(f"{p:.2g}" for p in ps)
+        out.append(f"| {r['procedure']}{margin} | {', '.join(map(str, r['looks']))} | {p_text} | "
                    f"{r['false_positive_rate']:.2%} ± {r['false_positive_se']:.2%} | {r['mean_seeds_no_effect']:.1f} | "
                    f"{r['power']:.2%} | {r['mean_seeds_effect']:.1f} | {r['fixed_seeds_same_power']} | "
                    f"{r['power_large']:.2%} | {r['mean_seeds_large']:.1f} | {r['fixed_seeds_same_power_large']} |")
+    out += ["", f"Most power at {d['effect']:g} point at one false-positive rate: {d['best_power']} "
+            f"(`Plan.boundary = \"{d['kept_boundary']}\"`)."]
+    if d.get("null_heavy"):
+        cells = d["null_heavy"][0]["cells"]
+        out += ["", f"Whole sweeps of {cells} cells and their baseline, some cells without effect and the rest "
+                f"{d['effect']:g} point from the baseline (every cell independent): the adaptive sweep's mean trials against "
+                f"a fixed design of the same power (as many seeds for every cell and the baseline), and the cells called "
+                f"\"differs\" rightly and wrongly per sweep.", "",
+                "| procedure | cells without effect | trials, adaptive | trials, fixed (seeds) | right \"differs\" | "
+                "wrong \"differs\" |", "|---|--:|--:|--:|--:|--:|"]
+        for r in d["null_heavy"]:
+            out.append(f"| {r['procedure']} | {r['no_effect_cells']} of {r['cells']} | {r['mean_trials']:.1f} | "
+                       f"{r['fixed_trials']} ({r['fixed_seeds']}) | {r['right_differs']:.2f} | {r['wrong_differs']:.2f} |")
     return out
 
 

@@ -22,6 +22,7 @@ from sweeper.seeds.sequential import FIRST_SEEDS, MAX_SEEDS, Plan, SequentialErr
 SPREAD = 0.8          # seed-to-seed sd of a trial's error (percent points) the dry run assumes
 EFFECT = 1.0          # the difference (points) of the dry run's "every cell differs" case
 DRY_RUN_SWEEPS = 2000  # simulated sweeps behind the dry run's expected counts
+UNSTORED_BOUNDARY = "bonferroni"  # a sweep.json without a boundary is of a run whose looks were all Bonferroni ones
 
 
 def auto_sweep(sweep: Sweep, max_seeds: int | None) -> Sweep:
@@ -31,17 +32,46 @@ def auto_sweep(sweep: Sweep, max_seeds: int | None) -> Sweep:
     if sweep.search:
         raise SequentialError(f"--seeds auto adds seeds to a grid's open comparisons; {sweep.name} is a search "
                               f"(Optuna samples, no baseline cells): use --seeds N")
-    Plan(cap=max_seeds, match_margin=sweep.match_margin)  # the cap and margin checked
-    out = replace(sweep, seeds=FIRST_SEEDS, max_seeds=max_seeds)
+    plan = Plan(cap=max_seeds, match_margin=sweep.match_margin)  # the cap and margin checked
+    out = replace(sweep, seeds=FIRST_SEEDS, max_seeds=max_seeds, boundary=plan.boundary)
     pairing(configurations(out.trials()), out)  # a sweep that compares nothing is refused now
     return out
 
 
+def check_resume(meta: dict, sweep: Sweep, auto: bool, max_seeds: int | None, exp) -> None:
+    """--resume keeps a --seeds auto run's plan: SequentialError naming the fix where the cap asked for
+    (--max-seeds), the sweep's match_margin or this code's boundary is not the one the run started
+    with (meta: its sweep.json), and where --seeds auto or --max-seeds is asked of a fixed-seed run.
+    The looks' error guarantee holds for a plan fixed before any data: one changed after seeing some
+    would let the data choose the plan (a cap raised because a cell was nearly decided, say)."""
+    stored = meta.get("max_seeds")
+    if not stored:
+        if auto or max_seeds is not None:
+            raise SequentialError(f"{exp} was run with fixed seeds, not --seeds auto; resume it without --seeds auto "
+                                  f"and --max-seeds, or start a new run with --seeds auto")
+        return
+    void = "changing the plan after seeing data voids its error guarantee"
+    if max_seeds is not None and max_seeds != stored:
+        raise SequentialError(f"{exp} is a --seeds auto run planned with --max-seeds {stored}, not {max_seeds}: {void}; "
+                              f"resume it without --max-seeds, or start a new run with --max-seeds {max_seeds}")
+    if sweep.match_margin != meta.get("match_margin"):
+        raise SequentialError(f"{exp} is a --seeds auto run planned with match_margin {meta.get('match_margin')}, and "
+                              f"sweep {sweep.name} now sets {sweep.match_margin}: {void}; set it back to resume the run, "
+                              f"or start a new run")
+    boundary = meta.get("boundary") or UNSTORED_BOUNDARY
+    if boundary != Plan.boundary:
+        raise SequentialError(f"{exp} is a --seeds auto run whose looks use the {boundary} boundary, and this code's "
+                              f"use {Plan.boundary}: {void}; resume it with the code it started with (sweep.json: "
+                              f"commit {meta.get('commit', '?')}), or start a new run")
+
+
 def plan_of(sweep: Sweep | dict, trials) -> Plan:
-    """The sweep's plan; its first seed is the trials' lowest (--seed-start moves it)."""
+    """The sweep's plan (a Sweep, or its sweep.json); its first seed is the trials' lowest (--seed-start
+    moves it)."""
     get = sweep.get if isinstance(sweep, dict) else lambda k: getattr(sweep, k)
     seeds = [int(t["seed"]) for t in trials] if isinstance(trials, list) else pd.to_numeric(trials["seed"]).astype(int)
-    return Plan(first_seed=int(min(seeds)), cap=int(get("max_seeds")), match_margin=get("match_margin"))
+    return Plan(first_seed=int(min(seeds)), cap=int(get("max_seeds")), match_margin=get("match_margin"),
+                boundary=get("boundary") or UNSTORED_BOUNDARY)
 
 
 def configurations(trials: list[dict]) -> list[dict]:
@@ -94,10 +124,12 @@ def cost_lines(sweep: Sweep, trials: list[dict], preset: str) -> list[str]:
             n[:, c] = simulate(plan, effect, SPREAD, DRY_RUN_SWEEPS, rng)["n"]
         expect[effect] = float(trials_needed(baseline_of, n).mean())
     where = "one 2-core CPU machine" if preset == "quick" else "one GPU per trial"
+    rule = "O'Brien-Fleming-type" if plan.boundary == "obf" else "Bonferroni"
     cost = lambda k: f"{k:.0f} trials, {k * sweep.minutes_per_trial / 60:.1f} trial-hours"
     return [f"--seeds auto: {len(cells)} configs, {len(compared)} compared with a baseline; looks at "
             f"{', '.join(map(str, plan.looks))} seeds (seeds {plan.first_seed}-{plan.first_seed + plan.cap - 1} at most), "
-            f"each interval at {plan.level:.2%} (Bonferroni over {len(plan.looks)} looks)",
+            f"each interval at level 1 − {', '.join(f'{1 - lv:.2g}' for lv in plan.levels)} ({rule}, "
+            f"{plan.alpha:g} over all looks)",
             f"  least: {cost(len(cells) * plan.looks[0])} (every cell decided at the first look)",
             f"  expected if no cell differs: {cost(expect[0.0])}; if every cell differs by {EFFECT:g} point: "
             f"{cost(expect[EFFECT])} (simulated, seed-to-seed sd {SPREAD:g} points, "

@@ -1,0 +1,100 @@
+"""One trial counted once: the full configuration of a committed trial, and every committed seed of it.
+
+Two sweeps that run the same configuration on the same seed run the same trial (MT and MT + MUR at r = 1
+are cells of table_cifar, ablation_radius, ablation_mur_vs_rr and ablation_mur_steps): a claim about that
+pair is graded on the union of their seeds, each (configuration, seed) once. A trial's full configuration
+is TrainConfig's defaults, overridden by its sweep's base, the variant it ran and the keys trials.csv gives
+for it; only the keys that change what such a run does count (trainables.config.applies, without
+NOT_COMPARED), so MT + MUR's unused `mur_steps` or MT's unused radius never tells two runs of it apart.
+
+    python -c "from sweeper import evidence; from sweeper.docgen.committed_runs import read_run, run_dirs; \
+print(len(evidence.index([read_run(p) for p in run_dirs()])))"
+    pytest tests/test_claims.py -q
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import MISSING, fields
+
+from trainables.config import NOT_COMPARED, TrainConfig, applies
+
+DEFAULTS = {f.name: f.default for f in fields(TrainConfig) if f.default is not MISSING}
+ROW_KEYS = ("seed", "status")  # trials.csv columns that are not configuration (with the final_* metrics)
+
+
+class EvidenceError(ValueError):
+    """Two committed runs hold one trial with different results; the message names both."""
+
+
+def typed(key: str, value):
+    """A config value as TrainConfig types it (trials.csv gives strings; floats at its 6 significant digits,
+    so a base value and a CSV value of one float compare equal)."""
+    default = DEFAULTS.get(key)
+    if isinstance(value, list):  # hashable, as an identity needs
+        return tuple(typed(key, v) for v in value)
+    if isinstance(value, str) and key in DEFAULTS and not isinstance(default, str):
+        if isinstance(default, bool):
+            return value.strip().lower() == "true"
+        value = float(value)
+    if isinstance(default, bool) or isinstance(value, bool):
+        return value
+    if isinstance(default, int) and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(default, float) and isinstance(value, (int, float)):
+        return float(f"{float(value):.6g}")
+    return value
+
+
+def _config_cols(row: dict) -> list[str]:
+    return [k for k in row if k not in ROW_KEYS and not k.startswith("final_")]
+
+
+def full_config(row: dict, meta: dict) -> dict:
+    """The configuration a trials.csv row ran: defaults < the sweep's base < its variant < the row's keys."""
+    cols = [k for k in _config_cols(row) if row[k] not in (None, "")]
+    cfg = {**DEFAULTS, **(meta.get("base") or {})}
+    for variant in meta.get("variants") or []:  # the one the row ran; keys it shares with all others are not in the row
+        if all(k not in cols or typed(k, row[k]) == typed(k, v) for k, v in variant.items()):
+            cfg.update(variant)
+            break
+    cfg.update({k: row[k] for k in cols})
+    return {k: typed(k, v) for k, v in cfg.items()}
+
+
+def identity(cfg: dict) -> tuple:
+    """What makes two trials the same run, but for the seed: the keys that apply to this config."""
+    return tuple(sorted((k, v) for k, v in cfg.items() if k not in NOT_COMPARED and applies(k, cfg)))
+
+
+def index(runs: list[dict]) -> dict[tuple, dict[int, tuple[list[str], dict]]]:
+    """{identity: {seed: ([the runs that hold it], trials.csv row)}} over the finished trials of every
+    committed run. A trial two runs hold is kept once (a metric one copy lacks is taken from the other);
+    two runs disagreeing on one of its final metrics is an error."""
+    out: dict[tuple, dict[int, tuple[list[str], dict]]] = {}
+    for run in runs:
+        for row in run["trials"]:
+            if row.get("status") not in (None, "", "finished"):
+                continue
+            key, seed = identity(full_config(row, run["meta"])), int(row["seed"])
+            seen = out.setdefault(key, {})
+            if seed not in seen:
+                seen[seed] = ([run["name"]], dict(row))
+                continue
+            holders, kept = seen[seed]
+            for col in (k for k in row if k.startswith("final_")):
+                a, b = _num(row.get(col)), _num(kept.get(col))
+                if math.isnan(b):
+                    kept[col] = row[col]
+                elif not math.isnan(a) and a != b:
+                    raise EvidenceError(f"docs/runs/{run['name']} and docs/runs/{holders[0]} hold one trial (seed "
+                                        f"{seed}, same configuration) with different {col} ({a} vs {b}); they ran "
+                                        f"different code: rerun one of them from the other's commit")
+            holders.append(run["name"])
+    return out
+
+
+def _num(v) -> float:
+    try:
+        return float(v) if v not in (None, "") else math.nan
+    except ValueError:
+        return math.nan
