@@ -1,1 +1,2 @@
-"""A results folder's trials into tables, plots and report.html: pandas only, no Ray import (tests/test_imports.py checks it)."""
+"""A results folder's trials into tables, plots and report.html: pandas only, no Ray import
+(tests/test_imports.py checks it)."""

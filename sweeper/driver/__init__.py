@@ -1,1 +1,2 @@
-"""The driver around Ray Tune: the checks before Ray starts, Ray itself, the Tuner, its callbacks and searchers, and the graceful stop."""
+"""The driver around Ray Tune: the checks before Ray starts, Ray itself, the Tuner, its callbacks and
+searchers, and the graceful stop."""
