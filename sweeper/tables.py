@@ -218,8 +218,11 @@ def subset_note(trials: pd.DataFrame) -> str:
         which = (f"Labeled subset: fixed (label_seed={fixed}) in some trials, drawn anew for each seed "
                  f"(label_seed=-1) in the others, whose ± also covers which images are labeled.")
     elif fixed:
-        which = (f"Labeled subset: the same for every seed (label_seed={fixed}, the authors' rule), so a cell's ± "
-                 f"covers training randomness only, as the paper's does.")
+        walk = "label_pick" in trials.columns and set(trials["label_pick"].fillna("per_class")) == {"shuffle_walk"}
+        whose = "the authors' labeled images (label_pick=shuffle_walk)" if walk else \
+            "drawn per class (label_pick=per_class), not the authors' images"
+        which = (f"Labeled subset: the same for every seed (label_seed={fixed}, the authors' rule), {whose}, so a "
+                 f"cell's ± covers training randomness only, as the paper's does.")
     else:
         which = ("Labeled subset: drawn anew for each seed (label_seed=-1), so a cell's ± and its paired interval "
                  "also cover which images are labeled.")
