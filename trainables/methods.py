@@ -57,7 +57,9 @@ def cons_none(cfg, student, teacher, v, logits, gen):
 def cons_pi(cfg, student, teacher, v, logits, gen):
     # theta_sg, the mean weight of q(w): under VD the target is the student's deterministic mean-weight
     # pass on the second view, as the authors' PiModel_VD with cons_against_mean=True (its default;
-    # models/semi_supervised/pi.py, `ya_dist_det` in the standard weight mode). Batch statistics, and
+    # models/semi_supervised/pi.py, `ya_dist_det`), unmasked: its default mask_weights=True zeroes the
+    # weights with log alpha >= 3, but no script of theirs builds PiModel_VD, and every VD run they made
+    # sets mask_weights=False (docs/DECISIONS.md). Batch statistics, and
     # the pass updates the BN running statistics like every train-mode Pi pass (their update ops are
     # all the model's). Without VD mean_weights changes nothing: a second pass of the student itself.
     with torch.no_grad(), mean_weights(student):
