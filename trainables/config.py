@@ -104,10 +104,15 @@ class TrainConfig:
     vat_xi: float = 1e-3            # VAT finite-difference scale (paper 1e-6 is float32 noise here: mur.py)
     # --- ICT / FixMatch ----------------------------------------------------------
     ict_alpha: float = 1.0          # Beta(a, a) mixing weight per sample
-    fm_threshold: float = 0.95      # FixMatch confidence threshold tau (mask: max prob > tau)
+    fm_threshold: float = 0.95      # FixMatch confidence threshold tau (mask: max prob >= tau, as FixMatch's code)
     fm_ops: int = 2                 # RandAugment ops per strong view (FixMatch: N = 2)
     fm_cutout: float = 0.5          # Cutout square side / image side (FixMatch: 0.5, 16 px on 32x32)
-    fm_groups: int = 16             # strong-view groups per batch, each with its own op draw
+    fm_groups: int = 16             # strong-view groups per batch, each with its own op draw (fm_published off)
+    fm_published: bool = False      # FixMatch as its code runs it (the paper preset): labeled, weak and strong views in
+                                    # one forward (one BN batch), RandAugment per image (augment_strong.fixmatch_ra:
+                                    # each op p 0.5, levels 1-9), every training image unlabeled too | off (the quick
+                                    # preset): the strong view its own forward, one op draw per fm_groups group,
+                                    # unlabeled = the images outside the labeled subset
     # --- network and augmentation ------------------------------------------------
     arch: str = "convnet_small"     # convnet13 (paper) | convnet_small (8x8 inputs) | wrn28_2 (FixMatch's WRN-28-2;
                                     # no dropout or input noise layer: both must be 0)

@@ -337,6 +337,12 @@ def labeled_split(y, num_labels: int, num_classes: int, seed: int,
     return labeled, is_unlabeled.nonzero().squeeze(1)
 
 
+def unlabeled_with_labeled(labeled_idx: torch.Tensor, unlabeled_idx: torch.Tensor) -> torch.Tensor:
+    """FixMatch's unlabeled set: the labeled images too (their scripts/create_unlabeled.py writes the whole
+    training set as the unlabeled one). Sorted int64 (len(labeled_idx) + len(unlabeled_idx),)."""
+    return torch.cat([labeled_idx, unlabeled_idx]).sort().values
+
+
 def shuffle_walk_ids(y: torch.Tensor, counts: list[int], seed: int, held_out: torch.Tensor) -> torch.Tensor:
     """The authors' labeled ids (my_utils/python_utils/data/extraction.py, extract_data_by_class_counts with
     shuffle=True): ids = arange(N) shuffled in place by numpy.random.RandomState(seed).shuffle (the
