@@ -42,7 +42,8 @@ from sweeper.layout import paper_error, paper_sens
 from sweeper.paired import baseline_diffs
 from sweeper.ranking import write_ranking
 from sweeper.render import write_tables
-from sweeper.tables import classical_note, subset_note, table_frame, test_beside_note, val_note
+from sweeper.tables import (classical_note, fixmatch_note, subset_note, table_frame, test_beside_note,
+                            val_note)
 from trainables.remote import redact, secret_in_uri
 
 FORMATS = {"md": "table.md", "latex": "table.tex", "csv": "table.csv"}
@@ -80,7 +81,8 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
     summary, notes = baseline_diffs(summarize(trials, metric, which), trials, baseline, rows, cols, within=within,
                                     baseline_for=named)
     summary, seq_notes = sequential_diffs(summary, trials, meta)  # --seeds auto: each cell's sequential verdict
-    notes = notes + seq_notes + classical_note(summary, trials, rows, cols) + [subset_note(trials)]
+    notes = notes + seq_notes + classical_note(summary, trials, rows, cols) + [subset_note(trials)] \
+        + fixmatch_note(trials, rows, cols)
     if metric == SELECT_METRIC:  # a table to choose from (--confirm): the test error beside, not used
         notes += test_beside_note(trials, baseline, rows, cols, which, within, named)
     paths.update(write_summary(summary, exp))

@@ -22,7 +22,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from sweeper.aggregate import SELECT_METRIC, AggregateError, summarize
+from sweeper.aggregate import MEDIAN_LAST, SELECT_METRIC, AggregateError, summarize
 from sweeper.labels import DATASET_NAMES, WHICH_TEXT, col_label, metric_name, py_value, sort_key
 from sweeper.layout import DIFF_COLS, STAT_COLS, cell_configs, layout_keys, paper_error, row_labels
 from sweeper.paired import LEVEL, baseline_diffs
@@ -205,6 +205,38 @@ def other_papers_notes(table: pd.DataFrame) -> list[str]:
                        f"protocols, not comparable cell by cell: {items}. 'not checked': transcribed, not yet "
                        f"compared with the paper (sweeper/paper_results.py).")
     return out
+
+
+def fixmatch_note(trials: pd.DataFrame, rows=("method", "vd", "mur"), cols=()) -> list[str]:
+    """FixMatch rows: FixMatch's own statistic (each trial's median test error over its last MEDIAN_LAST
+    evaluations, as its scripts/extract_accuracy.py reports) beside the final error, the number of
+    evaluations behind it, and which labeled splits FixMatch's ± covers against this table's. [] without
+    a FixMatch trial."""
+    if "method" not in trials.columns or not (trials["method"] == "fixmatch").any():
+        return []
+    fm = trials[trials["method"] == "fixmatch"]
+    final, med = summarize(fm, "test_error", "final"), summarize(fm, "test_error", "median_last")
+    labels = row_labels(final, rows, cols)
+    _, col_keys = layout_keys(final, rows, cols)
+    many_cols = len({tuple(py_value(final.at[i, k]) for k in col_keys) for i in final.index}) > 1
+    show = lambda r: f"{r['mean']:.2f}" + (f" ± {r['std']:.2f}" if np.isfinite(r["std"]) else "")
+    cells = []
+    for i in final.index:  # summarize groups both by the same keys, in the same order
+        where = f" ({col_label({k: py_value(final.at[i, k]) for k in col_keys})})" if many_cols else ""
+        cells.append(f"{labels[i]}{where} {show(med.loc[i])} (final {show(final.loc[i])})")
+    done = fm[fm["status"] == "finished"]
+    n_of = sorted({int(v) for v in pd.to_numeric(done.get("medlast_of", pd.Series(dtype=float)),
+                                                  errors="coerce").dropna()})
+    evals = "no finished trial" if not n_of else f"{n_of[0]}" if len(n_of) == 1 else f"{n_of[0]}-{n_of[-1]}"
+    every = sorted({int(v) for v in done["eval_every"]}) if "eval_every" in done.columns else []
+    period = f", one every {every[0]} steps" if len(every) == 1 else ""
+    ls = pd.to_numeric(fm["label_seed"], errors="coerce") if "label_seed" in fm.columns else pd.Series([-1.0])
+    ours = ("over seeds on one labeled split" if (ls >= 0).all() else "over seeds, each on its own labeled split")
+    return [f"FixMatch's statistic (its scripts/extract_accuracy.py): each trial's median test error over its last "
+            f"{MEDIAN_LAST} evaluations (of {evals} evaluations{period}), mean ± std over seeds, the final error "
+            f"beside it: " + "; ".join(cells) + f". `--which median_last` tabulates it. FixMatch's published ± is "
+            f"over five labeled splits; this table's is {ours}, so a Δ against the paper's FixMatch number sets "
+            f"this mean against a five-split one."]
 
 
 def subset_note(trials: pd.DataFrame) -> str:

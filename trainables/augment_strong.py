@@ -3,7 +3,7 @@
     strong_augment(x, generator, n_ops=2, cutout=0.5, groups=16, per_image=False) -> x   (B, C, H, W) -> same
 
 FixMatch's code (google-research/fixmatch) defaults to CTAugment; its RandAugment variant ("RA",
-Sohn et al. 2020: 5.07 % error on CIFAR-10 with 250 labels, as CTAugment's) is the one here, as it
+Sohn et al. 2020, whose CIFAR-10 250-label error equals CTAugment's there) is the one here, as it
 needs no learned state:
 - per_image=True, FixMatch's RA (`fixmatch_ra`; their libml/augment.py AugmentPoolRAMC with
   third_party/auto_augment/augmentations.py): each image draws its own `n_ops` ops uniformly from
