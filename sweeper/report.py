@@ -15,7 +15,7 @@ render.py, ranking.py), the plots sweeper/plots.py, the page sweeper/html.py. Gi
 instead, it writes the root's index.html (sweeper/index.py).
 Ray is neither imported nor needed.
 
-    python -m sweeper.report results/ablation_radius-20260101-120000 [--format md|latex|csv] [--which final|best_val|best_test]
+    python -m sweeper.report results/ablation_radius-20260101-120000 [--format md|latex|csv] [--which final|best_val|best_test|median_last]
     python -m sweeper.report results/          # index.html: one row per sweep folder, with a link to its page
     pytest tests/test_report.py -q
 """
@@ -57,7 +57,8 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
     Returns {file name: path} of what was written; "table" is the table in `fmt` (md | latex | csv).
     which="final" (default) tabulates each trial's last evaluation; "best_val" the test error at the
     evaluation of lowest validation error; "best_test" the minimum test error over
-    evaluations, selected on the test set (optimistic), which is what the paper's numbers are. With
+    evaluations, selected on the test set (optimistic), which is what the paper's numbers are;
+    "median_last" each trial's median over its last evaluations (FixMatch's statistic). With
     a baseline in sweep.json, summary.* and the tables carry each cell's paired difference from it
     (paired.baseline_diffs). Nothing is written for a folder that is not a Ray Tune experiment
     (AggregateError).
