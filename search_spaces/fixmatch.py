@@ -47,7 +47,8 @@ FM_MUR_RADIUS = 10.0  # the paper's CIFAR-10 r, carried to per-channel standardi
 
 # FixMatch evaluates once per "epoch" of 2^16 labeled images (1024 steps of 64) and its tooling
 # (scripts/extract_accuracy.py) reports the median accuracy of the last 20 evaluations; the paper preset
-# evaluates as often, so the report's median of each trial's last 20 evaluations is theirs (sweeper/tables.py fixmatch_note).
+# evaluates as often, so the report's median of each trial's last 20 evaluations is theirs
+# (sweeper/tables.py fixmatch_note).
 FM_EVAL_EVERY = 1024
 FIXMATCH = dict(
     method="fixmatch", fm_threshold=0.95, cons_coef=1.0, rampup=0, lr=0.03, momentum=0.9,

@@ -35,7 +35,8 @@ WHICH_TEXT = {"final": "final = at the last evaluation, the honest default",
                              f"statistic"}
 WHICH_TITLE = {"final": "", "best_val": " [best_val: stopping step selected on the validation split]",
                "best_test": " [best_test: selected on the test set, optimistic; what the paper's authors kept]",
-               "median_last": f" [median_last: median of each trial's last {MEDIAN_LAST} evaluations, FixMatch's statistic]"}
+               "median_last": f" [median_last: median of each trial's last {MEDIAN_LAST} evaluations, "
+                              f"FixMatch's statistic]"}
 
 
 # ---------------------------------------------------------------- labels

@@ -173,7 +173,8 @@ def fixmatch_forward(cfg: TrainConfig, student: nn.Module, v: Views, gen) -> tup
 
 
 def fixmatch_term(cfg: TrainConfig, student: nn.Module, v: Views, logits: Tensor,
-                  gen, strong_logits: Tensor | None = None, g0_norm: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+                  gen, strong_logits: Tensor | None = None,
+                  g0_norm: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
     """FixMatch's unlabeled loss mean_u 1[max p(x_u) >= tau] CE(p(A(x_u)), y~) and ||g0|| (FM+MUR) or None.
 
     strong_logits: the strong rows' logits from fixmatch_forward's joint pass (fm_published); without

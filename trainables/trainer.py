@@ -162,8 +162,8 @@ def compile_for_training(mode: str, student: nn.Module, teacher: nn.Module | Non
 
 def splits(cfg: TrainConfig, y_train: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(idx_l, idx_u, idx_val) into the training set: the labeled subset (drawn by cfg.label_pick with
-    cfg.subset_seed: the run's seed, or label_seed where fixed), the unlabeled rest and the validation split (fixed per data
-    set, validation_indices), disjoint."""
+    cfg.subset_seed: the run's seed, or label_seed where fixed), the unlabeled rest (FixMatch as published:
+    every image outside validation) and the validation split (fixed per data set, validation_indices)."""
     idx_val = validation_indices(cfg.dataset, len(y_train), cfg.n_val)
     idx_l, idx_u = labeled_split(y_train.cpu(), cfg.num_labels, cfg.num_classes, cfg.subset_seed,
                                  val_idx=idx_val, rule=cfg.label_rule, pick=cfg.label_pick)
