@@ -6,6 +6,8 @@ lower the sensitivity (Table 3, measured on CIFAR-10 1000 labels). Baseline row:
 Paper preset: the authors' settings, entropy minimisation included as in their run file of each
 method, variant and data set (search_spaces/common.py AUTHORS_ENTMIN): on CIFAR-10 MT, MT+VD and
 ICT use 0.1, MT+MUR and the other ICT rows 0; the row labels name it wherever rows differ in it.
+The authors' run files also hold MT and ICT series without it; docs/DECISIONS.md says why Table 1
+reports the 0.1 ones, and `--set entmin_coef=0` runs the others (those cells then get no delta).
     python -m sweeper.run table_cifar                  # 8 x 4 x 3 = 96 trials of 280k steps
 
 Quick preset (digits, 100 labels, 5 seeds): MT and ICT x {base, +VD, +MUR, +VD+MUR}, entropy

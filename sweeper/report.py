@@ -15,7 +15,7 @@ render.py, ranking.py), the plots sweeper/analysis/plots.py, the page sweeper/an
 instead, it writes the root's index.html (sweeper/analysis/index.py).
 Ray is neither imported nor needed.
 
-    python -m sweeper.report results/ablation_radius-20260101-120000 [--format md|latex|csv] [--which final|best_val|best_test]
+    python -m sweeper.report results/ablation_radius-20260101-120000 [--format md|latex|csv] [--which final|best_val|best_test|median_last]
     python -m sweeper.report results/          # index.html: one row per sweep folder, with a link to its page
     pytest tests/test_report.py -q
 """
@@ -42,7 +42,8 @@ from sweeper.analysis.layout import paper_error, paper_sens
 from sweeper.analysis.paired import baseline_diffs
 from sweeper.analysis.ranking import write_ranking
 from sweeper.analysis.render import write_tables
-from sweeper.analysis.tables import classical_note, subset_note, table_frame, test_beside_note, val_note
+from sweeper.analysis.tables import (classical_note, fixmatch_note, subset_note, table_frame, test_beside_note,
+                                     val_note)
 from trainables.remote import redact, secret_in_uri
 
 FORMATS = {"md": "table.md", "latex": "table.tex", "csv": "table.csv"}
@@ -56,7 +57,8 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
     Returns {file name: path} of what was written; "table" is the table in `fmt` (md | latex | csv).
     which="final" (default) tabulates each trial's last evaluation; "best_val" the test error at the
     evaluation of lowest validation error; "best_test" the minimum test error over
-    evaluations, selected on the test set (optimistic), which is what the paper's numbers are. With
+    evaluations, selected on the test set (optimistic), which is what the paper's numbers are;
+    "median_last" each trial's median over its last evaluations (FixMatch's statistic). With
     a baseline in sweep.json, summary.* and the tables carry each cell's paired difference from it
     (paired.baseline_diffs). Nothing is written for a folder that is not a Ray Tune experiment
     (AggregateError).
@@ -80,7 +82,8 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
     summary, notes = baseline_diffs(summarize(trials, metric, which), trials, baseline, rows, cols, within=within,
                                     baseline_for=named)
     summary, seq_notes = sequential_diffs(summary, trials, meta)  # --seeds auto: each cell's sequential verdict
-    notes = notes + seq_notes + classical_note(summary, trials, rows, cols) + [subset_note(trials)]
+    notes = notes + seq_notes + classical_note(summary, trials, rows, cols) + [subset_note(trials)] \
+        + fixmatch_note(trials, rows, cols)
     if metric == SELECT_METRIC:  # a table to choose from (--confirm): the test error beside, not used
         notes += test_beside_note(trials, baseline, rows, cols, which, within, named)
     paths.update(write_summary(summary, exp))

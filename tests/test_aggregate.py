@@ -280,7 +280,7 @@ def test_bestval_takes_the_metrics_at_the_report_of_lowest_validation_error(tmp_
     assert (s["which"], s["n"], s["mean"], s["seeds"]) == ("best_val", 1, 22.0, "0")
     assert summarize(df, "test_error", "best_test").iloc[0]["which"] == "best_test"
     assert summarize(df, "test_error", "best_test").iloc[0]["mean"] == pytest.approx((15.0 + 12.0) / 2)
-    with pytest.raises(AggregateError, match="which must be one of final, best_val, best_test; got 'best'"):
+    with pytest.raises(AggregateError, match="which must be one of final, best_val, best_test, median_last; got 'best'"):
         summarize(df, "test_error", "best")
 
 

@@ -785,6 +785,78 @@ def test_table_svhn_paper_preset_draws_by_frequency_and_quick_presets_balanced()
         assert TrainConfig.from_dict(get_sweep(name, "quick").trials()[0]).label_rule == "balanced"
 
 
+# Training images per class in the standard files: CIFAR-10 (data batches 1-5), CIFAR-100, SVHN (train_32x32.mat).
+TRAIN_PER_CLASS = {"cifar10": [5000] * 10, "cifar100": [500] * 100, "svhn": SVHN_TRAIN_PER_DIGIT}
+
+
+def _authors_subset(y: np.ndarray, num_labels: int, num_classes: int, seed: int) -> list[int]:
+    """The authors' labeled ids, from the rule's description: class c gets floor(num_labels * n_c / n) labels
+    (the leftovers one each to the lowest class ids); numpy's RandomState(seed) shuffles the ids 0..n-1
+    once, and a walk over the shuffled ids takes each id whose class still needs labels, in walk order."""
+    n = len(y)
+    need = [num_labels * int(np.sum(y == c)) // n for c in range(num_classes)]
+    for c in range(num_labels - sum(need)):
+        need[c] += 1
+    ids = list(range(n))
+    np.random.RandomState(seed).shuffle(ids)
+    taken = []
+    for i in ids:
+        if sum(need) == 0:
+            break
+        if need[y[i]] > 0:
+            taken.append(i)
+            need[y[i]] -= 1
+    return taken
+
+
+def test_paper_presets_label_the_authors_images_in_their_order():
+    """Every paper-preset trial on CIFAR-10/100 or SVHN labels the ids the authors' rule picks (re-implemented
+    above from its description), in the same order, on a label array with the data set's class frequencies.
+    The quick presets keep the per-class draw, a new subset per seed."""
+    from search_spaces import get_sweep, names, presets
+    from trainables.config import TrainConfig
+    from trainables.trainer import splits
+
+    seen = {}
+    for name in names():
+        if "paper" not in presets(name):
+            continue
+        for trial in get_sweep(name, "paper").trials():
+            cfg = TrainConfig.from_dict(trial)
+            if cfg.dataset in TRAIN_PER_CLASS and cfg.method != "labelspreading":
+                assert cfg.label_pick == "shuffle_walk" and cfg.label_seed == 1003, (name, trial)
+                if cfg.n_val == 0:  # the paper's protocol (the searches hold a validation split out)
+                    seen.setdefault((cfg.dataset, cfg.num_labels), cfg)
+    assert {("cifar10", 1000), ("cifar10", 250), ("svhn", 250), ("svhn", 500), ("svhn", 1000)} <= set(seen)
+    for (dataset, num_labels), cfg in sorted(seen.items()):
+        per_class = TRAIN_PER_CLASS[dataset]
+        y = np.random.RandomState(7).permutation(np.repeat(np.arange(len(per_class)), per_class))  # (N,)
+        idx_l, idx_u, idx_val = splits(cfg, torch.from_numpy(y))
+        assert idx_l.tolist() == _authors_subset(y, num_labels, len(per_class), 1003), (dataset, num_labels)
+        assert len(idx_val) == 0 and set(idx_l.tolist()) | set(idx_u.tolist()) == set(range(len(y)))
+    quick = TrainConfig.from_dict(get_sweep("table_cifar", "quick").trials()[0])
+    assert quick.label_pick == "per_class" and quick.label_seed == -1
+
+
+def test_shuffle_walk_skips_validation_ids_and_keeps_the_walk_order():
+    """With images held out, the walk passes over them: the labeled ids are the walk over the remaining
+    shuffled ids, checked against the loop on a tiny array by hand-filtering the held-out ids."""
+    y = np.array([0, 1, 0, 1, 0, 1, 0, 1, 2, 2, 2, 2])
+    val = [0, 3, 8]
+    lab, unl = labeled_split(torch.from_numpy(y), 6, 3, seed=5, val_idx=val, pick="shuffle_walk")
+    ids = np.arange(len(y))
+    np.random.RandomState(5).shuffle(ids)
+    need, expect = [2, 2, 2], []
+    for i in ids:
+        if i not in val and need[y[i]] > 0:
+            expect.append(int(i))
+            need[y[i]] -= 1
+    assert lab.tolist() == expect
+    assert sorted(lab.tolist() + unl.tolist() + val) == list(range(len(y)))
+    with pytest.raises(DataError, match="label_pick"):
+        labeled_split(torch.from_numpy(y), 6, 3, seed=5, pick="walk")
+
+
 # ----------------------------------------------------------------------------- augment
 
 def _shift(img, dy, dx, pad="zero"):

@@ -42,7 +42,10 @@ def _setup(**kw):
 
 
 # ---------------------------------------------------------------- mask and pseudo-labels
-def test_mask_is_max_prob_strictly_above_tau():
+def test_mask_is_max_prob_at_or_above_tau():
+    """FixMatch's code keeps a pseudo-label where max p >= tau: two equal logits give p = 0.5 exactly."""
+    _, tie = pseudo_labels(torch.zeros(3, 2), 0.5)
+    assert tie.tolist() == [1.0, 1.0, 1.0]
     tau = 0.95
     a = math.log(tau / (1 - tau))  # 2 classes: p = sigmoid(a) = tau exactly
     logits = torch.tensor([[a + 1e-3, 0.0], [a - 1e-3, 0.0], [0.0, a + 1e-3], [0.0, a - 1e-3],
@@ -70,7 +73,7 @@ def test_unlabeled_loss_is_masked_cross_entropy_of_the_strong_view_against_the_w
     conf, y = p_weak.max(-1)
     tau = float(conf.median())
     cfg = cfg.replace(fm_threshold=tau)
-    mask = (conf > tau).float()
+    mask = (conf >= tau).float()  # FixMatch keeps max p >= tau
     assert 0 < mask.sum() < U  # the threshold cuts somewhere: both branches are exercised
     expected = -(mask * log_q.gather(1, y[:, None])[:, 0]).sum() / U  # mean over ALL unlabeled rows
     terms, g0 = loss_terms(cfg, student, None, v, torch.Generator().manual_seed(0))
@@ -189,7 +192,7 @@ def test_strong_view_is_only_on_the_strong_branch(monkeypatch, digits):
     assert torch.equal(v.x2, augment(raw, cfg.translate, cfg.flip, g))
 
     # replace the strong augmentation by one that burns random numbers: weak views unchanged
-    def other_strong(x, gen, *args):
+    def other_strong(x, gen, *args, **kw):
         torch.rand(1000, generator=gen)
         return torch.full_like(x, 7.0)
     monkeypatch.setattr(trainer_module, "strong_augment", other_strong)
@@ -320,3 +323,111 @@ def test_fixmatch_sweep(preset):
         assert {c.dataset for c in cfgs} == {"digits"} and {c.arch for c in cfgs} == {"convnet_small"}
     doc = __import__("search_spaces.fixmatch", fromlist=["x"]).__doc__
     assert "python -m sweeper.run fixmatch" in doc
+
+
+# ---------------------------------------------------------------- FixMatch as published (fm_published)
+
+def _bn_net():
+    """conv -> BN -> ReLU -> pool -> linear on (n, 1, 8, 8): the BN sees exactly the conv's output."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Conv2d(1, 3, 3, padding=1), torch.nn.BatchNorm2d(3, momentum=0.1),
+                               torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                               torch.nn.Linear(3, 10))
+
+
+@pytest.mark.parametrize("published", [True, False])
+def test_published_fixmatch_passes_labeled_weak_and_strong_views_through_one_bn_batch(published):
+    """After one loss evaluation the BN running mean and variance are one momentum step towards the
+    batch statistics of conv(labeled + weak + strong) taken together (computed here by hand); with
+    fm_published off they are two steps, first towards the labeled + weak rows, then the strong ones."""
+    cfg, _, _, v = _setup(fm_published=published)
+    net = _bn_net().train()
+    loss_terms(cfg, net, None, v, torch.Generator().manual_seed(0))
+    conv, bn = net[0], net[1]
+    m = bn.momentum
+
+    def step(mean, var, x):
+        h = conv(x).detach()                                     # (n, 3, 8, 8)
+        n = h.numel() // h.shape[1]
+        return ((1 - m) * mean + m * h.mean((0, 2, 3)),
+                (1 - m) * var + m * h.var((0, 2, 3), correction=0) * n / (n - 1))
+
+    mean, var = torch.zeros(3), torch.ones(3)
+    if published:
+        mean, var = step(mean, var, torch.cat([v.x, v.xs]))
+    else:
+        mean, var = step(*step(mean, var, v.x), v.xs)
+    assert bn.num_batches_tracked.item() == (1 if published else 2)
+    torch.testing.assert_close(bn.running_mean, mean, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(bn.running_var, var, rtol=1e-5, atol=1e-6)
+
+
+def test_published_fixmatch_loss_is_the_masked_cross_entropy_of_the_joint_pass():
+    """The unlabeled term uses the strong rows' logits of the joint forward: with BN in eval mode (no batch
+    coupling) it equals the separate-pass value, so only the BN batch differs between the two forms."""
+    cfg, student, _, v = _setup(fm_published=True, fm_threshold=0.0)
+    student.eval()
+    terms, _ = loss_terms(cfg, student, None, v, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        y_hat = student(v.x)[L:].softmax(-1).argmax(-1)
+        want = F.cross_entropy(student(v.xs), y_hat)
+    torch.testing.assert_close(terms["cons"].detach(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_published_fixmatch_unlabeled_set_holds_the_labeled_images():
+    from trainables.trainer import splits
+
+    y = torch.arange(1347) % 10
+    for published in (True, False):
+        cfg = TrainConfig(method="fixmatch", num_labels=100, fm_published=published)
+        idx_l, idx_u, idx_val = splits(cfg, y)
+        rest = sorted(set(range(len(y))) - set(idx_val.tolist()))
+        assert sorted(idx_u.tolist()) == (rest if published else sorted(set(rest) - set(idx_l.tolist())))
+
+
+def test_ra_magnitudes_follow_fixmatchs_level_table():
+    """Hand-computed from their augmentations.py at levels 1..9 (level / 10 of each op's maximum)."""
+    from trainables.augment_strong import ra_magnitude
+    lv = range(1, 10)
+    assert [ra_magnitude("posterize", k) for k in lv] == [4, 4, 3, 3, 2, 2, 2, 1, 1]   # 4 - int(0.4 k)
+    assert [ra_magnitude("rotate", k) for k in lv] == [3, 6, 9, 12, 15, 18, 21, 24, 27]
+    assert [ra_magnitude("translate_x", k) for k in lv] == list(range(1, 10))
+    assert [round(ra_magnitude("brightness", k), 6) for k in (1, 5, 9)] == [0.28, 1.0, 1.72]
+    assert [round(ra_magnitude("shear_y", k), 6) for k in (1, 9)] == [0.03, 0.27]
+    assert ra_magnitude("solarize", 1) == 231 / 255 and ra_magnitude("solarize", 9) == 26 / 255
+
+
+def test_ra_applies_each_op_with_probability_half_at_integer_levels(monkeypatch):
+    """A fixed image, a single bright pixel on the mean background, through FixMatch's RA with the op pool
+    cut to translate_x: about half the copies are untouched (the op's probability 0.5), the others are
+    shifted by a whole number of pixels, every level 1..9 in both directions, nothing else."""
+    import trainables.augment_strong as A
+    monkeypatch.setattr(A, "OPS", ("translate_x",))
+    n = 4000
+    img = torch.zeros(1, 1, 32, 32)
+    img[0, 0, 16, 16] = 1.0
+    out = A.fixmatch_ra(img.expand(n, -1, -1, -1).clone(), torch.Generator().manual_seed(0), n_ops=1)
+    assert torch.all(out.flatten(1).max(1).values > 0.99)          # the pixel survives (|shift| <= 9)
+    row = out[:, 0, 16]                                            # (n, 32)
+    shift = 16 - row.argmax(1)                                     # (n,) pixels moved left
+    assert torch.all(out[:, 0].flatten(1).gt(0.5).sum(1) == 1)     # moved whole, not interpolated
+    untouched = (shift == 0).float().mean().item()
+    assert abs(untouched - 0.5) < 4 * math.sqrt(0.25 / n)
+    assert set(shift[shift != 0].abs().tolist()) == set(range(1, 10))
+    assert (shift > 0).any() and (shift < 0).any()
+    # with the full op pool every op draw is applied with probability 0.5 too: the untouched copies are
+    # the half not applied plus identity and the enhancers at level 5 (factor 1.0), 0.5 + 0.5 (1 + 4/9) / 14
+    monkeypatch.setattr(A, "OPS", OPS)
+    img = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(2))  # texture: sharpness acts
+    out = A.fixmatch_ra(img.expand(n, -1, -1, -1).clone(), torch.Generator().manual_seed(1), n_ops=1)
+    same = (out - img).flatten(1).abs().amax(1).lt(1e-5).float().mean().item()
+    p = 0.5 + 0.5 * (1 + 4 / 9) / 14
+    assert abs(same - p) < 4 * math.sqrt(p * (1 - p) / n)
+
+
+def test_paper_preset_runs_fixmatch_as_published_and_quick_keeps_its_form():
+    for preset, published in (("paper", True), ("quick", False)):
+        cfgs = [TrainConfig.from_dict(t) for t in get_sweep("fixmatch", preset).trials()]
+        assert {c.fm_published for c in cfgs if c.method == "fixmatch"} == {published}
+    paper = TrainConfig.from_dict(get_sweep("fixmatch", "paper").trials()[0])
+    assert paper.eval_every == 1024 and paper.steps // paper.eval_every >= 20

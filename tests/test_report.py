@@ -880,3 +880,37 @@ def test_subset_note_says_whether_the_labeled_subset_was_fixed_or_drawn_per_seed
     assert "label_rule=balanced" in per_seed and "label_rule=balanced" in fixed
     svhn = subset_note(pd.DataFrame({"seed": [0, 1], "label_seed": [1003] * 2, "label_rule": ["frequency"] * 2}))
     assert "label_rule=frequency, the authors' rule" in svhn and "balanced" not in svhn
+
+
+def test_fixmatch_report_shows_fixmatchs_median_of_the_last_evaluations_beside_the_final(tmp_path):
+    """FixMatch rows: the note gives each cell's mean over seeds of the median of each trial's last 20 test
+    errors (computed here with numpy) beside the mean final error, the number of evaluations and the
+    evaluation period, and says that FixMatch's ± is over five labeled splits; --which median_last
+    tabulates the same medians."""
+    rng = np.random.default_rng(5)
+    exp = tmp_path / "fixmatch-20260101-000000"
+    curves, i = {}, 0
+    for vd in (False, True):
+        curves[vd] = rng.uniform(4, 9, size=(3, 25))  # (seed, evaluation): 25 evaluations, 20 in the median
+        for seed in range(3):
+            write_trial(exp, i, {"method": "fixmatch", "vd": vd, "mur": "none", "dataset": "cifar10", "num_labels": 250,
+                                 "steps": 25 * 1024, "eval_every": 1024, "label_seed": 1003, "val_size": 0,
+                                 "seed": seed, "trial_index": i},
+                        reports(curves[vd][seed], steps=25 * 1024))
+            i += 1
+    (exp / "sweep.json").write_text(json.dumps({"name": "fixmatch", "rows": ["method", "vd", "mur"],
+                                                "cols": ["dataset", "num_labels"], "metric": "test_error",
+                                                "baseline": {"method": "fixmatch", "vd": False, "mur": "none"}}))
+    build_report(exp)
+    text = (exp / "table.md").read_text()
+    for vd in (False, True):
+        med = np.median(curves[vd][:, -20:], axis=1)  # (seed,)
+        final = curves[vd][:, -1]
+        assert f"{med.mean():.2f} ± {med.std(ddof=1):.2f} (final {final.mean():.2f} ± {final.std(ddof=1):.2f})" in text
+    assert "last 20 evaluations (of 25 evaluations, one every 1024 steps)" in text
+    assert "five labeled splits" in text and "over seeds on one labeled split" in text
+    s = summarize(load_trials(exp), "test_error", "median_last")
+    got = sorted(s["mean"].round(6).tolist())
+    assert got == sorted(round(float(np.median(curves[vd][:, -20:], axis=1).mean()), 6) for vd in (False, True))
+    build_report(exp, which="median_last")
+    assert "[median_last: median of each trial's last 20 evaluations" in (exp / "table.md").read_text()

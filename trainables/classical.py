@@ -164,7 +164,7 @@ def main(argv=None):
         cfg = TrainConfig(method="labelspreading", dataset="digits", num_labels=a.num_labels, seed=seed)
         idx_val = validation_indices(cfg.dataset, len(data.y_train), cfg.n_val)
         idx_l, idx_u = labeled_split(data.y_train, cfg.num_labels, cfg.num_classes, seed,
-                                     val_idx=idx_val, rule=cfg.label_rule)
+                                     val_idx=idx_val, rule=cfg.label_rule, pick=cfg.label_pick)
         out = run_label_spreading(cfg, idx_l, idx_u, idx_val, data, kernel=a.kernel, log=print)
         rows.append((out["test_error"], out["val_error"], out["wall_time"]))
     te, ve, wt = np.array(rows).T

@@ -15,6 +15,7 @@ METHODS = ("supervised", "pi", "mt", "ict", "mut", "fixmatch", "vat", "labelspre
 DATASETS = ("digits", "mnist", "cifar10", "cifar100", "svhn")
 MUR_METHODS = ("none", "direct", "pga", "ga", "random", "vat")  # random = RR, vat = VAT point
 LABEL_RULES = ("balanced", "frequency")  # data.label_counts
+LABEL_PICKS = ("per_class", "shuffle_walk")  # data.labeled_split
 DROPOUT_MODES = ("channel", "element")  # models.Dropout
 CIFAR_NORMS = ("zca", "channel")  # trainables/data.py
 LR_SCHEDULES = ("exp", "cosine")  # trainables/schedules.py
@@ -64,6 +65,9 @@ class TrainConfig:
                                     # the classes) | frequency = the authors' extract_data_by_total_counts: floor of
                                     # num_labels x the class's share of the training set, leftovers one each to
                                     # the lowest class ids (their SVHN; CIFAR is balanced either way)
+    label_pick: str = "per_class"   # which images: per_class = a torch.randperm within each class | shuffle_walk = the
+                                    # authors' extract_data_by_class_counts: numpy RandomState(subset seed) shuffles all
+                                    # training ids once, the walk takes each id whose class still needs labels
     seed: int = 0                   # init, batches, noise, and the labeled subset unless label_seed fixes it
     label_seed: int = -1            # labeled subset: -1 = drawn with seed (a new subset per seed) | >= 0 = drawn with
                                     # this seed in every run (authors' train.py: 1003), so seeds vary training only
@@ -100,10 +104,15 @@ class TrainConfig:
     vat_xi: float = 1e-3            # VAT finite-difference scale (paper 1e-6 is float32 noise here: mur.py)
     # --- ICT / FixMatch ----------------------------------------------------------
     ict_alpha: float = 1.0          # Beta(a, a) mixing weight per sample
-    fm_threshold: float = 0.95      # FixMatch confidence threshold tau (mask: max prob > tau)
+    fm_threshold: float = 0.95      # FixMatch confidence threshold tau (mask: max prob >= tau, as FixMatch's code)
     fm_ops: int = 2                 # RandAugment ops per strong view (FixMatch: N = 2)
     fm_cutout: float = 0.5          # Cutout square side / image side (FixMatch: 0.5, 16 px on 32x32)
-    fm_groups: int = 16             # strong-view groups per batch, each with its own op draw
+    fm_groups: int = 16             # strong-view groups per batch, each with its own op draw (fm_published off)
+    fm_published: bool = False      # FixMatch as its code runs it (the paper preset): labeled, weak and strong views in
+                                    # one forward (one BN batch), RandAugment per image (augment_strong.fixmatch_ra:
+                                    # each op p 0.5, levels 1-9), every training image unlabeled too | off (the quick
+                                    # preset): the strong view its own forward, one op draw per fm_groups group,
+                                    # unlabeled = the images outside the labeled subset
     # --- network and augmentation ------------------------------------------------
     arch: str = "convnet_small"     # convnet13 (paper) | convnet_small (8x8 inputs) | wrn28_2 (FixMatch's WRN-28-2;
                                     # no dropout or input noise layer: both must be 0)
@@ -186,7 +195,7 @@ class TrainConfig:
         need(self.device in ("auto", "cpu", "cuda"), f"device must be auto, cpu or cuda, got {self.device!r}")
         for name, ok in (("svhn_norm", ("feature", "image")), ("weight_decay_scope", ("all", "weights")),
                          ("teacher_bn", ("student", "own")), ("translate_pad", ("reflect", "zero")),
-                         ("compile", COMPILE_MODES), ("label_rule", LABEL_RULES),
+                         ("compile", COMPILE_MODES), ("label_rule", LABEL_RULES), ("label_pick", LABEL_PICKS),
                          ("dropout_mode", DROPOUT_MODES), ("cifar_norm", CIFAR_NORMS),
                          ("lr_schedule", LR_SCHEDULES)):
             need(getattr(self, name) in ok, f"unknown {name} {getattr(self, name)!r}; choose one of {list(ok)}")

@@ -296,14 +296,20 @@ def label_counts(y, num_labels: int, num_classes: int, rule: str = "balanced") -
 
 
 def labeled_split(y, num_labels: int, num_classes: int, seed: int,
-                  val_idx=None, rule: str = "balanced") -> tuple[torch.Tensor, torch.Tensor]:
-    """Labeled subset (label_counts(y, ...) images per class, chosen with `seed`) and the rest.
+                  val_idx=None, rule: str = "balanced", pick: str = "per_class") -> tuple[torch.Tensor, torch.Tensor]:
+    """Labeled subset (label_counts(y, ...) images per class, chosen with `seed` by `pick`) and the rest.
 
+    pick: per_class     a torch.randperm of each class's images (class by class, one generator), its
+                        first label_counts[c] taken
+          shuffle_walk  the authors' rule (shuffle_walk_ids): one numpy RandomState(seed) shuffle of all ids
     val_idx: validation indices (validation_indices) that are neither labeled nor unlabeled; the
     frequency rule's class shares count every training image, as the authors' (who hold none out).
-    Returns (labeled_idx, unlabeled_idx): sorted int64 CPU tensors, disjoint, together all of
-    range(len(y)) except val_idx.
+    Returns (labeled_idx, unlabeled_idx): int64 CPU tensors, disjoint, together all of range(len(y))
+    except val_idx; labeled_idx sorted (per_class) or in the walk's order (shuffle_walk, the order of the
+    authors' labeled_ids), unlabeled_idx sorted.
     """
+    if pick not in ("per_class", "shuffle_walk"):
+        raise DataError(f"unknown label_pick {pick!r}; choose per_class or shuffle_walk")
     y = torch.as_tensor(y).cpu()
     held_out = torch.zeros(len(y), dtype=torch.bool)
     if val_idx is not None:
@@ -311,19 +317,51 @@ def labeled_split(y, num_labels: int, num_classes: int, seed: int,
     if y.numel() and (y.min() < 0 or y.max() >= num_classes):
         raise DataError(f"labels lie outside 0..{num_classes - 1}; pass the data set's num_classes")
     counts = label_counts(y, num_labels, num_classes, rule)
-    g = torch.Generator().manual_seed(seed)
-    picked = []
     for c, n in enumerate(counts):
-        idx_c = ((y == c) & ~held_out).nonzero().squeeze(1)  # (n_c,) outside the validation split
-        if len(idx_c) < n:
-            raise DataError(f"class {c} has {len(idx_c)} training images (outside the validation split), fewer "
+        n_c = int(((y == c) & ~held_out).sum())
+        if n_c < n:
+            raise DataError(f"class {c} has {n_c} training images (outside the validation split), fewer "
                             f"than the {n} labels that num_labels={num_labels} asks of it; "
                             f"lower num_labels or val_size")
-        picked.append(idx_c[torch.randperm(len(idx_c), generator=g)[:n]])
-    labeled = torch.cat(picked).sort().values  # (num_labels,)
+    if pick == "shuffle_walk":
+        labeled = shuffle_walk_ids(y, counts, seed, held_out)  # (num_labels,) in walk order
+    else:
+        g = torch.Generator().manual_seed(seed)
+        picked = []
+        for c, n in enumerate(counts):
+            idx_c = ((y == c) & ~held_out).nonzero().squeeze(1)  # (n_c,) outside the validation split
+            picked.append(idx_c[torch.randperm(len(idx_c), generator=g)[:n]])
+        labeled = torch.cat(picked).sort().values  # (num_labels,)
     is_unlabeled = ~held_out
     is_unlabeled[labeled] = False
     return labeled, is_unlabeled.nonzero().squeeze(1)
+
+
+def unlabeled_with_labeled(labeled_idx: torch.Tensor, unlabeled_idx: torch.Tensor) -> torch.Tensor:
+    """FixMatch's unlabeled set: the labeled images too (their scripts/create_unlabeled.py writes the whole
+    training set as the unlabeled one). Sorted int64 (len(labeled_idx) + len(unlabeled_idx),)."""
+    return torch.cat([labeled_idx, unlabeled_idx]).sort().values
+
+
+def shuffle_walk_ids(y: torch.Tensor, counts: list[int], seed: int, held_out: torch.Tensor) -> torch.Tensor:
+    """The authors' labeled ids (my_utils/python_utils/data/extraction.py, extract_data_by_class_counts with
+    shuffle=True): ids = arange(N) shuffled in place by numpy.random.RandomState(seed).shuffle (the
+    legacy stream, frozen by numpy, so the same ids on any machine), then walked in that order, each id
+    taken while its class still needs labels, until counts[c] per class are taken. Ids held out for
+    validation are skipped (the authors hold none out). y (N,) int64 CPU; returns (sum(counts),) int64
+    in the walk's order. Vectorised: an id is taken iff its rank among its class's ids in the shuffled
+    order is below counts[class], which is exactly what the walk takes."""
+    ids = np.arange(len(y))
+    np.random.RandomState(seed).shuffle(ids)  # the ids, not the images: the arrays keep their file order
+    keep = ~held_out.numpy()[ids]
+    ids = ids[keep]                            # (M,) shuffled ids outside the validation split
+    cls = y.numpy()[ids]                       # (M,) their classes
+    order = np.argsort(cls, kind="stable")     # class by class, each in walk order
+    rank = np.empty(len(ids), dtype=np.int64)
+    starts = np.searchsorted(cls[order], cls[order])  # first position of each id's class in the sorted run
+    rank[order] = np.arange(len(ids)) - starts        # (M,) position of each id among its class's ids
+    take = rank < np.asarray(counts, dtype=np.int64)[cls]
+    return torch.from_numpy(ids[take].astype(np.int64))
 
 
 # ----------------------------------------------------------------------------- augmentation

@@ -57,7 +57,9 @@ def cons_none(cfg, student, teacher, v, logits, gen):
 def cons_pi(cfg, student, teacher, v, logits, gen):
     # theta_sg, the mean weight of q(w): under VD the target is the student's deterministic mean-weight
     # pass on the second view, as the authors' PiModel_VD with cons_against_mean=True (its default;
-    # models/semi_supervised/pi.py, `ya_dist_det` in the standard weight mode). Batch statistics, and
+    # models/semi_supervised/pi.py, `ya_dist_det`), unmasked: its default mask_weights=True zeroes the
+    # weights with log alpha >= 3, but no script of theirs builds PiModel_VD, and every VD run they made
+    # sets mask_weights=False (docs/DECISIONS.md). Batch statistics, and
     # the pass updates the BN running statistics like every train-mode Pi pass (their update ops are
     # all the model's). Without VD mean_weights changes nothing: a second pass of the student itself.
     with torch.no_grad(), mean_weights(student):
@@ -116,9 +118,11 @@ CONSISTENCY = {"supervised": cons_none, "pi": cons_pi, "mt": cons_mt, "ict": con
 # --- FixMatch (paper appendix "Combining VBI and MUR with FixMatch") -----------------------------
 
 def pseudo_labels(logits_weak: Tensor, tau: float) -> tuple[Tensor, Tensor]:
-    """FixMatch's targets: y~ = argmax_k p_k and mask 1[max_k p_k > tau]. (U, K) -> (U,) int64, (U,) float."""
+    """FixMatch's targets: y~ = argmax_k p_k and mask 1[max_k p_k >= tau] (their fixmatch.py's
+    `pseudo_mask = tf.to_float(tf.reduce_max(pseudo_labels, axis=1) >= confidence)`).
+    (U, K) -> (U,) int64, (U,) float."""
     conf, y_hat = logits_weak.detach().float().softmax(-1).max(-1)  # (U,), (U,)
-    return y_hat, (conf > tau).float()
+    return y_hat, (conf >= tau).float()
 
 
 def weak_logits(cfg: TrainConfig, student: nn.Module, v: Views, logits: Tensor) -> Tensor:
@@ -152,18 +156,39 @@ def strong_virtual_point(cfg: TrainConfig, student: nn.Module, xs: Tensor, gen) 
     return x_star, g0_norm
 
 
-def fixmatch_term(cfg: TrainConfig, student: nn.Module, v: Views, logits: Tensor,
-                  gen) -> tuple[Tensor, Tensor | None]:
-    """FixMatch's unlabeled loss mean_u 1[max p(x_u) > tau] CE(p(A(x_u)), y~) and ||g0|| (FM+MUR) or None.
+def fixmatch_forward(cfg: TrainConfig, student: nn.Module, v: Views, gen) -> tuple[Tensor, Tensor, Tensor | None]:
+    """fm_published: the labeled, weak and strong rows through the student as ONE batch, as FixMatch's code
+    (and USB) do, so BatchNorm normalises them together and its running statistics move once, on all of
+    them. FM+MUR puts A*(x_u) (found first, its passes leaving BN alone) in the strong view's place.
+    Returns the logits of v.x (B, K), of the strong rows (U, K), and ||g0|| (U,) or None."""
+    if v.xs is None:
+        raise ValueError("method 'fixmatch' needs the strong view Views.xs (U, C, H, W); "
+                         "build the views with Trainer._views or pass xs=strong_augment(...)")
+    g0_norm, strong = None, v.xs
+    if cfg.mur != "none":
+        strong, g0_norm = strong_virtual_point(cfg, student, v.xs, gen)
+    out = student(torch.cat([v.x, strong]))                     # (B + U, K)
+    B = v.x.shape[0]
+    return out[:B], out[B:], g0_norm
 
-    FM+MUR evaluates the cross-entropy at A*(x_u) instead of A(x_u) (that pass, like every x*
-    pass, leaves the BN running statistics alone). Only the strong (or x*) pass carries gradient.
+
+def fixmatch_term(cfg: TrainConfig, student: nn.Module, v: Views, logits: Tensor,
+                  gen, strong_logits: Tensor | None = None,
+                  g0_norm: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+    """FixMatch's unlabeled loss mean_u 1[max p(x_u) >= tau] CE(p(A(x_u)), y~) and ||g0|| (FM+MUR) or None.
+
+    strong_logits: the strong rows' logits from fixmatch_forward's joint pass (fm_published); without
+    them the strong view gets its own pass. FM+MUR evaluates the cross-entropy at A*(x_u) instead of
+    A(x_u) (in its own pass that pass leaves the BN running statistics alone, like every x* pass). Only
+    the strong (or x*) rows carry gradient.
     """
     if v.xs is None:
         raise ValueError("method 'fixmatch' needs the strong view Views.xs (U, C, H, W); "
                          "build the views with Trainer._views or pass xs=strong_augment(...)")
     y_hat, mask = pseudo_labels(weak_logits(cfg, student, v, logits), cfg.fm_threshold)  # (U,), (U,)
-    if cfg.mur == "none":
+    if strong_logits is not None:
+        out = strong_logits                                     # (U, K)
+    elif cfg.mur == "none":
         out, g0_norm = student(v.xs), None                      # (U, K)
     else:
         x_star, g0_norm = strong_virtual_point(cfg, student, v.xs, gen)
@@ -217,11 +242,14 @@ def loss_terms(cfg: TrainConfig, student: nn.Module, teacher: nn.Module | None, 
     mur_on_x0 = needs_input_grad(cfg)
     if mur_on_x0 and not v.x.requires_grad:  # g0 = dH/dx0 from this very pass (a compiled step sets it
         v.x.requires_grad_(True)             # before its graph: dynamo breaks the graph at requires_grad_)
-    logits = student(v.x)  # (B, K)
+    strong_logits = g0_norm = None
+    if cfg.method == "fixmatch" and cfg.fm_published:
+        logits, strong_logits, g0_norm = fixmatch_forward(cfg, student, v, gen)  # (B, K), (U, K)
+    else:
+        logits = student(v.x)  # (B, K)
     terms = {"xent": F.cross_entropy(logits[:L].float(), v.y_l)}
-    g0_norm = None
     if cfg.method == "fixmatch":
-        terms["cons"], g0_norm = fixmatch_term(cfg, student, v, logits, gen)
+        terms["cons"], g0_norm = fixmatch_term(cfg, student, v, logits, gen, strong_logits, g0_norm)
     else:
         cons = CONSISTENCY[cfg.method](cfg, student, teacher, v, logits, gen)
         if cons is not None:

@@ -28,7 +28,8 @@ from trainables import schedules
 from trainables.augment_strong import strong_augment
 from trainables.compile_policy import resolve_compile
 from trainables.config import NOT_COMPARED, ConfigError, TrainConfig
-from trainables.data import Batcher, Dataset, augment, labeled_split, load_dataset, validation_indices
+from trainables.data import (Batcher, Dataset, augment, labeled_split, load_dataset, unlabeled_with_labeled,
+                              validation_indices)
 from trainables.datafiles import DataError, check_available
 from trainables.files import atomic_write
 from trainables.methods import Views, loss_terms, needs_input_grad
@@ -160,12 +161,14 @@ def compile_for_training(mode: str, student: nn.Module, teacher: nn.Module | Non
 
 
 def splits(cfg: TrainConfig, y_train: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(idx_l, idx_u, idx_val) into the training set: the labeled subset (drawn with cfg.subset_seed: the
-    run's seed, or label_seed where fixed), the unlabeled rest and the validation split (fixed per data
-    set, validation_indices), disjoint."""
+    """(idx_l, idx_u, idx_val) into the training set: the labeled subset (drawn by cfg.label_pick with
+    cfg.subset_seed: the run's seed, or label_seed where fixed), the unlabeled rest (FixMatch as published:
+    every image outside validation) and the validation split (fixed per data set, validation_indices)."""
     idx_val = validation_indices(cfg.dataset, len(y_train), cfg.n_val)
     idx_l, idx_u = labeled_split(y_train.cpu(), cfg.num_labels, cfg.num_classes, cfg.subset_seed,
-                                 val_idx=idx_val, rule=cfg.label_rule)
+                                 val_idx=idx_val, rule=cfg.label_rule, pick=cfg.label_pick)
+    if cfg.method == "fixmatch" and cfg.fm_published:  # FixMatch's unlabeled set is every training image
+        idx_u = unlabeled_with_labeled(idx_l, idx_u)
     return idx_l, idx_u, idx_val
 
 
@@ -240,7 +243,7 @@ class Trainer:
                   y_l=d.y_train[idx[: len(idx_l)]], x0=x if cfg.bn_clean_pass or cfg.method == "ict" else None)
         if cfg.method == "fixmatch":  # strong view A(x_u), drawn after the weak views: they never see it
             x_u = augment(x[len(idx_l):], cfg.translate, cfg.flip, self.gen, cfg.translate_pad)  # (U, C, H, W)
-            v.xs = strong_augment(x_u, self.gen, cfg.fm_ops, cfg.fm_cutout, cfg.fm_groups)
+            v.xs = strong_augment(x_u, self.gen, cfg.fm_ops, cfg.fm_cutout, cfg.fm_groups, per_image=cfg.fm_published)
         return v
 
     def coefficients(self, step: int) -> dict[str, float]:

@@ -29,7 +29,9 @@ default: what the run ends with); `bestval_<m>` is the metric at the report whos
 `best_<m>` is the minimum over all reports of each error metric, with `best_step` for test_error
 (what the paper's authors kept: the best test accuracy seen during training, selected on the test
 set, an optimistic number). Trials that report no finite `val_error` (val_size=0: no
-validation split) get NaN `bestval_*` columns and still aggregate.
+validation split) get NaN `bestval_*` columns and still aggregate. `medlast_<m>` is the median of
+the metric over the last MEDIAN_LAST reports with a finite value (FixMatch's statistic), with
+`medlast_n` (the reports in that median) and `medlast_of` (the reports with a finite test_error).
 
     python -c "from sweeper.analysis.aggregate import load_trials; print(load_trials('results/EXP'))"
     pytest tests/test_aggregate.py -q
@@ -64,8 +66,11 @@ VAL_METRICS = ("val_error", "val_error_student", "val_error_teacher")
 ERROR_METRICS = TEST_METRICS + VAL_METRICS
 SELECT_METRIC = "val_error"  # what best_val selects the report by (the evaluated network's validation error)
 # Points of a trial's curve a summary can take.
-WHICH = ("final", "best_val", "best_test")
-WHICH_PREFIX = {"final": "final_", "best_val": "bestval_", "best_test": "best_"}
+WHICH = ("final", "best_val", "best_test", "median_last")
+WHICH_PREFIX = {"final": "final_", "best_val": "bestval_", "best_test": "best_", "median_last": "medlast_"}
+# FixMatch's tooling (google-research/fixmatch scripts/extract_accuracy.py, its 'last20') reports the median
+# accuracy of a run's last 20 evaluations: median_last takes the same number of reports.
+MEDIAN_LAST = 20
 # Keys Ray adds to every report that are not metrics of ours.
 RAY_KEYS = ("config", "timestamp", "checkpoint_dir_name", "should_checkpoint", "date", "pid", "node_ip",
             "hostname", "time_this_iter_s", "time_since_restore", "iterations_since_restore", "trial_id")
@@ -290,6 +295,7 @@ def trial_row(tdir: Path, sweep: str, ray_states: dict[str, dict], env: dict) ->
     row.update({f"final_{k}": _scalar(v) for k, v in _flatten(metrics).items()})
     row.update(best_metrics(reports))
     row.update(bestval_metrics(reports))
+    row.update(median_last_metrics(reports))
     return row
 
 
@@ -305,6 +311,19 @@ def best_metrics(reports: list[dict]) -> dict:
         out[f"best_{m}"] = float(vals[i])
         if m == "test_error":
             out["best_step"] = _num(reports[i].get("step", reports[i].get("training_iteration")))
+    return out
+
+
+def median_last_metrics(reports: list[dict], last: int = MEDIAN_LAST) -> dict:
+    """medlast_<m>: the median of each error metric over its last `last` finite values (NaN without any);
+    medlast_n: how many test_error values that median took, medlast_of: how many the trial reported."""
+    out = {}
+    for m in ERROR_METRICS:
+        vals = np.array([_num(r.get(m)) for r in reports], dtype=float)
+        vals = vals[np.isfinite(vals)]
+        out[f"medlast_{m}"] = float(np.median(vals[-last:])) if len(vals) else math.nan
+        if m == "test_error":
+            out["medlast_n"], out["medlast_of"] = min(len(vals), last), len(vals)
     return out
 
 
@@ -409,7 +428,8 @@ def summarize(df: pd.DataFrame, metric: str = "test_error", which: str = "final"
     which="final": the metric at each trial's last report (the honest default); "best_val": at the
     report of lowest val_error (early stopping on the validation split; NaN for trials without
     val_error); "best_test": its minimum over the reports (selected on the test set,
-    optimistic; what the paper's authors reported). Error metrics only for the last two.
+    optimistic; what the paper's authors reported); "median_last": its median over the last
+    MEDIAN_LAST reports (FixMatch's). Error metrics only for the last three.
     std is the SAMPLE standard deviation (ddof=1), as the paper's ± over 3 runs; NaN when n < 2.
     Only finished trials with a finite value are averaged: `n` counts them. `n_failed`,
     `n_diverged`, `n_incomplete` (stopped, running or interrupted) and `n_trials` are shown beside
@@ -482,7 +502,7 @@ def train_config_defaults() -> dict:
 # ---------------------------------------------------------------- small helpers
 
 def _is_config(col: str) -> bool:
-    return col not in BOOK_COLS and not col.startswith(("final_", "best_", "bestval_"))
+    return col not in BOOK_COLS and not col.startswith(("final_", "best_", "bestval_", "medlast_"))
 
 
 def _trial_id(tdir: Path, last: dict, state: dict) -> str:

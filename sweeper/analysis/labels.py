@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 
+from sweeper.analysis.aggregate import MEDIAN_LAST
+
 METHOD_NAMES = {"supervised": "Supervised", "pi": "Π", "mt": "MT", "ict": "ICT", "mut": "MUT", "fixmatch": "FM",
                 "vat": "VAT", "labelspreading": "LabelSpreading"}
 MUR_NAMES = {"direct": "MUR", "pga": "MUR (PGA)", "ga": "MUR (GA)", "random": "RR", "vat": "VAT"}
@@ -28,9 +30,13 @@ WHICH_TEXT = {"final": "final = at the last evaluation, the honest default",
                           "the training set): the stopping step is selected on validation, the test error "
                           "reported there",
               "best_test": "best_test = the minimum over evaluations: selected on the test set, optimistic; "
-                           "what the paper's authors kept"}
+                           "what the paper's authors kept",
+              "median_last": f"median_last = the median over each trial's last {MEDIAN_LAST} evaluations: FixMatch's "
+                             f"statistic"}
 WHICH_TITLE = {"final": "", "best_val": " [best_val: stopping step selected on the validation split]",
-               "best_test": " [best_test: selected on the test set, optimistic; what the paper's authors kept]"}
+               "best_test": " [best_test: selected on the test set, optimistic; what the paper's authors kept]",
+               "median_last": f" [median_last: median of each trial's last {MEDIAN_LAST} evaluations, "
+                              f"FixMatch's statistic]"}
 
 
 # ---------------------------------------------------------------- labels

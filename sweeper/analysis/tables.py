@@ -22,7 +22,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from sweeper.analysis.aggregate import SELECT_METRIC, AggregateError, summarize
+from sweeper.analysis.aggregate import MEDIAN_LAST, SELECT_METRIC, AggregateError, summarize
 from sweeper.analysis.labels import DATASET_NAMES, WHICH_TEXT, col_label, metric_name, py_value, sort_key
 from sweeper.analysis.layout import DIFF_COLS, STAT_COLS, cell_configs, layout_keys, paper_error, row_labels
 from sweeper.analysis.paired import LEVEL, baseline_diffs
@@ -208,6 +208,38 @@ def other_papers_notes(table: pd.DataFrame) -> list[str]:
     return out
 
 
+def fixmatch_note(trials: pd.DataFrame, rows=("method", "vd", "mur"), cols=()) -> list[str]:
+    """FixMatch rows: FixMatch's own statistic (each trial's median test error over its last MEDIAN_LAST
+    evaluations, as its scripts/extract_accuracy.py reports) beside the final error, the number of
+    evaluations behind it, and which labeled splits FixMatch's ± covers against this table's. [] without
+    a FixMatch trial."""
+    if "method" not in trials.columns or not (trials["method"] == "fixmatch").any():
+        return []
+    fm = trials[trials["method"] == "fixmatch"]
+    final, med = summarize(fm, "test_error", "final"), summarize(fm, "test_error", "median_last")
+    labels = row_labels(final, rows, cols)
+    _, col_keys = layout_keys(final, rows, cols)
+    many_cols = len({tuple(py_value(final.at[i, k]) for k in col_keys) for i in final.index}) > 1
+    show = lambda r: f"{r['mean']:.2f}" + (f" ± {r['std']:.2f}" if np.isfinite(r["std"]) else "")
+    cells = []
+    for i in final.index:  # summarize groups both by the same keys, in the same order
+        where = f" ({col_label({k: py_value(final.at[i, k]) for k in col_keys})})" if many_cols else ""
+        cells.append(f"{labels[i]}{where} {show(med.loc[i])} (final {show(final.loc[i])})")
+    done = fm[fm["status"] == "finished"]
+    n_of = sorted({int(v) for v in pd.to_numeric(done.get("medlast_of", pd.Series(dtype=float)),
+                                                  errors="coerce").dropna()})
+    evals = "no finished trial" if not n_of else f"{n_of[0]}" if len(n_of) == 1 else f"{n_of[0]}-{n_of[-1]}"
+    every = sorted({int(v) for v in done["eval_every"]}) if "eval_every" in done.columns else []
+    period = f", one every {every[0]} steps" if len(every) == 1 else ""
+    ls = pd.to_numeric(fm["label_seed"], errors="coerce") if "label_seed" in fm.columns else pd.Series([-1.0])
+    ours = ("over seeds on one labeled split" if (ls >= 0).all() else "over seeds, each on its own labeled split")
+    return [f"FixMatch's statistic (its scripts/extract_accuracy.py): each trial's median test error over its last "
+            f"{MEDIAN_LAST} evaluations (of {evals} evaluations{period}), mean ± std over seeds, the final error "
+            f"beside it: " + "; ".join(cells) + f". `--which median_last` tabulates it. FixMatch's published ± is "
+            f"over five labeled splits; this table's is {ours}, so a Δ against the paper's FixMatch number sets "
+            f"this mean against a five-split one."]
+
+
 def subset_note(trials: pd.DataFrame) -> str:
     """Which labeled subset the seeds trained on: one fixed subset (label_seed >= 0, the authors' rule) or a
     new one per seed (label_seed = -1; trials without the key ran before it existed and drew per seed),
@@ -219,8 +251,11 @@ def subset_note(trials: pd.DataFrame) -> str:
         which = (f"Labeled subset: fixed (label_seed={fixed}) in some trials, drawn anew for each seed "
                  f"(label_seed=-1) in the others, whose ± also covers which images are labeled.")
     elif fixed:
-        which = (f"Labeled subset: the same for every seed (label_seed={fixed}, the authors' rule), so a cell's ± "
-                 f"covers training randomness only, as the paper's does.")
+        walk = "label_pick" in trials.columns and set(trials["label_pick"].fillna("per_class")) == {"shuffle_walk"}
+        whose = "the authors' labeled images (label_pick=shuffle_walk)" if walk else \
+            "drawn per class (label_pick=per_class), not the authors' images"
+        which = (f"Labeled subset: the same for every seed (label_seed={fixed}, the authors' rule), {whose}, so a "
+                 f"cell's ± covers training randomness only, as the paper's does.")
     else:
         which = ("Labeled subset: drawn anew for each seed (label_seed=-1), so a cell's ± and its paired interval "
                  "also cover which images are labeled.")
