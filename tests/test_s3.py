@@ -337,6 +337,23 @@ def test_data_dir_uri_is_copied_once_per_node_checked_against_sizes(s3, tmp_path
         check_readable("cifar10", uri, download=True)
 
 
+def test_a_planted_batch_in_a_data_bucket_runs_nothing_on_the_node(s3, tmp_path, monkeypatch):
+    """A data bucket whose CIFAR batch unpickles into a shell command: the node's copy is read with the
+    data-only unpickler, so the read is a DataError naming the file and the marker file stays absent."""
+    from test_planted import planted_bytes
+
+    local = write_cifar10(tmp_path / "data")
+    marker = tmp_path / "ran"
+    (local / "cifar-10-batches-py" / "data_batch_2").write_bytes(planted_bytes(marker))
+    for f in sorted(local.rglob("*")):
+        if f.is_file():
+            s3.upload_file(str(f), BUCKET, f"planted/{f.relative_to(local).as_posix()}")
+    monkeypatch.setenv("VBI_MUR_CACHE", str(tmp_path / "node"))
+    with pytest.raises(DataError, match=r"cifar10 file .*data_batch_2 .*posix\.system.*refused"):
+        read_raw("cifar10", f"s3://{BUCKET}/planted")
+    assert not marker.exists()
+
+
 def test_a_data_uri_without_the_files_is_exit_2_before_ray(s3, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(ray_session, "connect_ray", no_ray)
     monkeypatch.setenv("VBI_MUR_CACHE", str(tmp_path / "node"))
