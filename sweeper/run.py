@@ -44,6 +44,8 @@ from sweeper.preflight import (InputError, check_address, check_baseline, check_
 from sweeper.ray_session import credentials_from_each_node, env_set, start_ray, use_token_if_available
 from sweeper.signals import graceful_stop, signals_interrupt
 from sweeper.storage import StorageError
+from sweeper.lease import DriverLease
+from sweeper.tune_state import check_resumable
 from sweeper.tuner import make_tuner, start_points
 
 
@@ -206,6 +208,24 @@ def main(argv=None) -> int:
     if plan is None:  # --dry-run: printed
         return EXIT_OK
     sweep, trials, exp_dir, address = plan
+    lease = DriverLease(exp_dir, resume_command(sweep.name, exp_dir))  # one driver per experiment
+    try:
+        if args.resume:  # held before anything in the folder is read for Tune or set aside
+            try:
+                lease.acquire()
+                for note in check_resumable(exp_dir):
+                    print(note, file=sys.stderr)
+            except (InputError, StorageError) as e:
+                print(f"error: {e}", file=sys.stderr)
+                return EXIT_BAD_INPUT
+        return run_sweep(args, sweep, trials, exp_dir, address, lease)
+    finally:
+        lease.release()
+
+
+def run_sweep(args, sweep: Sweep, trials: list[dict], exp_dir, address: str | None, lease: DriverLease) -> int:
+    """Ray started, the Tuner built (a new experiment folder: `lease` taken once it exists) and run, the
+    report written; the exit status."""
     from sweeper import stopping
     if note := stopping.job_stop_note():
         print(note, file=sys.stderr)
@@ -224,7 +244,7 @@ def main(argv=None) -> int:
         except InputError as e:  # no node can ever run a trial
             print(f"error: {e}", file=sys.stderr)
             return EXIT_BAD_INPUT
-        tuner = make_tuner(sweep, trials, args, exp_dir, resources)
+        tuner = make_tuner(sweep, trials, args, exp_dir, resources, lease)
         try:
             grid = tuner.fit()
         except OSError as e:  # Tune lists the bucket once more after its loop: an outage still on ends here
