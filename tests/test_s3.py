@@ -354,6 +354,57 @@ def test_a_planted_batch_in_a_data_bucket_runs_nothing_on_the_node(s3, tmp_path,
     assert not marker.exists()
 
 
+# ---------------------------------------------------------------- the driver lease in a bucket
+
+def lease_of(client, prefix: str) -> dict:
+    return json.loads(client.get_object(Bucket=BUCKET, Key=f"{prefix}/driver.lease")["Body"].read())
+
+
+def test_a_bucket_lease_refuses_while_it_beats_and_is_taken_over_once_it_stops(s3, monkeypatch, capsys):
+    from sweeper.lease import DriverLease, LeaseHeld
+
+    monkeypatch.setenv("VBI_MUR_LEASE_S", "1")  # a beat every 0.25 s; dead after 1 s without one
+    exp = storage.resolve(f"s3://{BUCKET}/lease/exp-a")
+    holder = DriverLease(exp, "RESUME")
+    holder.acquire()
+    assert lease_of(s3, "lease/exp-a")["pid"] == os.getpid()
+    time.sleep(2.0)  # longer than the lease: only the heartbeat keeps it
+    other = DriverLease(exp, "RESUME")
+    with pytest.raises(LeaseHeld, match=rf"held by the driver on .* \(PID {os.getpid()}\) since .*heartbeat \d s ago.*RESUME"):
+        other.acquire()
+    holder._stop.set()  # the holder stops beating without releasing (its machine paused, then lost)
+    holder._beat.join()
+    time.sleep(1.5)
+    other.acquire()
+    assert lease_of(s3, "lease/exp-a")["token"] == other.record["token"]
+    assert "took over the lease" in capsys.readouterr().err
+    holder._etag = None  # the old holder's release must not delete the new holder's lease
+    other.release()
+    assert "lease/exp-a/driver.lease" not in objects(s3, prefix="lease/exp-a")
+
+
+def test_a_bucket_lease_of_a_dead_process_on_this_machine_is_taken_over_at_once(s3, monkeypatch):
+    import socket
+
+    from sweeper.lease import DriverLease, LeaseHeld
+
+    monkeypatch.setenv("VBI_MUR_LEASE_S", "3600")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    s3.put_object(Bucket=BUCKET, Key="lease/exp-b/driver.lease",
+                  Body=json.dumps({"host": socket.gethostname(), "pid": pid, "start": 1, "since": "then"}).encode())
+    exp = storage.resolve(f"s3://{BUCKET}/lease/exp-b")
+    mine = DriverLease(exp, "RESUME")
+    mine.acquire()
+    assert lease_of(s3, "lease/exp-b")["pid"] == os.getpid()
+    # a live holder on another machine is waited for (its heartbeat is fresh), whatever its PID
+    s3.put_object(Bucket=BUCKET, Key="lease/exp-c/driver.lease",
+                  Body=json.dumps({"host": "elsewhere", "pid": pid, "since": "then"}).encode())
+    with pytest.raises(LeaseHeld, match=rf"on elsewhere \(PID {pid}\)"):
+        DriverLease(storage.resolve(f"s3://{BUCKET}/lease/exp-c"), "RESUME").acquire()
+    mine.release()
+
+
 def test_a_data_uri_without_the_files_is_exit_2_before_ray(s3, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(ray_session, "connect_ray", no_ray)
     monkeypatch.setenv("VBI_MUR_CACHE", str(tmp_path / "node"))
