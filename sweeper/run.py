@@ -101,7 +101,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-concurrent", type=int, default=0, help="max trials at once (0: as resources allow)")
     p.add_argument("--address", default=None, help="Ray address (default: RAY_ADDRESS, else a local Ray)")
     p.add_argument("--resume", nargs="?", const="latest", default=None, metavar="EXP_DIR",
-                   help="continue the latest (or the given) experiment folder of this sweep")
+                   help="continue the latest (or the given) experiment folder of this sweep, unless another live "
+                        "driver holds it. Tune's restore unpickles the experiment's state (tuner.pkl, its callback "
+                        "and searcher states), which runs any code put there: resume only folders and buckets you "
+                        "trust. tuner.pkl must be the file the experiment wrote at its start (its SHA-256 is in "
+                        "sweep.json)")
     p.add_argument("--dry-run", action="store_true", help="print the trial grid and cost, run nothing")
     p.add_argument("--confirm", default=None, metavar="SEARCH_DIR",
                    help="searches (hpo, hpo_base): rerun that search's best trial by validation error and its "

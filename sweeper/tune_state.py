@@ -1,8 +1,9 @@
 """What `--resume` lets Tune restore, checked before Ray starts: Tune's experiment state and its tuner.pkl.
 
 Tune writes `experiment_state-<session>.json` in place (not atomically), one per driver session, and
-on restore reads only the newest by name; a torn one makes Tune log the error and start the whole
-experiment again from nothing (a new trial with an empty config). So the newest state must parse:
+on restore reads only the newest by name; a torn one, or none, makes Tune log the error and start the
+whole experiment again from nothing (a new trial with an empty config). So there must be one, and the
+newest must parse:
 a torn one, when an earlier session's complete state is kept, is set aside with the other state
 files of its session (renamed to `<name>.torn`, nothing deleted) and Tune restores the earlier one;
 with none complete, `--resume` is refused in one line. A state that parses must hold the sweep's
@@ -87,6 +88,9 @@ def check_state(exp, meta: dict) -> list[str]:
     """Make the newest experiment state Tune will read a complete one of this sweep's trials; returns
     notes for stderr (a torn state set aside). InputError (one line) when no state can be restored."""
     states = _states(exp)
+    if not states:  # Tune would start the experiment over with an empty config
+        raise InputError(f"{exp} holds no saved Tune state (experiment_state-*.json): its driver ended before "
+                         f"Tune's first save, so there is nothing to continue; start a new run without --resume")
     notes, torn = [], []
     for f in states:
         why, is_torn = _problem(store.read_text(f), meta)
@@ -97,11 +101,9 @@ def check_state(exp, meta: dict) -> list[str]:
                              f"run, so it is not resumed: start a new run without --resume")
         torn.append((f, why))
     else:
-        if torn:
-            f, why = torn[0]
-            raise InputError(f"{f} is torn ({why}) and {exp} keeps no earlier complete Tune state to fall back to; "
-                             f"nothing can be resumed: start a new run without --resume")
-        return notes
+        f, why = torn[0]
+        raise InputError(f"{f} is torn ({why}) and {exp} keeps no earlier complete Tune state to fall back to; "
+                         f"nothing can be resumed: start a new run without --resume")
     for f, why in torn:
         session = STATE.fullmatch(f.name).group(1)
         for g in store.listdir(exp):

@@ -163,6 +163,16 @@ def test_a_state_whose_trials_are_not_the_sweeps_grid_is_refused(configs, words,
     assert words in str(e.value)
 
 
+def test_resume_without_a_saved_state_is_one_line_exit_2_before_ray(tmp_path, monkeypatch, capsys):
+    """A driver killed before Tune's first save leaves sweep.json and tuner.pkl only: Tune would start
+    over with one trial of an empty config."""
+    exp = write_experiment(tmp_path / "results", {})
+    monkeypatch.setattr(sweeper_run, "start_ray", no_ray)
+    assert sweeper_run.main([*QUICK, "--storage", str(tmp_path / "results"), "--resume"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{exp} holds no saved Tune state" in err, err
+
+
 def test_a_complete_state_of_the_grid_passes_untouched(tmp_path):
     exp = write_experiment(tmp_path, {OLD: state_json([grid_config(0)]), NEW: state_json([grid_config(1), grid_config(0)])})
     assert tune_state.check_state(exp, json.loads((exp / "sweep.json").read_text())) == []
@@ -217,3 +227,62 @@ def test_lease_seconds_must_be_a_number(monkeypatch):
     monkeypatch.setenv("VBI_MUR_LEASE_S", "soon")
     with pytest.raises(InputError, match="VBI_MUR_LEASE_S='soon' is not a number of seconds"):
         lease_mod.lease_s()
+
+
+# ---------------------------------------------------------------- two real drivers on one local experiment
+
+TINY = ["--seeds", "1", "--set", "steps=40", "--set", "eval_every=10", "--set", "lr_rampdown=10",
+        "--set", "checkpoint_every_s=0", "--set", "sensitivity_samples=20", "--live-every", "0"]
+
+
+def finished_reports(exp: Path) -> dict[str, int]:
+    """{trial folder: the step of its last report} from each result.json."""
+    out = {}
+    for f in exp.glob("*/result.json"):
+        lines = [json.loads(s) for s in f.read_text().splitlines() if s.strip()]
+        out[f.parent.name] = lines[-1]["step"] if lines else None
+    return out
+
+
+@pytest.mark.slow
+def test_two_real_drivers_on_one_local_experiment(tmp_path):
+    """Driver A runs a tiny sweep; driver B (`--resume` of A's folder) is refused in one line naming A and
+    leaves A's files alone; A is killed with SIGKILL (no release) and a third `--resume` finishes the sweep."""
+    from procs import pids_naming
+    from test_reliability import kill_tree, process_tree, ray_env, short_tmp
+
+    temp = short_tmp("rr1d")
+    env = ray_env(temp)
+    root = tmp_path / "results"
+    argv = [sys.executable, "-m", "sweeper.run", *QUICK, *TINY, "--storage", str(root)]
+    exp = None
+    a = None
+    try:
+        a = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=(tmp_path / "a.log").open("w"), stderr=subprocess.STDOUT)
+        deadline = time.time() + 240
+        while not list(root.glob("ablation_radius-*/experiment_state-*.json")):  # Tune's first save: resumable
+            assert a.poll() is None, (tmp_path / "a.log").read_text()[-3000:]
+            assert time.time() < deadline
+            time.sleep(0.2)
+        (exp,) = [p.parent for p in root.glob("ablation_radius-*/sweep.json")]
+        pinned = {n: (exp / n).read_bytes() for n in ("sweep.json", "tuner.pkl")}
+        b = subprocess.run([*argv, "--resume", str(exp)], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=120)
+        assert a.poll() is None, "A finished before B asked: the refusal was not tested"
+        assert b.returncode == 2, b.stdout + b.stderr
+        err = b.stderr.strip()
+        assert len(err.splitlines()) == 1 and f"(PID {a.pid})" in err and socket.gethostname() in err, err
+        assert json.loads((exp / "driver.lock").read_text())["pid"] == a.pid
+        assert {n: (exp / n).read_bytes() for n in pinned} == pinned and not list(exp.glob("*.torn"))
+        kill_tree(process_tree(a.pid))  # A dies holding the lease
+        c = subprocess.run([*argv, "--resume", str(exp)], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=400)
+        assert c.returncode == 0, (c.stdout + c.stderr)[-3000:]
+        assert f"resuming {exp}" in c.stdout
+    finally:
+        if a is not None and a.poll() is None:
+            kill_tree(process_tree(a.pid))
+        for pid in pids_naming(str(temp)):
+            os.kill(pid, signal.SIGKILL)
+    steps = finished_reports(exp)
+    assert len(steps) == 5 and set(steps.values()) == {40}, steps  # LabelSpreading reports once, at the end

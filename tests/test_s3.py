@@ -587,3 +587,49 @@ def test_no_credential_reaches_any_file_the_sweep_writes(s3, tmp_path):
             os.kill(pid, signal.SIGKILL)
         shutil.rmtree(temp, ignore_errors=True)
     print(json.dumps({"test": "no credential in written files", "local_files": n_files, "objects": len(keys)}))
+
+
+@pytest.mark.slow
+def test_two_real_drivers_on_one_bucket_experiment(s3, tmp_path):
+    """Driver A runs a tiny sweep into the bucket; driver B (`--resume` of it) is refused in one line
+    naming A while A's lease beats; A is killed with SIGKILL (the lease stays in the bucket) and a
+    third driver takes the dead holder's lease over and finishes the sweep."""
+    from test_reliability import kill_tree, process_tree
+
+    temp = Path(tempfile.mkdtemp(prefix="rr2d", dir="/tmp"))
+    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": str(temp),
+           "PYTHONPATH": str(ROOT), "VBI_MUR_CACHE": str(tmp_path / "driver-cache"), "VBI_MUR_LEASE_S": "8"}
+    argv = [sys.executable, "-m", "sweeper.run", "ablation_radius", "--preset", "quick", *TINY, "--set", "steps=40",
+            "--live-every", "0", "--storage", f"s3://{BUCKET}/two-drivers"]
+    a = None
+    try:
+        a = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=(tmp_path / "a.log").open("w"), stderr=subprocess.STDOUT)
+        deadline = time.time() + 240
+        while not [k for k in objects(s3, prefix="two-drivers/") if "/experiment_state-" in k]:  # resumable
+            assert a.poll() is None, (tmp_path / "a.log").read_text()[-3000:]
+            assert time.time() < deadline
+            time.sleep(0.3)
+        (key,) = [k for k in objects(s3, prefix="two-drivers/") if k.endswith("/sweep.json")]
+        prefix = key.rsplit("/", 1)[0]
+        exp = f"s3://{BUCKET}/{prefix}"
+        b = subprocess.run([*argv, "--resume", exp], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert a.poll() is None, "A finished before B asked: the refusal was not tested"
+        assert b.returncode == 2, b.stdout + b.stderr
+        err = b.stderr.strip()
+        assert len(err.splitlines()) == 1 and f"(PID {a.pid})" in err and "heartbeat" in err, err
+        held = json.loads(s3.get_object(Bucket=BUCKET, Key=f"{prefix}/driver.lease")["Body"].read())
+        assert held["pid"] == a.pid
+        kill_tree(process_tree(a.pid))  # A dies holding the lease: the object stays
+        assert f"{prefix}/driver.lease" in objects(s3, prefix=prefix)
+        c = subprocess.run([*argv, "--resume", exp], cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+        assert c.returncode == 0, (c.stdout + c.stderr)[-3000:]
+        assert f"took over the lease of {exp}" in c.stderr and f"(PID {a.pid})" in c.stderr
+        assert f"{prefix}/driver.lease" not in objects(s3, prefix=prefix)  # released at the end
+    finally:
+        if a is not None and a.poll() is None:
+            kill_tree(process_tree(a.pid))
+        for pid in pids_naming(str(temp)):
+            os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(temp, ignore_errors=True)
+    final = trial_reports(s3, f"{prefix}/")
+    assert len(final) == 5 and all(r and r[-1]["step"] == 40 for r in final.values()), final

@@ -159,6 +159,7 @@ def test_two_runs_in_the_same_second_get_their_own_folders(tmp_path, capsys, mon
     assert "started in the same second" in err and a.name in err and b.name in err and len(err.splitlines()) == 1
     # either one, named, resumes (the stand-in Tuner.restore)
     monkeypatch.setattr(sweeper_run, "make_tuner", lambda sweep, trials, args, exp, res, lease: FakeTuner(exp))
+    (b / "experiment_state-2026-01-01_00-00-00.json").write_text(json.dumps({"trial_data": [], "runner_data": {}}))
     assert sweeper_run.main([*QUICK, "--storage", str(root), "--resume", str(b)]) == 5
     assert f"`python -m sweeper.report {b}`" in capsys.readouterr().err
 
