@@ -61,9 +61,11 @@ def lease_s() -> float:
 
 
 def start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (Linux), None if it does not run."""
+    """The process's start time in clock ticks since boot (Linux), None if it does not run (a zombie,
+    killed and not yet reaped by its parent, does not)."""
     try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return None if fields[0] in ("Z", "X") else int(fields[19])
     except (OSError, IndexError, ValueError):
         return None
 
@@ -78,13 +80,16 @@ def dead_here(holder: dict) -> bool:
     """Whether the holder ran on this machine and its process is gone (or its PID is another's now)."""
     if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
         return False
+    if Path("/proc/self/stat").is_file():  # Linux: the PID's start time tells a reused PID and a zombie apart
+        now = start_time(holder["pid"])
+        return now is None or now != holder.get("start")
     try:
         os.kill(holder["pid"], 0)
     except ProcessLookupError:
         return True
     except PermissionError:  # another user's live process
         pass
-    return holder.get("start") is not None and start_time(holder["pid"]) not in (None, holder["start"])
+    return False
 
 
 def held_message(exp, holder: dict, resume: str, extra: str = "") -> str:

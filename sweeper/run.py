@@ -13,7 +13,9 @@ but the report could not be built or uploaded (`python -m sweeper.report EXP_DIR
 A new experiment folder is <storage>/<sweep>-<YYYYmmdd-HHMMSS>-<6 random hex digits>.
 The steps have modules of their own: sweeper/preflight.py (the checks before Ray starts),
 sweeper/ray_session.py (a local Ray or a head), sweeper/tuner.py (the Tuner), sweeper/signals.py
-(Ctrl+C and SIGTERM), sweeper/provenance.py (what sweep.json records of the code and machine).
+(Ctrl+C and SIGTERM), sweeper/provenance.py (what sweep.json records of the code and machine),
+sweeper/lease.py (one driver per experiment: a second one is exit 2), sweeper/tune_state.py (what
+--resume lets Tune unpickle and restore, checked first).
 
     python -m sweeper.run ablation_radius --preset quick
     python -m sweeper.run ablation_radius --preset quick --dry-run

@@ -209,14 +209,15 @@ def test_a_replaced_tuner_pkl_is_refused_and_runs_nothing(tmp_path, monkeypatch,
     root = tmp_path / "results"
     assert sweeper_run.main([*QUICK, "--storage", str(root)]) == 5  # no trial reported: no report
     (exp,) = storage.experiments(root, "ablation_radius")
-    meta = json.loads((exp / "sweep.json").read_text())
-    assert meta["tuner_digest"] == tune_state.tuner_digest(b"Tune's tuner state")
+    (exp / "experiment_state-2026-01-01_00-00-00.json").write_text(state_json([grid_config(0)]))
     marker = tmp_path / "ran"
     (exp / "tuner.pkl").write_bytes(planted_bytes(marker))
     capsys.readouterr()
-    assert sweeper_run.main([*QUICK, "--storage", str(root), "--resume"]) == 2  # the real Tuner.restore
+    code = sweeper_run.main([*QUICK, "--storage", str(root), "--resume"])  # the real Tuner.restore
     err = capsys.readouterr().err.strip()
     assert not marker.exists()
+    assert code == 2
+    assert json.loads((exp / "sweep.json").read_text())["tuner_digest"] == tune_state.tuner_digest(b"Tune's tuner state")
     assert len(err.splitlines()) == 1 and f"{exp / 'tuner.pkl'} is not the file this experiment wrote" in err, err
     (exp / "tuner.pkl").write_bytes(b"Tune's tuner stat")  # cut short: corrupted, refused the same way
     assert sweeper_run.main([*QUICK, "--storage", str(root), "--resume"]) == 2
