@@ -101,19 +101,16 @@ def held_message(exp, holder: dict, resume: str, extra: str = "") -> str:
 
 class DriverLease:
     """The lease on experiment folder `exp`: acquire() (LeaseHeld if another live driver holds it),
-    release(). `resume` is the command line the refusal suggests."""
+    release(). `resume` is the command line the refusal suggests. InputError for a bad VBI_MUR_LEASE_S."""
 
     def __init__(self, exp, resume: str):
         self.exp, self.resume = exp, resume
+        self.stale_s = lease_s()
         self.record = holder_record()
         self._fd = None                # local: the locked file's descriptor
         self._etag = None              # S3: the ETag this driver last wrote
         self._stop = threading.Event()
         self._beat = None
-
-    @property
-    def supported(self) -> bool:
-        return isinstance(self.exp, Path) or self.exp.scheme == "s3"
 
     def acquire(self) -> None:
         if isinstance(self.exp, Path):
@@ -184,7 +181,7 @@ class DriverLease:
     def _acquire_s3(self) -> None:
         import botocore.exceptions
 
-        stale_s, client, body = lease_s(), self._client(), json.dumps(self.record).encode()
+        stale_s, client, body = self.stale_s, self._client(), json.dumps(self.record).encode()
         for _ in range(3):
             try:
                 self._etag = client.put_object(Bucket=self.exp.bucket, Key=self._key(), Body=body,
@@ -228,7 +225,7 @@ class DriverLease:
             except botocore.exceptions.ClientError as e:
                 if e.response["Error"]["Code"] == "PreconditionFailed":
                     print(f"warning: another driver took over {self.exp} (this one missed its heartbeats for "
-                          f"over {lease_s():.0f} s); stop this driver", file=sys.stderr)
+                          f"over {self.stale_s:.0f} s); stop this driver", file=sys.stderr)
                     self._etag = None
                     return
                 print(f"warning: the lease of {self.exp} was not renewed ({e.response['Error']['Code']}); "

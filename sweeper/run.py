@@ -41,12 +41,12 @@ from trainables.config import ConfigError
 from trainables.datafiles import DataError, check_readable
 from trainables.files import one_line
 from sweeper import storage as store
+from sweeper.lease import DriverLease
 from sweeper.preflight import (InputError, check_address, check_baseline, check_credentials, check_resources,
                                check_search, trial_configs)
 from sweeper.ray_session import credentials_from_each_node, env_set, start_ray, use_token_if_available
 from sweeper.signals import graceful_stop, signals_interrupt
 from sweeper.storage import StorageError
-from sweeper.lease import DriverLease
 from sweeper.tune_state import check_resumable
 from sweeper.tuner import make_tuner, start_points
 
@@ -214,7 +214,11 @@ def main(argv=None) -> int:
     if plan is None:  # --dry-run: printed
         return EXIT_OK
     sweep, trials, exp_dir, address = plan
-    lease = DriverLease(exp_dir, resume_command(sweep.name, exp_dir))  # one driver per experiment
+    try:
+        lease = DriverLease(exp_dir, resume_command(sweep.name, exp_dir))  # one driver per experiment
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         if args.resume:  # held before anything in the folder is read for Tune or set aside
             try:
@@ -250,7 +254,11 @@ def run_sweep(args, sweep: Sweep, trials: list[dict], exp_dir, address: str | No
         except InputError as e:  # no node can ever run a trial
             print(f"error: {e}", file=sys.stderr)
             return EXIT_BAD_INPUT
-        tuner = make_tuner(sweep, trials, args, exp_dir, resources, lease)
+        try:
+            tuner = make_tuner(sweep, trials, args, exp_dir, resources, lease)
+        except InputError as e:  # the new folder's lease could not be taken (the bucket refused the write)
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         try:
             grid = tuner.fit()
         except OSError as e:  # Tune lists the bucket once more after its loop: an outage still on ends here
