@@ -57,14 +57,14 @@ def check_resumable(exp) -> list[str]:
     return check_state(exp, meta)
 
 
-def _problem(text: str, meta: dict) -> tuple[str | None, bool]:
+def _problem(raw: bytes, meta: dict) -> tuple[str | None, bool]:
     """(why this state cannot be restored, whether it is torn) or (None, False) if it can."""
     try:
-        data = json.loads(text)
+        data = json.loads(raw)  # bytes: a file cut inside a UTF-8 character is torn too
         trials = [json.loads(t) for t, _ in data["trial_data"]]
         configs = [t["config"] for t in trials]
         data["runner_data"]
-    except (ValueError, KeyError, TypeError) as e:  # json's errors are ValueErrors
+    except (ValueError, KeyError, TypeError) as e:  # json's and UTF-8's errors are ValueErrors
         return f"{type(e).__name__}: {' '.join(str(e).split())}", True
     for t, c in zip(trials, configs):
         if not isinstance(c, dict) or (missing := [k for k in SWEEP_KEYS if k not in c]):
@@ -93,7 +93,7 @@ def check_state(exp, meta: dict) -> list[str]:
                          f"Tune's first save, so there is nothing to continue; start a new run without --resume")
     notes, torn = [], []
     for f in states:
-        why, is_torn = _problem(store.read_text(f), meta)
+        why, is_torn = _problem(store.read_bytes(f), meta)
         if why is None:
             break
         if not is_torn:

@@ -140,6 +140,16 @@ def test_a_torn_newest_state_falls_back_to_the_previous_complete_one(tmp_path):
     assert (exp / OLD).read_text() == complete
 
 
+def test_a_state_with_bytes_that_are_not_utf8_is_torn_too(tmp_path):
+    """Tune writes ASCII (json.dumps escapes the rest): a byte like 0xff is damage, read as torn."""
+    complete = state_json([grid_config(0), grid_config(1)])
+    cut = complete.encode()[:200] + b"\xff\xfe"
+    exp = write_experiment(tmp_path, {OLD: complete})
+    (exp / NEW).write_bytes(cut)
+    notes = tune_state.check_state(exp, json.loads((exp / "sweep.json").read_text()))
+    assert len(notes) == 1 and "UnicodeDecodeError" in notes[0] and (exp / (NEW + ".torn")).read_bytes() == cut
+
+
 def test_resume_of_a_torn_state_without_an_earlier_one_is_one_line_exit_2_before_ray(tmp_path, monkeypatch, capsys):
     text = state_json([grid_config(0), grid_config(1)])
     exp = write_experiment(tmp_path / "results", {OLD: text[:100]})
