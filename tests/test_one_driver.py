@@ -325,9 +325,9 @@ def test_a_real_torn_state_falls_back_and_runs_no_empty_trial(tmp_path):
     finally:
         for pid in pids_naming(str(temp)):
             os.kill(pid, signal.SIGKILL)
+    assert len(list(exp.glob("*/params.json"))) == 5 and all(  # no trial of an empty config
+        json.loads(f.read_text()).get("method") for f in exp.glob("*/params.json"))
+    assert {f: f.read_bytes() for f in exp.glob("*/result.json")} == results  # nothing ran again
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     assert f"{states[-1]} is torn" in p.stderr and f"previous complete state {states[0].name}" in p.stderr
-    assert {f: f.read_bytes() for f in exp.glob("*/result.json")} == results  # nothing ran again
-    assert len(list(exp.glob("*/params.json"))) == 5 and all(
-        json.loads(f.read_text()).get("method") for f in exp.glob("*/params.json"))
     assert (exp / (states[-1].name + ".torn")).read_text() == text[: len(text) // 2]
