@@ -1,12 +1,11 @@
 """What `--resume` lets Tune restore, checked before Ray starts: Tune's experiment state and its tuner.pkl.
 
-Tune writes `experiment_state-<session>.json` in place (not atomically), one per driver session, and
+Tune writes `experiment_state-<start>.json` in place (not atomically), one per driver run, and
 on restore reads only the newest by name; a torn one, or none, makes Tune log the error and start the
 whole experiment again from nothing (a new trial with an empty config). So there must be one, and the
-newest must parse:
-a torn one, when an earlier session's complete state is kept, is set aside with the other state
-files of its session (renamed to `<name>.torn`, nothing deleted) and Tune restores the earlier one;
-with none complete, `--resume` is refused in one line. A state that parses must hold the sweep's
+newest must parse: a torn one, when an earlier run's complete state is kept, is set aside with the
+other state files of its run (renamed to `<name>.torn`, nothing deleted) and Tune restores the
+earlier one; with none complete, `--resume` is refused in one line. A state that parses must hold the sweep's
 trials: each config carries the keys every sweep trial has, and a grid's `trial_index` values are
 distinct and inside the grid (sweep.json's n_trials).
 
@@ -105,10 +104,10 @@ def check_state(exp, meta: dict) -> list[str]:
         raise InputError(f"{f} is torn ({why}) and {exp} keeps no earlier complete Tune state to fall back to; "
                          f"nothing can be resumed: start a new run without --resume")
     for f, why in torn:
-        session = STATE.fullmatch(f.name).group(1)
+        start = STATE.fullmatch(f.name).group(1)  # the driver run's start time, in each of its state files
         for g in store.listdir(exp):
-            if g.name.endswith((f"-{session}.json", f"-{session}.pkl")):
+            if g.name.endswith((f"-{start}.json", f"-{start}.pkl")):
                 store.move(g, exp / (g.name + TORN))
         notes.append(f"note: {f} is torn ({why}); resuming from the previous complete state "
-                     f"{states[len(torn)].name} (the torn session's files are kept beside it as *{TORN})")
+                     f"{states[len(torn)].name} (that run's state files are kept beside it as *{TORN})")
     return notes

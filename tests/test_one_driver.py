@@ -96,7 +96,7 @@ def state_json(configs: list[dict]) -> str:
     """An experiment state in the layout Tune 2.x writes (trial_data: [trial JSON, runtime JSON] pairs)."""
     trials = [[json.dumps({"trial_id": f"t{i}", "config": c, "status": "TERMINATED"}), "{}"]
               for i, c in enumerate(configs)]
-    return json.dumps({"trial_data": trials, "runner_data": {"_session_str": "s"}, "stats": {}})
+    return json.dumps({"trial_data": trials, "runner_data": {}, "stats": {}})
 
 
 def grid_config(i: int) -> dict:
@@ -133,7 +133,7 @@ def test_a_torn_newest_state_falls_back_to_the_previous_complete_one(tmp_path):
                                       "basic-variant-state-2020-01-02_00-00-00.json": "{}"})
     notes = tune_state.check_state(exp, json.loads((exp / "sweep.json").read_text()))
     assert len(notes) == 1 and NEW in notes[0] and f"previous complete state {OLD}" in notes[0]
-    # Tune now picks OLD (the greatest name); the torn session's files are kept, renamed
+    # Tune now picks OLD (the greatest name); the torn run's state files are kept, renamed
     assert max(p.name for p in exp.glob("experiment_state-*.json")) == OLD
     assert (exp / (NEW + ".torn")).read_text() == newer[: len(newer) // 2]
     assert (exp / "basic-variant-state-2020-01-02_00-00-00.json.torn").is_file()
