@@ -113,3 +113,13 @@ def test_check_readable_names_the_planted_file(tmp_path):
     with pytest.raises(DataError, match=r"cifar10 file .*test_batch .*builtins|cifar10 file .*test_batch .*posix"):
         check_readable("cifar10", data)
     assert not marker.exists()
+
+
+def test_help_and_usage_say_that_resume_unpickles_and_to_resume_only_trusted_folders():
+    from pathlib import Path
+
+    text = " ".join(sweeper_run.parser().format_help().split())
+    assert "Tune's restore unpickles the experiment's state" in text and "resume only folders and buckets you trust" in text
+    usage = " ".join((Path(__file__).resolve().parents[1] / "docs" / "USAGE.md").read_text().split())
+    assert "Tune's restore unpickles the experiment's state" in usage and "resume only folders and buckets you trust" in usage
+    assert "Reading a bucket runs none of its content" not in usage
