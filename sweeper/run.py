@@ -6,7 +6,7 @@ select on the validation split's `val_error`, never on the test error),
 prints Tune's progress, then the mean ± std table and the results folder. Exit status: 0 all
 trials finished (a diverged trial is a result: counted in the tables, noted on stderr), 1 some trial
 failed (Tune's fit() does not raise), 2 bad input (one line, nothing written; a URI carrying
-credentials is bad input too), 3 interrupted (Ctrl+C, SIGTERM, `ray job stop`, also while the report
+credentials is bad input too, and so is an experiment another live driver holds), 3 interrupted (Ctrl+C, SIGTERM, `ray job stop`, also while the report
 is written: the state is saved, `--resume` continues it), 4 the storage bucket stopped answering for
 longer than its retries ($VBI_MUR_STORAGE_RETRY_S; `--resume` continues it), 5 the trials finished
 but the report could not be built or uploaded (`python -m sweeper.report EXP_DIR` rebuilds it).
