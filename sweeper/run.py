@@ -6,14 +6,16 @@ select on the validation split's `val_error`, never on the test error),
 prints Tune's progress, then the mean ± std table and the results folder. Exit status: 0 all
 trials finished (a diverged trial is a result: counted in the tables, noted on stderr), 1 some trial
 failed (Tune's fit() does not raise), 2 bad input (one line, nothing written; a URI carrying
-credentials is bad input too), 3 interrupted (Ctrl+C, SIGTERM, `ray job stop`, also while the report
+credentials is bad input too, and so is an experiment another live driver holds), 3 interrupted (Ctrl+C, SIGTERM, `ray job stop`, also while the report
 is written: the state is saved, `--resume` continues it), 4 the storage bucket stopped answering for
 longer than its retries ($VBI_MUR_STORAGE_RETRY_S; `--resume` continues it), 5 the trials finished
 but the report could not be built or uploaded (`python -m sweeper.report EXP_DIR` rebuilds it).
 A new experiment folder is <storage>/<sweep>-<YYYYmmdd-HHMMSS>-<6 random hex digits>.
 The steps have modules of their own: sweeper/driver/preflight.py (the checks before Ray starts),
 sweeper/driver/ray_session.py (a local Ray or a head), sweeper/driver/tuner.py (the Tuner), sweeper/driver/signals.py
-(Ctrl+C and SIGTERM), sweeper/driver/provenance.py (what sweep.json records of the code and machine).
+(Ctrl+C and SIGTERM), sweeper/driver/provenance.py (what sweep.json records of the code and machine),
+sweeper/driver/lease.py (one driver per experiment: a second one is exit 2), sweeper/driver/tune_state.py (what
+--resume lets Tune unpickle and restore, checked first).
 
     python -m sweeper.run ablation_radius --preset quick
     python -m sweeper.run ablation_radius --preset quick --dry-run
@@ -39,11 +41,13 @@ from trainables.config import ConfigError
 from trainables.datafiles import DataError, check_readable
 from trainables.files import one_line
 from sweeper import storage as store
+from sweeper.driver.lease import DriverLease
 from sweeper.driver.preflight import (InputError, check_address, check_baseline, check_credentials, check_resources,
                                       check_search, trial_configs)
 from sweeper.driver.ray_session import credentials_from_each_node, env_set, start_ray, use_token_if_available
 from sweeper.driver.signals import graceful_stop, signals_interrupt
 from sweeper.storage import StorageError
+from sweeper.driver.tune_state import check_resumable
 from sweeper.driver.tuner import make_tuner, start_points
 
 
@@ -99,7 +103,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-concurrent", type=int, default=0, help="max trials at once (0: as resources allow)")
     p.add_argument("--address", default=None, help="Ray address (default: RAY_ADDRESS, else a local Ray)")
     p.add_argument("--resume", nargs="?", const="latest", default=None, metavar="EXP_DIR",
-                   help="continue the latest (or the given) experiment folder of this sweep")
+                   help="continue the latest (or the given) experiment folder of this sweep, unless another live "
+                        "driver holds it. Tune's restore unpickles the experiment's state (tuner.pkl, its callback "
+                        "and searcher states), which runs any code put there: resume only folders and buckets you "
+                        "trust. tuner.pkl must be the file the experiment wrote at its start (its SHA-256 is in "
+                        "sweep.json)")
     p.add_argument("--dry-run", action="store_true", help="print the trial grid and cost, run nothing")
     p.add_argument("--confirm", default=None, metavar="SEARCH_DIR",
                    help="searches (hpo, hpo_base): rerun that search's best trial by validation error and its "
@@ -206,6 +214,28 @@ def main(argv=None) -> int:
     if plan is None:  # --dry-run: printed
         return EXIT_OK
     sweep, trials, exp_dir, address = plan
+    try:
+        lease = DriverLease(exp_dir, resume_command(sweep.name, exp_dir))  # one driver per experiment
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        if args.resume:  # held before anything in the folder is read for Tune or set aside
+            try:
+                lease.acquire()
+                for note in check_resumable(exp_dir):
+                    print(note, file=sys.stderr)
+            except (InputError, StorageError) as e:
+                print(f"error: {e}", file=sys.stderr)
+                return EXIT_BAD_INPUT
+        return run_sweep(args, sweep, trials, exp_dir, address, lease)
+    finally:
+        lease.release()
+
+
+def run_sweep(args, sweep: Sweep, trials: list[dict], exp_dir, address: str | None, lease: DriverLease) -> int:
+    """Ray started, the Tuner built (a new experiment folder: `lease` taken once it exists) and run, the
+    report written; the exit status."""
     from sweeper.driver import stopping
     if note := stopping.job_stop_note():
         print(note, file=sys.stderr)
@@ -224,7 +254,11 @@ def main(argv=None) -> int:
         except InputError as e:  # no node can ever run a trial
             print(f"error: {e}", file=sys.stderr)
             return EXIT_BAD_INPUT
-        tuner = make_tuner(sweep, trials, args, exp_dir, resources)
+        try:
+            tuner = make_tuner(sweep, trials, args, exp_dir, resources, lease)
+        except InputError as e:  # the new folder's lease could not be taken (the bucket refused the write)
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         try:
             grid = tuner.fit()
         except OSError as e:  # Tune lists the bucket once more after its loop: an outage still on ends here

@@ -207,6 +207,33 @@ def read_text(f: Folder) -> str:
         return s.read().decode()
 
 
+def read_bytes(f: Folder) -> bytes:
+    if isinstance(f, Path):
+        return f.read_bytes()
+    with _explained(f), f.fs.open_input_stream(f.path) as s:
+        return s.read()
+
+
+def listdir(folder: Folder) -> list[Folder]:
+    """The files directly in folder (not its subfolders), sorted by name."""
+    if isinstance(folder, Path):
+        return sorted(p for p in folder.iterdir() if p.is_file())
+    import pyarrow.fs as pafs
+
+    with _explained(folder):
+        infos = folder.fs.get_file_info(pafs.FileSelector(folder.path, recursive=False, allow_not_found=True))
+    return sorted((folder / i.base_name for i in infos if i.type == pafs.FileType.File), key=lambda f: f.name)
+
+
+def move(src: Folder, dest: Folder) -> None:
+    """Rename a file (in a bucket: a copy, then the source deleted)."""
+    if isinstance(src, Path):
+        os.replace(src, dest)
+        return
+    with _explained(src):
+        src.fs.move(src.path, dest.path)
+
+
 @contextlib.contextmanager
 def _explained(f: Location):
     """A file system's OSError as a one-line StorageError (refused credentials, missing bucket, ...)."""

@@ -339,6 +339,74 @@ def test_data_dir_uri_is_copied_once_per_node_checked_against_sizes(s3, tmp_path
         check_readable("cifar10", uri, download=True)
 
 
+def test_a_planted_batch_in_a_data_bucket_runs_nothing_on_the_node(s3, tmp_path, monkeypatch):
+    """A data bucket whose CIFAR batch unpickles into a shell command: the node's copy is read with the
+    data-only unpickler, so the read is a DataError naming the file and the marker file stays absent."""
+    from test_planted import planted_bytes
+
+    local = write_cifar10(tmp_path / "data")
+    marker = tmp_path / "ran"
+    (local / "cifar-10-batches-py" / "data_batch_2").write_bytes(planted_bytes(marker))
+    for f in sorted(local.rglob("*")):
+        if f.is_file():
+            s3.upload_file(str(f), BUCKET, f"planted/{f.relative_to(local).as_posix()}")
+    monkeypatch.setenv("VBI_MUR_CACHE", str(tmp_path / "node"))
+    with pytest.raises(DataError, match=r"cifar10 file .*data_batch_2 .*posix\.system.*refused"):
+        read_raw("cifar10", f"s3://{BUCKET}/planted")
+    assert not marker.exists()
+
+
+# ---------------------------------------------------------------- the driver lease in a bucket
+
+def lease_of(client, prefix: str) -> dict:
+    return json.loads(client.get_object(Bucket=BUCKET, Key=f"{prefix}/driver.lease")["Body"].read())
+
+
+def test_a_bucket_lease_refuses_while_it_beats_and_is_taken_over_once_it_stops(s3, monkeypatch, capsys):
+    from sweeper.driver.lease import DriverLease, LeaseHeld
+
+    monkeypatch.setenv("VBI_MUR_LEASE_S", "1")  # a beat every 0.25 s; dead after 1 s without one
+    exp = storage.resolve(f"s3://{BUCKET}/lease/exp-a")
+    holder = DriverLease(exp, "RESUME")
+    holder.acquire()
+    assert lease_of(s3, "lease/exp-a")["pid"] == os.getpid()
+    time.sleep(2.0)  # longer than the lease: only the heartbeat keeps it
+    other = DriverLease(exp, "RESUME")
+    with pytest.raises(LeaseHeld, match=rf"held by the driver on .* \(PID {os.getpid()}\) since .*heartbeat \d s ago.*RESUME"):
+        other.acquire()
+    holder._stop.set()  # the holder stops beating without releasing (its machine paused, then lost)
+    holder._beat.join()
+    time.sleep(1.5)
+    other.acquire()
+    assert lease_of(s3, "lease/exp-a")["token"] == other.record["token"]
+    assert "took over the lease" in capsys.readouterr().err
+    holder._etag = None  # the old holder's release must not delete the new holder's lease
+    other.release()
+    assert "lease/exp-a/driver.lease" not in objects(s3, prefix="lease/exp-a")
+
+
+def test_a_bucket_lease_of_a_dead_process_on_this_machine_is_taken_over_at_once(s3, monkeypatch):
+    import socket
+
+    from sweeper.driver.lease import DriverLease, LeaseHeld
+
+    monkeypatch.setenv("VBI_MUR_LEASE_S", "3600")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    s3.put_object(Bucket=BUCKET, Key="lease/exp-b/driver.lease",
+                  Body=json.dumps({"host": socket.gethostname(), "pid": pid, "start": 1, "since": "then"}).encode())
+    exp = storage.resolve(f"s3://{BUCKET}/lease/exp-b")
+    mine = DriverLease(exp, "RESUME")
+    mine.acquire()
+    assert lease_of(s3, "lease/exp-b")["pid"] == os.getpid()
+    # a live holder on another machine is waited for (its heartbeat is fresh), whatever its PID
+    s3.put_object(Bucket=BUCKET, Key="lease/exp-c/driver.lease",
+                  Body=json.dumps({"host": "elsewhere", "pid": pid, "since": "then"}).encode())
+    with pytest.raises(LeaseHeld, match=rf"on elsewhere \(PID {pid}\)"):
+        DriverLease(storage.resolve(f"s3://{BUCKET}/lease/exp-c"), "RESUME").acquire()
+    mine.release()
+
+
 def test_a_data_uri_without_the_files_is_exit_2_before_ray(s3, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(ray_session, "connect_ray", no_ray)
     monkeypatch.setenv("VBI_MUR_CACHE", str(tmp_path / "node"))
@@ -521,3 +589,49 @@ def test_no_credential_reaches_any_file_the_sweep_writes(s3, tmp_path):
             os.kill(pid, signal.SIGKILL)
         shutil.rmtree(temp, ignore_errors=True)
     print(json.dumps({"test": "no credential in written files", "local_files": n_files, "objects": len(keys)}))
+
+
+@pytest.mark.slow
+def test_two_real_drivers_on_one_bucket_experiment(s3, tmp_path):
+    """Driver A runs a tiny sweep into the bucket; driver B (`--resume` of it) is refused in one line
+    naming A while A's lease beats; A is killed with SIGKILL (the lease stays in the bucket) and a
+    third driver takes the dead holder's lease over and finishes the sweep."""
+    from test_reliability import kill_tree, process_tree
+
+    temp = Path(tempfile.mkdtemp(prefix="rr2d", dir="/tmp"))
+    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": str(temp),
+           "PYTHONPATH": str(ROOT), "VBI_MUR_CACHE": str(tmp_path / "driver-cache"), "VBI_MUR_LEASE_S": "8"}
+    argv = [sys.executable, "-m", "sweeper.run", "ablation_radius", "--preset", "quick", *TINY, "--set", "steps=40",
+            "--live-every", "0", "--storage", f"s3://{BUCKET}/two-drivers"]
+    a = None
+    try:
+        a = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=(tmp_path / "a.log").open("w"), stderr=subprocess.STDOUT)
+        deadline = time.time() + 240
+        while not [k for k in objects(s3, prefix="two-drivers/") if "/experiment_state-" in k]:  # resumable
+            assert a.poll() is None, (tmp_path / "a.log").read_text()[-3000:]
+            assert time.time() < deadline
+            time.sleep(0.3)
+        (key,) = [k for k in objects(s3, prefix="two-drivers/") if k.endswith("/sweep.json")]
+        prefix = key.rsplit("/", 1)[0]
+        exp = f"s3://{BUCKET}/{prefix}"
+        b = subprocess.run([*argv, "--resume", exp], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert a.poll() is None, "A finished before B asked: the refusal was not tested"
+        assert b.returncode == 2, b.stdout + b.stderr
+        err = b.stderr.strip()
+        assert len(err.splitlines()) == 1 and f"(PID {a.pid})" in err and "heartbeat" in err, err
+        held = json.loads(s3.get_object(Bucket=BUCKET, Key=f"{prefix}/driver.lease")["Body"].read())
+        assert held["pid"] == a.pid
+        kill_tree(process_tree(a.pid))  # A dies holding the lease: the object stays
+        assert f"{prefix}/driver.lease" in objects(s3, prefix=prefix)
+        c = subprocess.run([*argv, "--resume", exp], cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+        assert c.returncode == 0, (c.stdout + c.stderr)[-3000:]
+        assert f"took over the lease of {exp}" in c.stderr and f"(PID {a.pid})" in c.stderr
+        assert f"{prefix}/driver.lease" not in objects(s3, prefix=prefix)  # released at the end
+    finally:
+        if a is not None and a.poll() is None:
+            kill_tree(process_tree(a.pid))
+        for pid in pids_naming(str(temp)):
+            os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(temp, ignore_errors=True)
+    final = trial_reports(s3, f"{prefix}/")
+    assert len(final) == 5 and all(r and r[-1]["step"] == 40 for r in final.values()), final

@@ -152,7 +152,7 @@ def test_two_runs_in_the_same_second_get_their_own_folders(tmp_path, capsys, mon
     assert a != b and a.parent == b.parent == root
     assert storage.stamp(a.name) == storage.stamp(b.name) == time.strftime("%Y%m%d-%H%M%S", time.localtime(T0))
     for exp in (a, b):
-        assert sorted(p.name for p in exp.iterdir()) == ["sweep.json", "tuner.pkl"]
+        assert sorted(p.name for p in exp.iterdir()) == ["driver.lock", "sweep.json", "tuner.pkl"]
         assert json.loads((exp / "sweep.json").read_text())["name"] == "ablation_radius"
     capsys.readouterr()
     # --resume without a folder cannot tell which is the latest: one line naming both
@@ -160,7 +160,8 @@ def test_two_runs_in_the_same_second_get_their_own_folders(tmp_path, capsys, mon
     err = capsys.readouterr().err
     assert "started in the same second" in err and a.name in err and b.name in err and len(err.splitlines()) == 1
     # either one, named, resumes (the stand-in Tuner.restore)
-    monkeypatch.setattr(sweeper_run, "make_tuner", lambda sweep, trials, args, exp, res: FakeTuner(exp))
+    monkeypatch.setattr(sweeper_run, "make_tuner", lambda sweep, trials, args, exp, res, lease: FakeTuner(exp))
+    (b / "experiment_state-2026-01-01_00-00-00.json").write_text(json.dumps({"trial_data": [], "runner_data": {}}))
     assert sweeper_run.main([*QUICK, "--storage", str(root), "--resume", str(b)]) == 5
     assert f"`python -m sweeper.report {b}`" in capsys.readouterr().err
 
@@ -266,7 +267,7 @@ def test_a_signal_before_fit_stops_the_sweep_once_fit_runs(tmp_path, capsys, mon
     assert sent == []  # no SIGUSR1 before Tune could take it
     assert rc == 3
     (exp,) = [p for p in tmp_path.iterdir() if p.is_dir()]
-    assert sorted(p.name for p in exp.iterdir()) == ["sweep.json", "tuner.pkl"]
+    assert sorted(p.name for p in exp.iterdir()) == ["driver.lock", "sweep.json", "tuner.pkl"]
     assert f"--resume {exp}`" in capsys.readouterr().err
 
 

@@ -21,6 +21,10 @@ CIFAR_NORMS = ("zca", "channel")  # trainables/data.py
 LR_SCHEDULES = ("exp", "cosine")  # trainables/schedules.py
 ARCHS = ("convnet13", "convnet_small", "wrn28_2")
 COMPILE_MODES = ("none", "model", "step", "graphs", "auto")  # trainer.py: what each compiles; auto: compile_policy.py
+# Keys every sweep's trial config carries (sweeper.driver.preflight.trial_configs writes data_dir and seed; the
+# presets set method and dataset): a trial config without them did not come from a sweep, and
+# trainables/tune.py refuses it rather than train TrainConfig's defaults.
+SWEEP_KEYS = ("method", "dataset", "seed", "data_dir")
 NUM_CLASSES = {"digits": 10, "mnist": 10, "cifar10": 10, "cifar100": 100, "svhn": 10}
 TRAIN_SIZE = {"digits": 1347, "mnist": 60000, "cifar10": 50000, "cifar100": 50000, "svhn": 73257}
 # Validation images held out of the training set (val_size=-1 picks these), as the SSL literature

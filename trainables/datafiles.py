@@ -4,6 +4,8 @@ Kept apart from `data.py` (tensors, preprocessing, augmentation) so that `sweepe
 a sweep's data before Ray starts without importing torch: a digits sweep needs nothing here, a
 CIFAR/SVHN check imports torchvision's file readers only then. MNIST's two layouts (torchvision's
 idx files, the classic mnist.pkl.gz) are read here with numpy alone; torchvision only downloads.
+The pickled formats (CIFAR's batches, mnist.pkl.gz) are read with trainables/safe_pickle.py, which
+admits numpy arrays and plain data only: a planted pickle in a data folder or bucket runs nothing.
 
     check_available("cifar10", "./data")   # files there? (no parsing) DataError with the fix if not
     check_readable("cifar10", "./data")    # ... and every file parses (about a second for CIFAR)
@@ -15,12 +17,11 @@ from __future__ import annotations
 import functools
 import gzip
 import os
-import pickle
 from pathlib import Path
 
 import numpy as np
 
-from trainables import remote
+from trainables import remote, safe_pickle
 from trainables.files import one_line
 from trainables.remote import is_uri
 
@@ -150,42 +151,42 @@ def _svhn_fix(root: Path) -> str:
 
 
 def _read_cifar(name, root: Path):
+    """CIFAR's pickled batches, each read with trainables/safe_pickle.py (never torchvision's reader,
+    which unpickles with plain pickle.load: a planted batch would run code)."""
     cls = _readers()[name]
     folder = root / cls.base_folder
-    train_files = [f for f, _ in cls.train_list]
-    test_files = [f for f, _ in cls.test_list]
-    meta_file = cls.meta["filename"]
     fix = _cifar_fix(cls, root)
+    meta = folder / cls.meta["filename"]
+    try:
+        entry = _unpickle(meta)
+        if not isinstance(entry, dict) or cls.meta["key"] not in entry:
+            raise KeyError(f"no {cls.meta['key']!r} in the meta file")
+    except Exception as e:  # unpickling garbage raises many types: name the file, keep the cause
+        raise DataError(f"cannot read {name} file {meta} ({one_line(e)}); it is corrupt or truncated: "
+                        f"delete it and {fix}") from e
     splits = []
-    for train, files in ((True, train_files), (False, test_files)):
-        try:
-            ds = cls(str(root), train=train)
-        except Exception as e:  # parsers raise many types; name the file, keep the cause
-            bad, err = _find_bad_cifar_file(folder, files, meta_file, cls.meta["key"]) or (folder, e)
-            raise DataError(f"cannot read {name} file {bad} ({one_line(err)}); it is corrupt or truncated: "
-                            f"delete it and {fix}") from e
-        x = np.ascontiguousarray(np.asarray(ds.data).transpose(0, 3, 1, 2))  # (N,32,32,3) -> (N,3,32,32)
-        splits.append((x, np.asarray(ds.targets, dtype=np.int64)))
+    for files in (cls.train_list, cls.test_list):
+        xs, ys = [], []
+        for f, _ in files:
+            try:
+                entry = _unpickle(folder / f)
+                data = np.asarray(entry["data"])
+                labels = entry["labels"] if "labels" in entry else entry["fine_labels"]
+                if data.ndim != 2 or data.shape[1] != 3072 or len(labels) != len(data) or data.dtype != np.uint8:
+                    raise ValueError(f"data {data.shape} {data.dtype} with {len(labels)} labels, "
+                                     f"expected uint8 (n, 3072) with n labels")
+            except Exception as e:
+                raise DataError(f"cannot read {name} file {folder / f} ({one_line(e)}); it is corrupt or truncated: "
+                                f"delete it and {fix}") from e
+            xs.append(data.reshape(-1, 3, 32, 32))  # (N, 3072) row-major R, G, B planes -> (N, 3, 32, 32)
+            ys.append(np.asarray(labels, dtype=np.int64))
+        splits.append((np.ascontiguousarray(np.concatenate(xs)), np.concatenate(ys)))
     return splits
 
 
-def _find_bad_cifar_file(folder: Path, data_files, meta_file, meta_key):
-    """The first CIFAR pickle that does not unpickle into the expected dict, with its error."""
-    for f in data_files + [meta_file]:
-        try:
-            with open(folder / f, "rb") as fh:
-                entry = pickle.load(fh, encoding="latin1")
-            if f == meta_file:
-                if meta_key not in entry:
-                    raise KeyError(f"no {meta_key!r} in the meta file")
-                continue
-            data = np.asarray(entry["data"])
-            labels = entry["labels"] if "labels" in entry else entry["fine_labels"]
-            if data.ndim != 2 or data.shape[1] != 3072 or len(labels) != len(data):
-                raise ValueError(f"data {data.shape} with {len(labels)} labels, expected (n, 3072) with n labels")
-        except Exception as e:
-            return folder / f, e
-    return None
+def _unpickle(path: Path):
+    with open(path, "rb") as fh:
+        return safe_pickle.load(fh)
 
 
 def _read_svhn(root: Path):
@@ -283,7 +284,7 @@ def _read_mnist_pickle(path: Path, root: Path):
     x as float32 (n, 1, 28, 28) and y as int64. DataError naming the file if it is not that."""
     try:
         with gzip.open(path, "rb") as f:
-            splits = pickle.load(f, encoding="latin1")  # pickled by Python 2
+            splits = safe_pickle.load(f)  # pickled by Python 2; data only (trainables/safe_pickle.py)
         if not isinstance(splits, (tuple, list)) or len(splits) != 3:
             raise ValueError(f"a {type(splits).__name__}, expected a 3-tuple (train, valid, test)")
         out = []

@@ -32,7 +32,7 @@ import numpy as np
 import ray
 from ray import tune
 
-from trainables.config import TrainConfig
+from trainables.config import SWEEP_KEYS, ConfigError, TrainConfig
 
 CKPT = "trainer.pt"
 VIRTUAL_POINTS = "virtual_points.npz"
@@ -42,6 +42,9 @@ BOOKKEEPING = ("trial_index",)  # keys sweeper.run adds to the param space; not 
 
 
 def train_tune(config: dict) -> None:
+    if missing := [k for k in SWEEP_KEYS if k not in config]:  # e.g. a trial Tune made up from a torn state
+        raise ConfigError(f"trial config {sorted(config)} lacks {', '.join(missing)}: it is no trial of a sweep, so "
+                          f"it is not run; start the sweep again with sweeper.run")
     import torch
 
     from trainables.mur import virtual_point_examples

@@ -17,10 +17,13 @@ from pathlib import Path
 from search_spaces import Sweep, SweepError
 from sweeper import storage as store
 from sweeper.driver.provenance import source_commit
+from sweeper.driver.tune_state import tuner_digest
 
 
-def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict):
-    """The stored experiment's Tuner on --resume, else a new experiment folder (sweep.json) and its Tuner."""
+def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict, lease):
+    """The stored experiment's Tuner on --resume, else a new experiment folder (sweep.json) and its Tuner,
+    with `lease` (sweeper/driver/lease.py) taken on the folder as soon as it exists. sweep.json records the
+    SHA-256 of the tuner.pkl Tune wrote (`tuner_digest`), which --resume checks (sweeper/driver/tune_state.py)."""
     from ray import tune
 
     if args.resume:
@@ -36,7 +39,9 @@ def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict)
     meta = {**asdict(sweep), "preset": args.preset, "n_trials": len(trials), "argv": sys.argv,
             "start_points": start_points(sweep, trials), "commit": source_commit()}
     store.create_experiment(exp_dir)
+    lease.acquire()
     tuner = build_tuner(sweep, trials, args, exp_dir, resources)  # Tune writes its tuner.pkl here
+    meta["tuner_digest"] = tuner_digest(store.read_bytes(exp_dir / store.TUNER_STATE))
     # sweep.json last: a folder that has one is an experiment that --resume can continue
     store.write_text(exp_dir / "sweep.json", json.dumps(meta, indent=1, default=str))
     return tuner
