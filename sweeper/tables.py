@@ -28,6 +28,10 @@ from sweeper.layout import DIFF_COLS, STAT_COLS, cell_configs, layout_keys, pape
 from sweeper.paired import LEVEL, baseline_diffs
 from sweeper.paper_results import protocol_reason
 from sweeper.stats import excludes_zero
+from trainables.registry import METHODS
+
+# the classical baseline every deep row is compared with in classical_note (the one method without a network)
+CLASSICAL = next(m.name for m in METHODS.values() if not m.network)
 
 
 # ---------------------------------------------------------------- the table
@@ -151,9 +155,9 @@ def classical_note(summary: pd.DataFrame, trials: pd.DataFrame, rows=("method", 
     """One note saying plainly which rows beat the classical baseline (method labelspreading) and which do
     not: each row's paired difference from the LabelSpreading cell of its column over the common seeds,
     'better' / 'worse' where the t-interval excludes 0, else 'no clear difference'. [] without that row."""
-    if "method" not in summary.columns or not (summary["method"] == "labelspreading").any():
+    if "method" not in summary.columns or not (summary["method"] == CLASSICAL).any():
         return []
-    diffs, _ = baseline_diffs(summary, trials, {"method": "labelspreading"}, rows, cols, level)
+    diffs, _ = baseline_diffs(summary, trials, {"method": CLASSICAL}, rows, cols, level)
     labels = row_labels(summary, rows, cols)
     _, col_keys = layout_keys(summary, rows, cols)
     many_cols = len({tuple(py_value(summary.at[i, k]) for k in col_keys) for i in summary.index}) > 1

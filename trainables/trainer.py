@@ -34,9 +34,8 @@ from trainables.files import atomic_write
 from trainables.methods import Views, loss_terms, needs_input_grad
 from trainables.metrics import error_rate, histogram, sensitivity
 from trainables.models import build_model
+from trainables.registry.method import TERMS
 from trainables.variational import sparsity
-
-TERMS = ("xent", "cons", "kl", "mur", "entmin")
 
 
 class CheckpointMismatch(ValueError):
@@ -237,8 +236,8 @@ class Trainer:
         x = d.x_train[idx]                                   # (B, C, H, W)
         v = Views(x=augment(x, cfg.translate, cfg.flip, self.gen, cfg.translate_pad),
                   x2=augment(x, cfg.translate, cfg.flip, self.gen, cfg.translate_pad),
-                  y_l=d.y_train[idx[: len(idx_l)]], x0=x if cfg.bn_clean_pass or cfg.method == "ict" else None)
-        if cfg.method == "fixmatch":  # strong view A(x_u), drawn after the weak views: they never see it
+                  y_l=d.y_train[idx[: len(idx_l)]], x0=x if cfg.bn_clean_pass or "x0" in cfg.spec.views else None)
+        if "strong" in cfg.spec.views:  # FixMatch's strong view A(x_u), drawn after the weak views: they never see it
             x_u = augment(x[len(idx_l):], cfg.translate, cfg.flip, self.gen, cfg.translate_pad)  # (U, C, H, W)
             v.xs = strong_augment(x_u, self.gen, cfg.fm_ops, cfg.fm_cutout, cfg.fm_groups)
         return v
@@ -280,7 +279,7 @@ class Trainer:
         total.backward()
         # The authors' Mean Teacher runs the EMA among the update ops that the SGD step depends on, i.e. it
         # averages the student BEFORE this step's update; FixMatch's code runs its EMA after the update.
-        ema_first = self.teacher is not None and cfg.method != "fixmatch"
+        ema_first = self.teacher is not None and not cfg.spec.ema_after_step
         if ema_first:
             self._ema_update(schedules.ema_decay_at(self.step, cfg))
         self.opt.step()
@@ -361,7 +360,7 @@ class Trainer:
         FixMatch's EMA model (evaluation only) always takes the student's statistics. teacher_bn="own":
         the teacher's train-mode passes update its own running statistics, which it uses at test time.
         """
-        return self.teacher is not None and (self.cfg.teacher_bn == "student" or self.cfg.method == "fixmatch")
+        return self.teacher is not None and (self.cfg.teacher_bn == "student" or not self.cfg.spec.teacher_bn_own)
 
     @torch.no_grad()
     def _ema_update(self, decay: float):
@@ -494,7 +493,7 @@ def train(cfg: TrainConfig, data: Dataset | None = None, log=print) -> dict:
     method="labelspreading" trains nothing: scikit-learn's LabelSpreading on the same labeled subset,
     unlabeled images and validation split (trainables/classical.py), reported once like an evaluation.
     """
-    if cfg.method == "labelspreading":
+    if not cfg.spec.network:
         from trainables.classical import run_label_spreading
         from trainables.config import TRAIN_SIZE, check_size
 

@@ -51,7 +51,7 @@ def train_tune(config: dict) -> None:
     versions = {"python_version": platform.python_version(), "torch_version": str(torch.__version__),
                 "ray_version": ray.__version__}
     cfg = TrainConfig.from_dict({k: v for k, v in config.items() if k not in BOOKKEEPING})
-    if cfg.method == "labelspreading":  # the classical baseline: seconds, deterministic, one report
+    if not cfg.spec.network:  # the classical baseline (LabelSpreading): seconds, deterministic, one report
         from trainables.trainer import train
 
         tune.report({**train(cfg, log=None), **versions})
