@@ -36,6 +36,7 @@ validation split) get NaN `bestval_*` columns and still aggregate.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import platform
@@ -66,6 +67,7 @@ SELECT_METRIC = "val_error"  # what best_val selects the report by (the evaluate
 # Points of a trial's curve a summary can take.
 WHICH = ("final", "best_val", "best_test")
 WHICH_PREFIX = {"final": "final_", "best_val": "bestval_", "best_test": "best_"}
+METRIC_PREFIXES = tuple(WHICH_PREFIX.values())  # the trials table's metric columns
 # Keys Ray adds to every report that are not metrics of ours.
 RAY_KEYS = ("config", "timestamp", "checkpoint_dir_name", "should_checkpoint", "date", "pid", "node_ip",
             "hostname", "time_this_iter_s", "time_since_restore", "iterations_since_restore", "trial_id")
@@ -261,10 +263,10 @@ def trial_row(tdir: Path, sweep: str, ray_states: dict[str, dict], env: dict) ->
     """The trials-table row of one trial folder: bookkeeping, config keys, final_* and best_* metrics."""
     reports = read_reports(tdir)
     params = read_params(tdir)
-    clash = sorted(k for k in params if k in BOOK_COLS or not _is_config(k))
-    if clash:
-        raise AggregateError(f"{tdir / 'params.json'}: config key(s) {clash} clash with the trials table's own "
-                             f"columns; rename them in the search space")
+    unknown = sorted(k for k in params if k not in config_cols())
+    if unknown:  # the trainable refuses such a key (TrainConfig.from_dict): other code wrote this trial
+        raise AggregateError(f"{tdir / 'params.json'}: key(s) {unknown} are not TrainConfig fields, so no row of "
+                             f"the tables can name them; report this experiment with the code that ran it")
     state = ray_states.get(tdir.name, {})
     error_txt = tdir / "error.txt"
     has_error = error_txt.is_file() or (tdir / "error.pkl").is_file()
@@ -340,7 +342,7 @@ def load_trials(exp_dir: str | Path) -> pd.DataFrame:
     states, env = read_ray_states(exp), environment_versions()
     rows = [trial_row(t, sweep, states, env) for t in trial_dirs(exp)]
     df = pd.DataFrame(rows)
-    config = [c for c in df.columns if _is_config(c)]
+    config = [c for c in df.columns if is_config(c)]
     defaults = train_config_defaults()
     for c in config:
         if df[c].isna().any() and c in defaults:
@@ -373,7 +375,7 @@ def load_history(exp_dir: str | Path,
 
 def config_columns(df: pd.DataFrame) -> list[str]:
     """The config keys among the trials table's columns."""
-    return [c for c in df.columns if _is_config(c)]
+    return [c for c in df.columns if is_config(c)]
 
 
 def group_keys(df: pd.DataFrame) -> list[str]:
@@ -481,8 +483,24 @@ def train_config_defaults() -> dict:
 
 # ---------------------------------------------------------------- small helpers
 
-def _is_config(col: str) -> bool:
-    return col not in BOOK_COLS and not col.startswith(("final_", "best_", "bestval_"))
+@functools.cache
+def config_cols() -> frozenset[str]:
+    """The trials table's config columns, declared: every TrainConfig field and the keys the driver adds
+    to a trial's params (trainables.config.BOOKKEEPING)."""
+    from trainables.config import BOOKKEEPING
+
+    return frozenset(train_config_defaults()) | frozenset(BOOKKEEPING)
+
+
+def is_config(col: str) -> bool:
+    """Whether a trials-table column is a config key; AggregateError for a column of no declared kind."""
+    if col in config_cols():
+        return True
+    if col in BOOK_COLS or col.startswith(METRIC_PREFIXES):
+        return False
+    raise AggregateError(f"trials-table column {col!r} is undeclared: neither a config key (a TrainConfig field "
+                         f"or trainables.config.BOOKKEEPING), nor bookkeeping (aggregate.BOOK_COLS), nor a metric "
+                         f"({', '.join(p + '*' for p in METRIC_PREFIXES)}); declare it where it belongs")
 
 
 def _trial_id(tdir: Path, last: dict, state: dict) -> str:

@@ -46,6 +46,10 @@ NOT_COMPARED = ("seed", "data_dir", "download", "device", "nan_check_every", "ch
 METHOD_KEYS = frozenset(k for m in registry.METHODS.values() if m.network for k in m.keys)
 
 
+# keys sweeper/tuner.py adds to a trial's param space beside the TrainConfig fields (trainables/tune.py drops them)
+BOOKKEEPING = ("trial_index",)
+
+
 def held_out(dataset: str, val_size: int) -> int:
     """Validation images a run holds out of the training set: val_size, or VAL_SIZE[dataset] for -1."""
     return VAL_SIZE[dataset] if val_size < 0 else val_size

@@ -32,13 +32,12 @@ import numpy as np
 import ray
 from ray import tune
 
-from trainables.config import TrainConfig
+from trainables.config import BOOKKEEPING, TrainConfig
 
 CKPT = "trainer.pt"
 VIRTUAL_POINTS = "virtual_points.npz"
 N_VIRTUAL_POINT_IMAGES = 8
 RESUME_ERROR = "resume_error"  # a trial's last report: why its checkpoint cannot be continued (it ends failed)
-BOOKKEEPING = ("trial_index",)  # keys sweeper.run adds to the param space; not TrainConfig fields
 
 
 def train_tune(config: dict) -> None:
