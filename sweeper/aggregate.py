@@ -40,7 +40,6 @@ import functools
 import json
 import math
 import platform
-import re
 import warnings
 from dataclasses import MISSING, fields
 from importlib import metadata
@@ -49,6 +48,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sweeper.storage import TRIAL_DIR_PREFIX
 from trainables.files import atomic_write
 
 STATUSES = ("finished", "failed", "diverged", "stopped", "incomplete")
@@ -72,7 +72,6 @@ METRIC_PREFIXES = tuple(WHICH_PREFIX.values())  # the trials table's metric colu
 RAY_KEYS = ("config", "timestamp", "checkpoint_dir_name", "should_checkpoint", "date", "pid", "node_ip",
             "hostname", "time_this_iter_s", "time_since_restore", "iterations_since_restore", "trial_id")
 VERSION_KEYS = ("python_version", "torch_version", "ray_version")
-_TRIAL_ID = re.compile(r"(?:^|_)([0-9a-f]{5}_\d{5})(?:_|$)")
 
 
 class AggregateError(ValueError):
@@ -163,11 +162,8 @@ def read_json_lines(path: Path) -> tuple[list[dict], bool]:
 
 
 def read_reports(tdir: Path) -> list[dict]:
-    """All reports of a trial, oldest first: result.json, else progress.csv if only that exists."""
+    """All reports of a trial, oldest first (result.json)."""
     reports, _ = read_json_lines(tdir / "result.json")
-    if not reports and not (tdir / "result.json").is_file() and (tdir / "progress.csv").is_file():
-        prog = pd.read_csv(tdir / "progress.csv")
-        reports = prog.to_dict("records")
     return reports
 
 
@@ -282,7 +278,7 @@ def trial_row(tdir: Path, sweep: str, ray_states: dict[str, dict], env: dict) ->
         "wall_time_s": _num(last.get("wall_time", last.get("time_total_s"))),
         "hostname": last.get("hostname"),
     }
-    reported = {k: _version(last, k) for k in VERSION_KEYS}
+    reported = {k: last.get(k) for k in VERSION_KEYS}
     if any(v is not None for v in reported.values()):
         row.update(reported, versions_source="reported")
     else:
@@ -508,8 +504,7 @@ def _trial_id(tdir: Path, last: dict, state: dict) -> str:
         return last["trial_id"]
     if isinstance(state.get("trial_id"), str):
         return state["trial_id"]
-    m = _TRIAL_ID.search(tdir.name)
-    return m.group(1) if m else tdir.name
+    return tdir.name.removeprefix(TRIAL_DIR_PREFIX)
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:
@@ -539,13 +534,6 @@ def _num(v) -> float:
 
 def _scalar(v):
     return json.dumps(v) if isinstance(v, (list, tuple, dict)) else v
-
-
-def _version(report: dict, key: str):
-    nested = report.get("versions")
-    if isinstance(nested, dict) and key.removesuffix("_version") in nested:
-        return nested[key.removesuffix("_version")]
-    return report.get(key)
 
 
 def _plain(v):

@@ -188,8 +188,8 @@ class Trainer:
             self.teacher = copy.deepcopy(self.student)
             for p in self.teacher.parameters():
                 p.requires_grad_(False)
-            # the EMA's (teacher, student) tensor lists, walked once here, not every step (~150 us of host
-            # time for ConvNet-13's four walks); load_state_dict copies into these same tensors
+            # the EMA's (teacher, student) tensor lists, walked once here, not every step (four module walks
+            # of host time per step); load_state_dict copies into these same tensors
             self._ema_params = (list(self.teacher.parameters()), list(self.student.parameters()))
             self._ema_buffers = (list(self.teacher.buffers()), list(self.student.buffers()))
         self.opt = torch.optim.SGD(param_groups(self.student, cfg.weight_decay, cfg.weight_decay_scope), lr=cfg.lr,

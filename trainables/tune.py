@@ -33,9 +33,8 @@ import ray
 from ray import tune
 
 from trainables.config import BOOKKEEPING, TrainConfig
+from trainables.files import CKPT, VIRTUAL_POINTS
 
-CKPT = "trainer.pt"
-VIRTUAL_POINTS = "virtual_points.npz"
 N_VIRTUAL_POINT_IMAGES = 8
 RESUME_ERROR = "resume_error"  # a trial's last report: why its checkpoint cannot be continued (it ends failed)
 
