@@ -4,6 +4,8 @@ Numbers come from the paper's appendix "Training Settings" and docs/DECISIONS.md
 """
 from __future__ import annotations
 
+from trainables import registry
+
 # The paper's protocol trains on every training image and reports the final test error: the authors'
 # train.py loads train.npz whole (create_ssl_data splits it into labeled and unlabeled only) and the
 # paper has no validation split. So the paper presets hold none out (val_size=0); a table prints a delta
@@ -155,7 +157,7 @@ PAPER_DATASETS = ("cifar10", "cifar100", "svhn")
 
 
 def authors_bn_clean_pass(dataset: str, method: str, vd: bool) -> bool:
-    return dataset in PAPER_DATASETS and method in ("mt", "ict") and not vd
+    return dataset in PAPER_DATASETS and registry.get(method).authors_bn_clean_pass and not vd
 
 
 def authors_rows(rows: list[dict], dataset: str) -> list[dict]:

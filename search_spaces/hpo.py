@@ -4,7 +4,7 @@ Hypothesis: the paper's hand-set values (lambda1 10, lambda2 0.05, lambda3 4, r 
 near a good region; the search says how much is left on the table: its first sample is the preset's
 hand-set values, and table_ranked.md says where they rank. The Optuna study is kept in SQLite
 (`optuna.db` in the experiment folder); ASHA stops poor trials early.
-    python -m sweeper.run hpo --preset quick   # digits, 12 samples of 1500 steps
+    python -m sweeper.run hpo --preset quick   # digits, 12 samples of 1000 steps
     python -m sweeper.run hpo --preset quick --confirm results/hpo-<stamp>   # winner vs hand-set, 5 fresh seeds
     python -m sweeper.run hpo                  # CIFAR-10 1000 labels, 40 samples (ASHA cuts most short)
 """

@@ -48,7 +48,7 @@ from sweeper.driver.ray_session import credentials_from_each_node, env_set, star
 from sweeper.driver.signals import graceful_stop, signals_interrupt
 from sweeper.storage import StorageError
 from sweeper.driver.tune_state import check_resumable
-from sweeper.driver.tuner import make_tuner, start_points
+from sweeper.driver.tuner import make_tuner, start_points, varying_keys
 
 
 # The exit status of `python -m sweeper.run`: docs/USAGE.md and docs/ARCHITECTURE.md state the same codes.
@@ -180,7 +180,7 @@ def stored_preset(exp: Path, meta: dict, asked: str | None) -> str:
 
 
 def print_dry_run(sweep: Sweep, trials: list[dict], args) -> None:
-    varying = [k for k in trials[0] if len({json.dumps(t.get(k)) for t in trials}) > 1 and k != "seed"]
+    varying = varying_keys(trials)
     print(f"sweep {sweep.name} (preset {args.preset}): {sweep.description}")
     print(f"reproduces: {sweep.paper_ref}")
     print(f"{len(trials)} trials = {len(trials) // max(1, len({t['seed'] for t in trials}))} configs "
@@ -341,8 +341,7 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
 
     errors = [r for r in grid if r.error is not None]
     if not isinstance(exp_dir, Path) and (lost := store.stored_state_error()):
-        for r in errors:
-            print(f"trial {r.path} failed: {type(r.error).__name__}: {str(r.error).splitlines()[0]}", file=sys.stderr)
+        print_failed(errors)
         return storage_lost(sweep, exp_dir, lost)
     no_report = None
     try:
@@ -358,8 +357,7 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
     for name in ("table.md", "table_ranked.md"):  # the ranked table: searches (hpo) only
         if paths.get(name):
             print(Path(paths[name]).read_text())
-    for r in errors:
-        print(f"trial {r.path} failed: {type(r.error).__name__}: {str(r.error).splitlines()[0]}", file=sys.stderr)
+    print_failed(errors)
     diverged = [r for r in grid if r.error is None and (r.metrics or {}).get("diverged") == 1]
     if diverged:
         print(f"note: {len(diverged)} trial(s) diverged (a result: the tables count them, `n_diverged`)",
@@ -379,6 +377,12 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
               f"`{shlex.join(['python', '-m', 'sweeper.report', str(exp_dir)])}`", file=sys.stderr)
         return EXIT_NO_REPORT
     return EXIT_OK
+
+
+def print_failed(errors) -> None:
+    """One stderr line per errored trial of the result grid: its folder and the error's first line."""
+    for r in errors:
+        print(f"trial {r.path} failed: {type(r.error).__name__}: {str(r.error).splitlines()[0]}", file=sys.stderr)
 
 
 def storage_lost(sweep: Sweep, exp_dir, why: str) -> int:

@@ -4,8 +4,8 @@ A results root or an experiment folder is a `Path` (local) or a `Location` (file
 scheme-less path, scheme). Ray Tune gets the Location's file system and path (`ray_storage`,
 `prepare_restore`) and writes trials, checkpoints and experiment state there itself; sweeper.run
 writes sweep.json through `create_experiment`. The report code reads local files, so `report_inputs`
-copies an experiment's small files (sweep.json, experiment_state-*.json, params.json, result.json,
-progress.csv, error.*, the virtual_points.npz of MUR checkpoints; never the weights) into
+copies an experiment's small files (REPORT_INPUTS: sweep.json, experiment_state-*.json, params.json,
+result.json, error.*, the virtual_points.npz of MUR checkpoints, live.json; never the weights) into
 a local cache folder (sweeper.report.report_at builds the report there and uploads what it wrote
 with `push`). Endpoint and credentials: the standard settings of each file system (AWS: environment,
 profile, instance role, AWS_ENDPOINT_URL_S3 for S3-compatible servers; GCS: application default
@@ -32,16 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainables import remote
-from trainables.files import atomic_write, one_line
+from trainables.files import VIRTUAL_POINTS, atomic_write, one_line
 from trainables.remote import is_uri
 
 # What the report reads from an experiment folder (sweeper/analysis/aggregate.py, sweeper/report.py).
-VIRTUAL_POINTS = "virtual_points.npz"  # x* of a MUR trial, beside its checkpoint (trainables/tune.py)
-REPORT_INPUTS = ("sweep.json", "params.json", "result.json", "progress.csv", "error.txt", "error.pkl",
-                 VIRTUAL_POINTS, "live.json")
+REPORT_INPUTS = ("sweep.json", "params.json", "result.json", "error.txt", "error.pkl", VIRTUAL_POINTS, "live.json")
 EXPERIMENT_STATE = re.compile(r"experiment_state-.*\.json")
-CHECKPOINT = "trainer.pt"          # trainables/tune.py's checkpoint file
-VIRTUAL_POINTS = "virtual_points.npz"
+TRIAL_DIR_PREFIX = "trial_"  # a trial's folder: trial_<Tune's trial id> (sweeper/driver/tuner.py's trial_dirname)
 TUNER_STATE = "tuner.pkl"          # what Tuner.restore needs (Tune writes it when the Tuner is built)
 OPTUNA_DB = "optuna.db"            # hpo's study: SQLite, so on the driver's disk, copied beside the results
 PREFLIGHT_RETRY_S = 5.0            # check()'s retry budget (the run's: remote.retry_budget())

@@ -350,3 +350,50 @@ def test_a_trial_stopped_by_asha_is_stopped_although_tune_marks_it_done(tmp_path
                              "{}"] for i, (d, c) in enumerate(zip(dirs, cases))]}
     (exp / "experiment_state-2026-01-01_00-00-00.json").write_text(json.dumps(state))
     assert list(load_trials(exp)["status"]) == [c[-1] for c in cases]
+
+
+# ---------------------------------------------------------------- the tables' schema
+
+def test_every_column_of_the_tables_is_declared(experiment):
+    exp, _ = experiment
+    """Each trials-table and summary column is of one declared kind (config key, bookkeeping, metric,
+    statistic), the kinds disjoint; the config columns are exactly the config keys the trials had."""
+    from sweeper.analysis.aggregate import BOOK_COLS, METRIC_PREFIXES, is_config, config_cols, load_trials, summarize
+    from sweeper.analysis.layout import SUMMARY_COLS, config_keys
+
+    assert not config_cols() & set(BOOK_COLS) and not config_cols() & set(SUMMARY_COLS)
+    assert not any(c.startswith(METRIC_PREFIXES) for c in config_cols() | set(SUMMARY_COLS))
+    trials = load_trials(exp)
+    config = [c for c in trials.columns if is_config(c)]  # raises for a column of no declared kind
+    assert set(config) == {"dataset", "num_labels", "data_dir", "mur_radius", "method", "vd", "mur", "seed",
+                           "trial_index"}
+    summary = summarize(trials)
+    assert set(config_keys(summary)) == set(config) - {"seed", "trial_index", "data_dir"}
+
+
+def test_an_undeclared_column_is_an_error_not_a_row_label(experiment):
+    exp, _ = experiment
+    """A statistic added to a summary without being declared would be taken for a config key and name
+    the rows ("MT (spread 1.2)"): it is refused, naming the column and where to declare it."""
+    from sweeper.analysis.aggregate import is_config, load_trials, summarize
+    from sweeper.analysis.layout import row_labels
+
+    summary = summarize(load_trials(exp))
+    assert list(row_labels(summary)) == ["MT", "MT + VD + MUR"]
+    summary["spread"] = [1.2, 3.4]
+    with pytest.raises(AggregateError, match=r"\['spread'\] are undeclared.*SUMMARY_COLS"):
+        row_labels(summary)
+    with pytest.raises(AggregateError, match="'rank' is undeclared"):
+        is_config("rank")
+
+
+def test_a_trial_with_a_key_that_is_no_config_field_is_refused(experiment):
+    exp, _ = experiment
+    """The trainable refuses a key TrainConfig lacks, so a params.json holding one came from other code:
+    the report says so in one line instead of making it a row label."""
+    from sweeper.analysis.aggregate import load_trials
+
+    write_trial(exp, 9, {"method": "mt", "seed": 0, "trial_index": 9, "old_knob": 1},
+                finished_reports([20.0, 19.0, 18.0]))
+    with pytest.raises(AggregateError, match=r"\['old_knob'\] are not TrainConfig fields"):
+        load_trials(exp)

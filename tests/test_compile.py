@@ -23,7 +23,7 @@ import torch
 
 import trainables.trainer as trainer_mod
 from search_spaces.common import QUICK
-from trainables.compile_policy import MEASURED_CUDA, resolve_compile
+from trainables.compile_policy import measured_cuda, resolve_compile
 from trainables.config import ConfigError, TrainConfig
 from trainables.data import load_dataset
 from trainables.methods import loss_terms
@@ -162,14 +162,15 @@ def test_auto_compiles_only_what_was_measured_faster(device, kw, want):
 
 
 def test_measured_cuda_is_what_the_committed_benchmark_files_say():
-    """Each figure of MEASURED_CUDA is a row of a committed benchmark file (rounded to 0.1): its
+    """Each figure of measured_cuda() is a row of a committed benchmark file (rounded to 0.1): its
     steps/s, and its compile seconds or those of the step row measured before it in the same run."""
     variant = {(False, "none"): "MT", (True, "none"): "MT+VD", (True, "direct"): "MT+VD+MUR"}
     files = sorted((Path(__file__).resolve().parents[1] / "benchmarks" / "results").glob(
         "trainer_throughput_h200_*_mt*.json"))
     runs = [json.loads(f.read_text()) for f in files]
     runs = [r for r in runs if not r["bf16"]]
-    for key, modes in MEASURED_CUDA.items():
+    assert measured_cuda()  # the committed files list compiled modes
+    for key, modes in measured_cuda().items():
         for mode, steps_per_s, compile_s in modes:
             found = []
             for run in runs:
@@ -177,6 +178,36 @@ def test_measured_cuda_is_what_the_committed_benchmark_files_say():
                 if mode in rows and round(rows[mode]["steps_per_s"], 1) == steps_per_s:
                     found += [round(rows[m]["compile_s"], 1) for m in (mode, "step") if m in rows]
             assert compile_s in found, (key, mode, steps_per_s, compile_s, found)
+
+
+def _run(path, modes, rows, bf16=False):
+    path.write_text(json.dumps({"bf16": bf16, "channels_last": False, "family": "mt", "compile_modes": modes,
+                                "rows": [{"variant": v, "compile": m, "steps_per_s": s, "compile_s": c}
+                                         for v, m, s, c in rows]}))
+
+
+def test_measured_cuda_keeps_the_clearly_faster_modes_of_the_newest_run(tmp_path):
+    """The rule on planted files: step/graphs at >= 1.25x eager of their own run, fastest first; a run
+    with graphs supersedes one without for the modes both measured; graphs after step in one run is
+    counted at step's compile seconds; bf16 runs and the model mode are never read."""
+    _run(tmp_path / "trainer_throughput_h200_compile_mt.json", ["none", "model", "step"],
+         [("MT", "none", 10.0, 0.0), ("MT", "model", 20.0, 1.0), ("MT", "step", 30.0, 5.0),
+          ("MT+VD", "none", 10.0, 0.0), ("MT+VD", "step", 20.04, 7.0)])
+    _run(tmp_path / "trainer_throughput_h200_graphs_mt.json", ["none", "step", "graphs"],
+         [("MT", "none", 20.0, 0.0), ("MT", "step", 24.0, 6.0), ("MT", "graphs", 50.0, 2.0),
+          ("MT+VD+MUR", "none", 10.0, 0.0), ("MT+VD+MUR", "graphs", 12.4, 3.0)])
+    _run(tmp_path / "trainer_throughput_h200_graphs_mt_bf16.json", ["none", "graphs"],
+         [("MT+VD+MUR", "none", 10.0, 0.0), ("MT+VD+MUR", "graphs", 40.0, 3.0)], bf16=True)
+    measured_cuda.cache_clear()
+    try:
+        got = measured_cuda(tmp_path)
+    finally:
+        measured_cuda.cache_clear()
+    # MT: step's 1.2x of the graphs run supersedes the older 3x; graphs at step's 6 s; MT+VD: 2.0x kept;
+    # MT+VD+MUR: 1.24x is not clearly faster, and the bf16 run is not read
+    assert got == {(False, "none"): [("graphs", 50.0, 6.0)], (True, "none"): [("step", 20.0, 7.0)]}
+    with pytest.raises(FileNotFoundError, match="matched nothing"):
+        measured_cuda(tmp_path / "absent")
 
 
 def test_auto_on_cpu_is_eager_bit_for_bit(digits):

@@ -336,13 +336,13 @@ def test_the_seeds_help_names_no_number_since_sweeps_differ():
 # A duration, speed or error typed into a comment, docstring or string of sweeper/, trainables/ or
 # search_spaces/ goes stale with the next change of code or machine; measured numbers live in committed
 # result files (docs/runs/, benchmarks/results/) and the Markdown generated from them. Flagged: a number
-# followed by a unit of time (ms, s, min, h, GPU-h, H100-hours, ...), speed (steps/s, images/s, "8x slower")
+# followed by a unit of time (µs / us, ms, s, min, h, GPU-h, H100-hours, ...), speed (steps/s, images/s, "8x slower")
 # or a percentage. Allowed, by one narrow rule: a line that states a setting, i.e. that contains one of
 # SETTING_WORDS (a timeout, a wait between retries, a save period, a budget, a default, a ramp-up fraction),
 # and the 95 % confidence level the tables use.
 
 MEASURED = re.compile(r"(?<![\w.:])\d(?:[\d.]*\d)?(?:\s*-\s*\d(?:[\d.]*\d)?)?\s*"
-                      r"(?:ms|s|sec|seconds?|min|minutes?|h|hours?|\w+-hours?|\w+-min|GPU-h|steps/s|images/s|it/s|%"
+                      r"(?:ns|us|µs|μs|ms|s|sec|seconds?|min|minutes?|h|hours?|\w+-hours?|\w+-min|GPU-h|steps/s|images/s|it/s|%"
                       r"|[x×] (?:slower|faster))(?=$|[\s),;.:\]])")
 SETTING_WORDS = re.compile(r"\b(?:every|timeout\w*|wait\w*|retr\w*|period|budget\w*|at most|at least|default\w*|"
                            r"ramp\w*)\b|\b95 ?%", re.I)
@@ -364,7 +364,7 @@ def measured_numbers(source: str) -> list[tuple[int, str]]:
 
 
 def _code_files():
-    return sorted(p for d in CODE_DIRS for p in (ROOT / d).glob("*.py"))
+    return sorted(p for d in CODE_DIRS for p in (ROOT / d).rglob("*.py"))
 
 
 @pytest.mark.parametrize("path", _code_files(), ids=lambda p: str(p.relative_to(ROOT)))
@@ -377,6 +377,8 @@ def test_no_measured_number_in_the_code(path):
     "x = 1  # MT+MUR runs at 25 steps/s on one GPU\n",
     "x = 1  # about 3 GPU-hours per trial\n",
     "x = 1  # a batch-100 step takes 10 ms\n",
+    "x = 1  # the walk costs ~150 us of host time\n",
+    "x = 1  # one launch is 5 µs\n",
     "x = 1  # LabelSpreading's error is ~2.5 % on digits\n",
     "x = 1  # NCHW max-pool is ~8x slower\n",
     'p.add_argument("--dashboard", help="costs ~2 s at start")\n',
@@ -475,3 +477,89 @@ def test_the_real_seeds_auto_comparison_calls_agreement_by_decision_and_directio
     assert mod.compare(fixed, mod.decision(row("1", "0.2", "2", "differs at 5 seeds"))) == (False, True)
     assert mod.compare({"diff": 0.1, "status": "open"}, mod.decision(row("0", "-2", "2", "capped at 8 seeds"))) \
         == (True, False)  # neither decided
+
+
+# ---------------------------------------------------------------- what the docs say of the sweeps and the cache
+
+STEPS = re.compile(r"(?<![\w^.,])(\d[\d,_]*)\s+steps\b")
+
+
+def _preset_steps(sweep: str, preset: str) -> set[int]:
+    return {int(t["steps"]) for t in get_sweep(sweep, preset).trials(seeds=1)}
+
+
+def test_the_quick_presets_steps_usage_states_are_the_sweeps():
+    """USAGE's quick bullet names the step counts the quick presets run, no other."""
+    from search_spaces import presets
+
+    usage = (ROOT / "docs" / "USAGE.md").read_text()
+    bullet = usage.split("- **quick**:", 1)[1].split("\n- **", 1)[0]
+    stated = {int(n.replace(",", "").replace("_", "")) for n in STEPS.findall(bullet)}
+    run = set().union(*(_preset_steps(n, "quick") for n in names() if "quick" in presets(n)))
+    assert stated == run, f"USAGE's quick bullet says {sorted(stated)} steps; the quick presets run {sorted(run)}"
+
+
+def test_a_sweeps_docstring_command_states_its_presets_steps():
+    """A command line of a sweep's docstring that says how many steps its trials run says what they run."""
+    import importlib
+
+    from search_spaces import default_preset
+
+    checked = 0
+    for name in names():
+        for line in (importlib.import_module(f"search_spaces.{name}").__doc__ or "").splitlines():
+            if "python -m sweeper.run" not in line or "--resume" in line or "--set" in line:
+                continue
+            preset = re.search(r"--preset (\w+)", line)
+            for n in STEPS.findall(line):
+                steps = _preset_steps(name, preset.group(1) if preset else default_preset(name))
+                assert steps == {int(n.replace(",", "").replace("_", ""))}, (name, line.strip(), steps)
+                checked += 1
+    assert checked >= 1  # hpo's quick line at least
+
+
+def test_the_step_count_reader_finds_a_planted_count_but_not_a_power():
+    assert STEPS.findall("digits, 12 samples of 1500 steps; 3 x 3 trials of 2^20 steps; 280,000 steps") == \
+        ["1500", "280,000"]
+
+
+def test_the_report_cache_usage_lists_is_what_storage_copies():
+    """USAGE names the files `sweeper.report URI` copies into its cache: exactly storage.REPORT_INPUTS and
+    Tune's experiment state, and no model weights, which it never copies."""
+    from sweeper import storage
+    from trainables.files import CKPT
+
+    usage = (ROOT / "docs" / "USAGE.md").read_text()
+    bullet = usage.split("copies\n  the experiment's small files", 1)[1].split("\n- ", 1)[0]
+    copied = bullet.split(") into", 1)[0]
+    listed = set(re.findall(r"`([^`]+)`", copied))
+    if "error.*" in listed:
+        listed = listed - {"error.*"} | {"error.txt", "error.pkl"}
+    assert listed == set(storage.REPORT_INPUTS) | {"experiment_state-*.json"}
+    weights = re.search(r"(never )?the model weights", copied)
+    assert CKPT not in storage.REPORT_INPUTS and (weights is None or weights.group(1)), copied
+
+
+def test_the_readme_marks_every_sweep_without_a_paper_preset():
+    """The README's sweep table says "quick only" exactly for the sweeps without a paper preset."""
+    from search_spaces import presets
+
+    rows = re.findall(r"^\| `([^|]+)` \| (.*) \|$", (ROOT / "README.md").read_text().split("## Sweeps", 1)[1],
+                      re.M)
+    seen = set()
+    for cell, text in rows:
+        for name in re.findall(r"\w+", cell.replace("`", "")):
+            seen.add(name)
+            assert text.startswith("quick only") == ("paper" not in presets(name)), (name, text)
+    assert seen == set(names())
+
+
+@pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_what_the_docs_say_every_sweep_has_every_sweep_has(path):
+    """A preset named right after "every sweep" ("every sweep with a `quick` preset") is one of every sweep."""
+    from search_spaces import presets
+
+    for said in re.finditer(r"[Ee]very sweep\b([^(;,.]*)", path.read_text()):
+        for preset in re.findall(r"`(\w+)`", said.group(1)):
+            lacking = [n for n in names() if preset not in presets(n)]
+            assert not lacking, f"{path.name}: {said.group(0)!r}, but {lacking} have no {preset!r} preset"

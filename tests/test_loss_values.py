@@ -19,6 +19,7 @@ from trainables import schedules
 from trainables.config import TrainConfig
 from trainables.data import Dataset, augment, fit_standardization, standardize
 from trainables.methods import CONSISTENCY, Views, loss_terms
+from trainables.registry.method import CONSISTENCY_KINDS
 from trainables.models import build_model
 from trainables.trainer import Trainer, param_groups
 
@@ -152,10 +153,12 @@ def test_ict_mixing_formula_with_a_known_lambda(monkeypatch):
     assert terms["cons"].item() == pytest.approx(expected, rel=1e-5)
 
 
-def test_consistency_table_has_no_term_for_supervised_and_mut():
-    cfg, student, _, v = setup("mut", mur="direct")
-    assert CONSISTENCY["mut"](cfg, student, None, v, student(v.x), None) is None
-    assert CONSISTENCY["supervised"](cfg, student, None, v, student(v.x), None) is None
+@pytest.mark.parametrize("method", ["supervised", "mut"])
+def test_supervised_and_mut_have_no_consistency_term(method):
+    cfg, student, teacher, v = setup(method, mur="direct")
+    terms, _ = loss_terms(cfg, student, teacher, v, torch.Generator().manual_seed(0))
+    assert "cons" not in terms and {"xent", "mur"} <= set(terms)
+    assert cfg.spec.consistency is None and set(CONSISTENCY) | {"pseudo_label"} == set(CONSISTENCY_KINDS)
 
 
 # ----------------------------------------------------------------------------- MUR as wired

@@ -196,9 +196,7 @@ def test_row_labels_leave_out_keys_that_do_not_apply_to_a_row():
     vat = {"method": "vat", "mur": "none", "vd": False}
     assert [applies(k, vat) for k in ("mur_radius", "mur_steps", "mur_coef", "mur_step_size", "kl_coef", "cons_coef")] == \
         [True, True, False, False, False, True]
-    # lambda1 weighs the consistency term, which supervised and MUT do not have (methods.CONSISTENCY)
-    from trainables.methods import CONSISTENCY, cons_none
-    assert {m for m, f in CONSISTENCY.items() if f is cons_none} == {"supervised", "mut"}
+    # lambda1 weighs the consistency term, which supervised and MUT do not have (Method.consistency)
     assert [applies("cons_coef", {"method": m}) for m in ("supervised", "mut", "pi", "mt", "ict", "fixmatch")] == \
         [False, False, True, True, True, True]
     # searched values show 3 significant digits, unless that would merge two rows

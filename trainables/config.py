@@ -11,7 +11,9 @@ import dataclasses
 from dataclasses import dataclass, fields
 from typing import Any
 
-METHODS = ("supervised", "pi", "mt", "ict", "mut", "fixmatch", "vat", "labelspreading")
+from trainables import registry
+
+METHODS = tuple(registry.METHODS)  # trainables/registry/: what each one is
 DATASETS = ("digits", "mnist", "cifar10", "cifar100", "svhn")
 MUR_METHODS = ("none", "direct", "pga", "ga", "random", "vat")  # random = RR, vat = VAT point
 LABEL_RULES = ("balanced", "frequency")  # data.label_counts
@@ -43,6 +45,14 @@ VAL_SIZE = {"digits": 300, "mnist": 10000, "cifar10": 5000, "cifar100": 5000, "s
 # (Trainer.load_state_dict).
 NOT_COMPARED = ("seed", "data_dir", "download", "device", "nan_check_every", "checkpoint_every_s", "eval_batch",
                 "compile", "channels_last")
+
+
+# the TrainConfig fields some network method reads and the others do not (Method.keys; config.applies)
+METHOD_KEYS = frozenset(k for m in registry.METHODS.values() if m.network for k in m.keys)
+
+
+# keys sweeper/driver/tuner.py adds to a trial's param space beside the TrainConfig fields (trainables/tune.py drops them)
+BOOKKEEPING = ("trial_index",)
 
 
 def held_out(dataset: str, val_size: int) -> int:
@@ -183,9 +193,14 @@ class TrainConfig:
         return self.label_seed if self.label_seed >= 0 else self.seed
 
     @property
+    def spec(self) -> registry.Method:
+        """The method's declaration (trainables/registry/)."""
+        return registry.METHODS[self.method]
+
+    @property
     def uses_teacher(self) -> bool:
         # fixmatch: an EMA copy used only for evaluation (FixMatch reports its EMA model)
-        return self.method in ("mt", "ict", "fixmatch")
+        return self.spec.teacher
 
     def __post_init__(self):
         def need(ok: bool, msg: str):
@@ -206,10 +221,8 @@ class TrainConfig:
         need(self.label_seed >= -1, f"label_seed must be >= 0 (or -1 to draw the labeled subset with seed), "
                                     f"got {self.label_seed}")
         need(self.val_size >= -1, f"val_size must be >= 0 (or -1 for the data set's default), got {self.val_size}")
-        need(self.method != "mut" or self.mur != "none",
-             "method 'mut' is Pi + MUR without the Pi term: set mur to direct, pga, ga, random or vat")
-        need(self.method != "labelspreading" or (self.mur == "none" and not self.vd),
-             "method 'labelspreading' (scikit-learn's LabelSpreading) has no VD or MUR: set vd=false, mur=none")
+        own = self.spec.check(self) if self.spec.check is not None else None
+        need(own is None, own)
         k = self.num_classes
         need(self.num_labels >= k, f"num_labels={self.num_labels} is below the {k} classes of {self.dataset}; "
              f"use at least one label per class")
@@ -217,14 +230,14 @@ class TrainConfig:
              f"num_labels={self.num_labels} is not divisible by the {k} classes of {self.dataset}; a balanced "
              f"labeled subset needs a multiple of {k} (or label_rule=frequency)")
         n_train = TRAIN_SIZE[self.dataset] - self.n_val
-        if self.method == "labelspreading":
+        if not self.spec.network:  # the classical baseline's kernel
             check_size(n_train)
         need(self.num_labels <= n_train, f"num_labels={self.num_labels} exceeds the {n_train} training "
              f"images of {self.dataset} left after {self.n_val} validation images; use at most {n_train}")
         for name in ("steps", "batch_labeled", "eval_every", "eval_batch", "mur_steps", "fm_groups", "nan_check_every"):
             need(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
         need(self.batch_unlabeled >= 0, f"batch_unlabeled must be >= 0, got {self.batch_unlabeled}")
-        need(self.method == "supervised" or self.batch_unlabeled >= 1,
+        need(not self.spec.unlabeled or self.batch_unlabeled >= 1,
              f"method {self.method!r} needs unlabeled data: set batch_unlabeled >= 1")
         for name in ("lr", "mur_radius", "mur_step_size", "ict_alpha", "vat_xi"):
             need(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
@@ -251,7 +264,7 @@ class TrainConfig:
         # across that break (H200, torch 2.11: "input tensor deallocate during graph recording", PGA 5 steps;
         # FixMatch + MUR has the same break and was not tried)
         need(self.compile != "graphs" or not (self.mur in ("pga", "ga") and self.mur_steps >= 2
-                                              or self.method == "fixmatch" and self.mur != "none"),
+                                              or not self.spec.mur_on_x0 and self.mur != "none"),
              "compile='graphs' fails for mur='pga'/'ga' with mur_steps >= 2 and for FixMatch + MUR (CUDA graphs "
              "across a graph break); use compile='step' or 'none'")
         need(self.arch != "convnet13" or self.dataset != "digits",
@@ -262,34 +275,40 @@ class TrainConfig:
 
 
 def applies(key: str, cfg: dict) -> bool:
-    """Whether a config key changes what a run with this full config does: LabelSpreading uses none of
-    the network's keys; the MUR keys need a MUR point (the radius is also VAT's epsilon), the step
-    keys an iterative one (or VAT's power iterations), the KL coefficient VD, lambda1 a consistency term
-    (supervised and MUT have none), cifar_norm a CIFAR data set, lr_rampdown the exp LR schedule."""
+    """Whether a config key changes what a run with this full config does. A method's own keys
+    (Method.keys: lambda1 where it has a consistency term, ICT's alpha, FixMatch's, a teacher's EMA,
+    VAT's epsilon = mur_radius and power iterations = mur_steps) apply to it alone, and a classical
+    method (LabelSpreading) reads nothing but its keys; the MUR keys need a MUR point (the radius is
+    also VAT's epsilon), the step keys an iterative one (or VAT's power iterations), the KL coefficient
+    VD, cifar_norm a CIFAR data set, lr_rampdown the exp LR schedule. A config without a method
+    (a partial one) takes the keys only methods read as applying, but those of a MUR point."""
     if key in ("method", "vd", "mur"):
         return True
-    if cfg.get("method") == "labelspreading":
-        return key in ("dataset", "num_labels", "label_rule", "val_size", "seed", "label_seed")
+    spec = registry.METHODS.get(cfg.get("method"))
+    if spec is not None and not spec.network:
+        return key in spec.keys
+    own = spec is not None and key in spec.keys  # the method reads it itself
     point = cfg.get("mur", "none") != "none"  # a MUR / RR / VAT point and its lambda3 term
-    vat_alone = cfg.get("method") == "vat"    # VAT's loss: epsilon = mur_radius, power iterations = mur_steps,
-    if key == "mur_coef":                     # its coefficient cons_coef
+    if key == "mur_coef":
         return point
     if key == "mur_radius":
-        return point or vat_alone
+        return point or own
     if key == "mur_step_size":
         return cfg.get("mur") in ("pga", "ga")
     if key == "mur_steps":
-        return cfg.get("mur") in ("pga", "ga", "vat") or vat_alone
+        return cfg.get("mur") in ("pga", "ga", "vat") or own
+    if key == "vat_xi":
+        return cfg.get("mur") == "vat" or own or spec is None
     if key == "kl_coef":
         return bool(cfg.get("vd"))
     if key == "dropout_mode":                 # VD removes the dropout layers
         return not cfg.get("vd") and cfg.get("dropout", 0.5) > 0
-    if key == "cons_coef":                    # lambda1: no consistency term (methods.cons_none)
-        return cfg.get("method") not in ("supervised", "mut")
     if key == "cifar_norm":                   # the preprocessing of CIFAR-10 and CIFAR-100 only
         return cfg.get("dataset") in ("cifar10", "cifar100")
     if key == "lr_rampdown":                  # the cosine schedule has none (and refuses one)
         return cfg.get("lr_schedule", "exp") == "exp"
+    if key in METHOD_KEYS:                    # lambda1, ICT's alpha, FixMatch's, the teacher's
+        return spec is None or own
     return True
 
 

@@ -1,4 +1,5 @@
-"""Two helpers every module that writes or reads files shares: an atomic write, and an error in one line.
+"""Two helpers every module that writes or reads files shares: an atomic write, and an error in one line;
+and the names of the files a trial writes into its checkpoints (trainables/tune.py), which the report reads.
 
     python -c "from trainables.files import atomic_write; atomic_write('x.txt', lambda t: open(t, 'w').write('hi'))"
 """
@@ -8,6 +9,9 @@ import os
 import uuid
 from pathlib import Path
 from typing import Callable
+
+CKPT = "trainer.pt"                     # Trainer.save's checkpoint: never copied for a report
+VIRTUAL_POINTS = "virtual_points.npz"   # x* of a MUR trial, beside its last checkpoint (sweeper/analysis/plots.py)
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[str], object]) -> Path:

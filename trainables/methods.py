@@ -1,9 +1,10 @@
-"""The loss terms of M+VBI+MUR, one small function per method, all with one signature.
+"""The loss terms of M+VBI+MUR, one small function per consistency term, all with one signature.
 
     loss = xent(labeled) + lambda1(t) cons + lambda2(t) KL + lambda3(t) MUR + lambda_e entmin
 
 `loss_terms(cfg, student, teacher, views, gen)` returns the unweighted terms; the trainer
-weights them with the ramped coefficients. Every method shares:
+weights them with the ramped coefficients. Which terms a method has, and which views it reads, its
+declaration says (`cfg.spec`, trainables/registry/). Every method shares:
 - `views.x`  (B, C, H, W): the student's augmented input, labeled first (L rows), then unlabeled;
 - `views.x2` (B, C, H, W): a second augmentation of the same images (teacher / Pi / MUT target);
 - `views.y_l` (L,): the labels of the first L rows;
@@ -49,10 +50,6 @@ def softmax_mse(logits: Tensor, target: Tensor) -> Tensor:
 
 
 # --- consistency terms: (cfg, student, teacher, views, logits, gen) -> scalar or None -----------
-
-def cons_none(cfg, student, teacher, v, logits, gen):
-    return None  # supervised and MUT (MUT = Pi + MUR with the Pi term off)
-
 
 def cons_pi(cfg, student, teacher, v, logits, gen):
     # theta_sg, the mean weight of q(w): under VD the target is the student's deterministic mean-weight
@@ -110,9 +107,9 @@ def cons_vat(cfg, student, teacher, v, logits, gen):
         return kl_logits(logits.detach(), student(x_star)).mean()
 
 
-# fixmatch has its own term (fixmatch_term): its loss is not a function of (v, logits) alone
-CONSISTENCY = {"supervised": cons_none, "pi": cons_pi, "mt": cons_mt, "ict": cons_ict, "mut": cons_none,
-               "vat": cons_vat}
+# Method.consistency -> its term; pseudo_label has its own (fixmatch_term): its loss is not a function
+# of (v, logits) alone. A method without one (supervised, MUT) declares None.
+CONSISTENCY = {"pi": cons_pi, "mean_teacher": cons_mt, "interpolation": cons_ict, "vat": cons_vat}
 
 
 # --- FixMatch (paper appendix "Combining VBI and MUR with FixMatch") -----------------------------
@@ -218,7 +215,7 @@ def mur_term(cfg: TrainConfig, student: nn.Module, v: Views, logits: Tensor, gen
     x_star = virtual_point(student, x0.detach(), cfg.mur_radius, method=cfg.mur,
                            step_size=cfg.mur_step_size, steps=cfg.mur_steps, g0=g0, generator=gen,
                            xi=cfg.vat_xi)
-    if cfg.method == "mut":
+    if cfg.spec.mur_target == "x2":  # MUT
         with torch.no_grad():
             target = student(v.x2).float().softmax(-1)  # (B, K) second augmented view
     else:
@@ -232,7 +229,7 @@ def mur_term(cfg: TrainConfig, student: nn.Module, v: Views, logits: Tensor, gen
 
 def needs_input_grad(cfg: TrainConfig) -> bool:
     """MUR on x0 takes g0 = dH/dx0 from the student's main pass, so v.x must require grad."""
-    return cfg.mur != "none" and cfg.method != "fixmatch"  # FM+MUR acts on the strong view
+    return cfg.mur != "none" and cfg.spec.mur_on_x0  # FM+MUR acts on the strong view
 
 
 def loss_terms(cfg: TrainConfig, student: nn.Module, teacher: nn.Module | None, v: Views,
@@ -243,17 +240,16 @@ def loss_terms(cfg: TrainConfig, student: nn.Module, teacher: nn.Module | None, 
     if mur_on_x0 and not v.x.requires_grad:  # g0 = dH/dx0 from this very pass (a compiled step sets it
         v.x.requires_grad_(True)             # before its graph: dynamo breaks the graph at requires_grad_)
     strong_logits = g0_norm = None
-    if cfg.method == "fixmatch" and cfg.fm_published:
+    if cfg.spec.consistency == "pseudo_label" and cfg.fm_published:
         logits, strong_logits, g0_norm = fixmatch_forward(cfg, student, v, gen)  # (B, K), (U, K)
     else:
         logits = student(v.x)  # (B, K)
     terms = {"xent": F.cross_entropy(logits[:L].float(), v.y_l)}
-    if cfg.method == "fixmatch":
+    kind = cfg.spec.consistency
+    if kind == "pseudo_label":
         terms["cons"], g0_norm = fixmatch_term(cfg, student, v, logits, gen, strong_logits, g0_norm)
-    else:
-        cons = CONSISTENCY[cfg.method](cfg, student, teacher, v, logits, gen)
-        if cons is not None:
-            terms["cons"] = cons
+    elif kind is not None:
+        terms["cons"] = CONSISTENCY[kind](cfg, student, teacher, v, logits, gen)
     if cfg.vd:
         terms["kl"] = kl_divergence(student)
     if cfg.entmin_coef > 0 and logits.shape[0] > L:

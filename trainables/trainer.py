@@ -35,9 +35,8 @@ from trainables.files import atomic_write
 from trainables.methods import Views, loss_terms, needs_input_grad
 from trainables.metrics import error_rate, histogram, sensitivity
 from trainables.models import build_model
+from trainables.registry.method import TERMS
 from trainables.variational import sparsity
-
-TERMS = ("xent", "cons", "kl", "mur", "entmin")
 
 
 class CheckpointMismatch(ValueError):
@@ -167,7 +166,7 @@ def splits(cfg: TrainConfig, y_train: torch.Tensor) -> tuple[torch.Tensor, torch
     idx_val = validation_indices(cfg.dataset, len(y_train), cfg.n_val)
     idx_l, idx_u = labeled_split(y_train.cpu(), cfg.num_labels, cfg.num_classes, cfg.subset_seed,
                                  val_idx=idx_val, rule=cfg.label_rule, pick=cfg.label_pick)
-    if cfg.method == "fixmatch" and cfg.fm_published:  # FixMatch's unlabeled set is every training image
+    if cfg.fm_published and cfg.spec.consistency == "pseudo_label":  # FixMatch's unlabeled set: every image
         idx_u = unlabeled_with_labeled(idx_l, idx_u)
     return idx_l, idx_u, idx_val
 
@@ -192,8 +191,8 @@ class Trainer:
             self.teacher = copy.deepcopy(self.student)
             for p in self.teacher.parameters():
                 p.requires_grad_(False)
-            # the EMA's (teacher, student) tensor lists, walked once here, not every step (~150 us of host
-            # time for ConvNet-13's four walks); load_state_dict copies into these same tensors
+            # the EMA's (teacher, student) tensor lists, walked once here, not every step (four module walks
+            # of host time per step); load_state_dict copies into these same tensors
             self._ema_params = (list(self.teacher.parameters()), list(self.student.parameters()))
             self._ema_buffers = (list(self.teacher.buffers()), list(self.student.buffers()))
         self.opt = torch.optim.SGD(param_groups(self.student, cfg.weight_decay, cfg.weight_decay_scope), lr=cfg.lr,
@@ -240,8 +239,8 @@ class Trainer:
         x = d.x_train[idx]                                   # (B, C, H, W)
         v = Views(x=augment(x, cfg.translate, cfg.flip, self.gen, cfg.translate_pad),
                   x2=augment(x, cfg.translate, cfg.flip, self.gen, cfg.translate_pad),
-                  y_l=d.y_train[idx[: len(idx_l)]], x0=x if cfg.bn_clean_pass or cfg.method == "ict" else None)
-        if cfg.method == "fixmatch":  # strong view A(x_u), drawn after the weak views: they never see it
+                  y_l=d.y_train[idx[: len(idx_l)]], x0=x if cfg.bn_clean_pass or "x0" in cfg.spec.views else None)
+        if "strong" in cfg.spec.views:  # FixMatch's strong view A(x_u), drawn after the weak views: they never see it
             x_u = augment(x[len(idx_l):], cfg.translate, cfg.flip, self.gen, cfg.translate_pad)  # (U, C, H, W)
             v.xs = strong_augment(x_u, self.gen, cfg.fm_ops, cfg.fm_cutout, cfg.fm_groups, per_image=cfg.fm_published)
         return v
@@ -283,7 +282,7 @@ class Trainer:
         total.backward()
         # The authors' Mean Teacher runs the EMA among the update ops that the SGD step depends on, i.e. it
         # averages the student BEFORE this step's update; FixMatch's code runs its EMA after the update.
-        ema_first = self.teacher is not None and cfg.method != "fixmatch"
+        ema_first = self.teacher is not None and not cfg.spec.ema_after_step
         if ema_first:
             self._ema_update(schedules.ema_decay_at(self.step, cfg))
         self.opt.step()
@@ -364,7 +363,7 @@ class Trainer:
         FixMatch's EMA model (evaluation only) always takes the student's statistics. teacher_bn="own":
         the teacher's train-mode passes update its own running statistics, which it uses at test time.
         """
-        return self.teacher is not None and (self.cfg.teacher_bn == "student" or self.cfg.method == "fixmatch")
+        return self.teacher is not None and (self.cfg.teacher_bn == "student" or not self.cfg.spec.teacher_bn_own)
 
     @torch.no_grad()
     def _ema_update(self, decay: float):
@@ -497,7 +496,7 @@ def train(cfg: TrainConfig, data: Dataset | None = None, log=print) -> dict:
     method="labelspreading" trains nothing: scikit-learn's LabelSpreading on the same labeled subset,
     unlabeled images and validation split (trainables/classical.py), reported once like an evaluation.
     """
-    if cfg.method == "labelspreading":
+    if not cfg.spec.network:
         from trainables.classical import run_label_spreading
         from trainables.config import TRAIN_SIZE, check_size
 

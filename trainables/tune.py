@@ -32,13 +32,11 @@ import numpy as np
 import ray
 from ray import tune
 
-from trainables.config import SWEEP_KEYS, ConfigError, TrainConfig
+from trainables.config import BOOKKEEPING, SWEEP_KEYS, ConfigError, TrainConfig
+from trainables.files import CKPT, VIRTUAL_POINTS
 
-CKPT = "trainer.pt"
-VIRTUAL_POINTS = "virtual_points.npz"
 N_VIRTUAL_POINT_IMAGES = 8
 RESUME_ERROR = "resume_error"  # a trial's last report: why its checkpoint cannot be continued (it ends failed)
-BOOKKEEPING = ("trial_index",)  # keys sweeper.run adds to the param space; not TrainConfig fields
 
 
 def train_tune(config: dict) -> None:
@@ -54,7 +52,7 @@ def train_tune(config: dict) -> None:
     versions = {"python_version": platform.python_version(), "torch_version": str(torch.__version__),
                 "ray_version": ray.__version__}
     cfg = TrainConfig.from_dict({k: v for k, v in config.items() if k not in BOOKKEEPING})
-    if cfg.method == "labelspreading":  # the classical baseline: seconds, deterministic, one report
+    if not cfg.spec.network:  # the classical baseline (LabelSpreading): seconds, deterministic, one report
         from trainables.trainer import train
 
         tune.report({**train(cfg, log=None), **versions})

@@ -38,10 +38,10 @@ the metric over the last MEDIAN_LAST reports with a finite value (FixMatch's sta
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import platform
-import re
 import warnings
 from dataclasses import MISSING, fields
 from importlib import metadata
@@ -50,6 +50,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sweeper.storage import TRIAL_DIR_PREFIX
 from trainables.files import atomic_write
 
 STATUSES = ("finished", "failed", "diverged", "stopped", "incomplete")
@@ -71,11 +72,11 @@ WHICH_PREFIX = {"final": "final_", "best_val": "bestval_", "best_test": "best_",
 # FixMatch's tooling (google-research/fixmatch scripts/extract_accuracy.py, its 'last20') reports the median
 # accuracy of a run's last 20 evaluations: median_last takes the same number of reports.
 MEDIAN_LAST = 20
+METRIC_PREFIXES = tuple(WHICH_PREFIX.values())  # the trials table's metric columns
 # Keys Ray adds to every report that are not metrics of ours.
 RAY_KEYS = ("config", "timestamp", "checkpoint_dir_name", "should_checkpoint", "date", "pid", "node_ip",
             "hostname", "time_this_iter_s", "time_since_restore", "iterations_since_restore", "trial_id")
 VERSION_KEYS = ("python_version", "torch_version", "ray_version")
-_TRIAL_ID = re.compile(r"(?:^|_)([0-9a-f]{5}_\d{5})(?:_|$)")
 
 
 class AggregateError(ValueError):
@@ -166,11 +167,8 @@ def read_json_lines(path: Path) -> tuple[list[dict], bool]:
 
 
 def read_reports(tdir: Path) -> list[dict]:
-    """All reports of a trial, oldest first: result.json, else progress.csv if only that exists."""
+    """All reports of a trial, oldest first (result.json)."""
     reports, _ = read_json_lines(tdir / "result.json")
-    if not reports and not (tdir / "result.json").is_file() and (tdir / "progress.csv").is_file():
-        prog = pd.read_csv(tdir / "progress.csv")
-        reports = prog.to_dict("records")
     return reports
 
 
@@ -266,10 +264,10 @@ def trial_row(tdir: Path, sweep: str, ray_states: dict[str, dict], env: dict) ->
     """The trials-table row of one trial folder: bookkeeping, config keys, final_* and best_* metrics."""
     reports = read_reports(tdir)
     params = read_params(tdir)
-    clash = sorted(k for k in params if k in BOOK_COLS or not _is_config(k))
-    if clash:
-        raise AggregateError(f"{tdir / 'params.json'}: config key(s) {clash} clash with the trials table's own "
-                             f"columns; rename them in the search space")
+    unknown = sorted(k for k in params if k not in config_cols())
+    if unknown:  # the trainable refuses such a key (TrainConfig.from_dict): other code wrote this trial
+        raise AggregateError(f"{tdir / 'params.json'}: key(s) {unknown} are not TrainConfig fields, so no row of "
+                             f"the tables can name them; report this experiment with the code that ran it")
     state = ray_states.get(tdir.name, {})
     error_txt = tdir / "error.txt"
     has_error = error_txt.is_file() or (tdir / "error.pkl").is_file()
@@ -285,7 +283,7 @@ def trial_row(tdir: Path, sweep: str, ray_states: dict[str, dict], env: dict) ->
         "wall_time_s": _num(last.get("wall_time", last.get("time_total_s"))),
         "hostname": last.get("hostname"),
     }
-    reported = {k: _version(last, k) for k in VERSION_KEYS}
+    reported = {k: last.get(k) for k in VERSION_KEYS}
     if any(v is not None for v in reported.values()):
         row.update(reported, versions_source="reported")
     else:
@@ -359,7 +357,7 @@ def load_trials(exp_dir: str | Path) -> pd.DataFrame:
     states, env = read_ray_states(exp), environment_versions()
     rows = [trial_row(t, sweep, states, env) for t in trial_dirs(exp)]
     df = pd.DataFrame(rows)
-    config = [c for c in df.columns if _is_config(c)]
+    config = [c for c in df.columns if is_config(c)]
     defaults = train_config_defaults()
     for c in config:
         if df[c].isna().any() and c in defaults:
@@ -392,7 +390,7 @@ def load_history(exp_dir: str | Path,
 
 def config_columns(df: pd.DataFrame) -> list[str]:
     """The config keys among the trials table's columns."""
-    return [c for c in df.columns if _is_config(c)]
+    return [c for c in df.columns if is_config(c)]
 
 
 def group_keys(df: pd.DataFrame) -> list[str]:
@@ -501,8 +499,24 @@ def train_config_defaults() -> dict:
 
 # ---------------------------------------------------------------- small helpers
 
-def _is_config(col: str) -> bool:
-    return col not in BOOK_COLS and not col.startswith(("final_", "best_", "bestval_", "medlast_"))
+@functools.cache
+def config_cols() -> frozenset[str]:
+    """The trials table's config columns, declared: every TrainConfig field and the keys the driver adds
+    to a trial's params (trainables.config.BOOKKEEPING)."""
+    from trainables.config import BOOKKEEPING
+
+    return frozenset(train_config_defaults()) | frozenset(BOOKKEEPING)
+
+
+def is_config(col: str) -> bool:
+    """Whether a trials-table column is a config key; AggregateError for a column of no declared kind."""
+    if col in config_cols():
+        return True
+    if col in BOOK_COLS or col.startswith(METRIC_PREFIXES):
+        return False
+    raise AggregateError(f"trials-table column {col!r} is undeclared: neither a config key (a TrainConfig field "
+                         f"or trainables.config.BOOKKEEPING), nor bookkeeping (aggregate.BOOK_COLS), nor a metric "
+                         f"({', '.join(p + '*' for p in METRIC_PREFIXES)}); declare it where it belongs")
 
 
 def _trial_id(tdir: Path, last: dict, state: dict) -> str:
@@ -510,8 +524,7 @@ def _trial_id(tdir: Path, last: dict, state: dict) -> str:
         return last["trial_id"]
     if isinstance(state.get("trial_id"), str):
         return state["trial_id"]
-    m = _TRIAL_ID.search(tdir.name)
-    return m.group(1) if m else tdir.name
+    return tdir.name.removeprefix(TRIAL_DIR_PREFIX)
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:
@@ -541,13 +554,6 @@ def _num(v) -> float:
 
 def _scalar(v):
     return json.dumps(v) if isinstance(v, (list, tuple, dict)) else v
-
-
-def _version(report: dict, key: str):
-    nested = report.get("versions")
-    if isinstance(nested, dict) and key.removesuffix("_version") in nested:
-        return nested[key.removesuffix("_version")]
-    return report.get(key)
 
 
 def _plain(v):

@@ -12,16 +12,16 @@ import math
 import numpy as np
 
 from sweeper.analysis.aggregate import MEDIAN_LAST
+from trainables.registry import METHODS
 
-METHOD_NAMES = {"supervised": "Supervised", "pi": "Π", "mt": "MT", "ict": "ICT", "mut": "MUT", "fixmatch": "FM",
-                "vat": "VAT", "labelspreading": "LabelSpreading"}
+METHOD_NAMES = {m.name: m.label for m in METHODS.values()}  # trainables/registry/
 MUR_NAMES = {"direct": "MUR", "pga": "MUR (PGA)", "ga": "MUR (GA)", "random": "RR", "vat": "VAT"}
 DATASET_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "svhn": "SVHN", "digits": "digits", "mnist": "MNIST"}
 KEY_NAMES = {"mur_radius": "r", "mur_step_size": "α", "mur_steps": "s", "kl_coef": "KL coef",
              "num_labels": "labels", "entmin_coef": "entmin", "bn_clean_pass": "clean BN pass",
              "cons_coef": "λ1", "mur_coef": "λ3", "dropout_mode": "dropout", "label_rule": "labels by"}
 NAME_KEYS = ("method", "vd", "mur")  # form a row's name ("MT + VD + MUR"); every other key goes in parentheses
-ORDER = {"method": ("supervised", "labelspreading", "pi", "mt", "ict", "mut", "fixmatch", "vat"),
+ORDER = {"method": tuple(sorted(METHODS, key=lambda m: METHODS[m].order)),
          "mur": ("none", "direct", "pga", "ga", "random", "vat"),
          "dataset": ("digits", "mnist", "svhn", "cifar10", "cifar100")}
 # What each point of a trial's curve means (notes), and the warning a title carries.

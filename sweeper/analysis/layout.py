@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from sweeper.analysis.aggregate import train_config_defaults
+from sweeper.analysis.aggregate import AggregateError, config_cols, train_config_defaults
 from sweeper.analysis.labels import NAME_KEYS, py_value, row_label
 from sweeper.analysis.paper_results import SENSITIVITY_DATA, paper_sensitivity, paper_value
 from trainables.config import applies
@@ -26,9 +26,17 @@ VERDICT_COL = "verdict"  # --seeds auto: a cell's sequential verdict, "differs a
 
 # ---------------------------------------------------------------- the layout
 
+SUMMARY_COLS = (*STAT_COLS, *DIFF_COLS, VERDICT_COL)  # a summary's columns that are not config keys
+
+
 def config_keys(summary: pd.DataFrame) -> list[str]:
-    """The config keys among a summary's columns (not its statistics nor the baseline comparison)."""
-    return [c for c in summary.columns if c not in STAT_COLS and c not in DIFF_COLS and c != VERDICT_COL]
+    """The config keys among a summary's columns (aggregate.config_cols); AggregateError for a column that
+    is neither one nor declared in SUMMARY_COLS, which would otherwise become a row label."""
+    unknown = [c for c in summary.columns if c not in config_cols() and c not in SUMMARY_COLS]
+    if unknown:
+        raise AggregateError(f"summary column(s) {unknown} are undeclared: neither config keys nor "
+                             f"layout.SUMMARY_COLS (statistics, baseline comparison, verdict); declare them there")
+    return [c for c in summary.columns if c in config_cols()]
 
 
 def layout_keys(summary: pd.DataFrame, rows, cols) -> tuple[list[str], list[str]]:

@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass
 
 from search_spaces import get_sweep
+from trainables import registry
 from trainables.config import NOT_COMPARED, TrainConfig, applies  # NOT_COMPARED: fields never compared
 
 
@@ -214,7 +215,7 @@ OTHER_PAPERS: list[PaperResult] = [
     PaperResult("Miyato+ 2018", "VAT (MLP, perm.-inv.)", "mnist", 100, 1.36, None, "miyato2018virtual",
                 checked=f"{_LADDER_NP}: 1.36; {_BADGAN}: 136 (no ± in either)"),
 ]
-METHODS = ("pi", "mt", "ict", "mut", "fixmatch")
+METHODS = tuple(m.name for m in registry.METHODS.values() if m.paper_name)  # the paper reports the authors' runs
 
 
 def _setting_matches(row: PaperResult, setting: dict) -> bool:

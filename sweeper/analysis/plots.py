@@ -159,9 +159,9 @@ def plot_ga_vs_pga(df: pd.DataFrame, path: Path, metric="test_error", which="fin
     for k in ("mur_step_size", "mur_steps"):
         if k not in s.columns:
             s[k] = d[k]
-    s["setting"] = list(zip(s["mur_step_size"].astype(float), s["mur_steps"].astype(int)))
+    keys = _varying(s, exclude=("mur_step_size", "mur_steps"))
+    s["setting"] = list(zip(s["mur_step_size"].astype(float), s["mur_steps"].astype(int)))  # the bars' x
     cats = sorted(set(s["setting"]))
-    keys = _varying(s, exclude=("mur_step_size", "mur_steps", "setting"))
     groups = list(s.groupby(keys, dropna=False, sort=True)) if keys else [((), s)]
     width = 0.8 / len(groups)
     fig, ax = _fig(w=max(5.0, 0.7 * len(cats) * len(groups)))

@@ -28,6 +28,10 @@ from sweeper.analysis.layout import DIFF_COLS, STAT_COLS, cell_configs, layout_k
 from sweeper.analysis.paired import LEVEL, baseline_diffs
 from sweeper.analysis.paper_results import protocol_reason
 from sweeper.analysis.stats import excludes_zero
+from trainables.registry import METHODS
+
+# the classical baseline every deep row is compared with in classical_note (the one method without a network)
+CLASSICAL = next(m.name for m in METHODS.values() if not m.network)
 
 
 # ---------------------------------------------------------------- the table
@@ -152,9 +156,9 @@ def classical_note(summary: pd.DataFrame, trials: pd.DataFrame, rows=("method", 
     """One note saying plainly which rows beat the classical baseline (method labelspreading) and which do
     not: each row's paired difference from the LabelSpreading cell of its column over the common seeds,
     'better' / 'worse' where the t-interval excludes 0, else 'no clear difference'. [] without that row."""
-    if "method" not in summary.columns or not (summary["method"] == "labelspreading").any():
+    if "method" not in summary.columns or not (summary["method"] == CLASSICAL).any():
         return []
-    diffs, _ = baseline_diffs(summary, trials, {"method": "labelspreading"}, rows, cols, level)
+    diffs, _ = baseline_diffs(summary, trials, {"method": CLASSICAL}, rows, cols, level)
     labels = row_labels(summary, rows, cols)
     _, col_keys = layout_keys(summary, rows, cols)
     many_cols = len({tuple(py_value(summary.at[i, k]) for k in col_keys) for i in summary.index}) > 1
@@ -213,9 +217,10 @@ def fixmatch_note(trials: pd.DataFrame, rows=("method", "vd", "mur"), cols=()) -
     evaluations, as its scripts/extract_accuracy.py reports) beside the final error, the number of
     evaluations behind it, and which labeled splits FixMatch's ± covers against this table's. [] without
     a FixMatch trial."""
-    if "method" not in trials.columns or not (trials["method"] == "fixmatch").any():
+    reporting = [m.name for m in METHODS.values() if m.median_last]  # FixMatch
+    if "method" not in trials.columns or not trials["method"].isin(reporting).any():
         return []
-    fm = trials[trials["method"] == "fixmatch"]
+    fm = trials[trials["method"].isin(reporting)]
     final, med = summarize(fm, "test_error", "final"), summarize(fm, "test_error", "median_last")
     labels = row_labels(final, rows, cols)
     _, col_keys = layout_keys(final, rows, cols)

@@ -56,7 +56,7 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
     from trainables.tune import train_tune
 
     trainable = tune.with_resources(train_tune, resources)
-    varying = sorted(k for k in trials[0] if k != "seed" and len({json.dumps(t[k]) for t in trials}) > 1)
+    varying = sorted(varying_keys(trials))
     reporter = tune.CLIReporter(
         metric_columns={"step": "step", "val_error": "val %", "test_error": "err %", "best_test_error": "best %",
                         "loss_total": "loss", "steps_per_s": "steps/s"},
@@ -149,10 +149,15 @@ def result_loggers(tensorboard: bool) -> list:
     return [JsonLoggerCallback(), CSVLoggerCallback(), *([TBXLoggerCallback()] if tensorboard else [])]
 
 
+def varying_keys(trials: list[dict]) -> list[str]:
+    """The config keys (but the seed) whose value differs between trials, in the first trial's order."""
+    return [k for k in trials[0] if k != "seed" and len({json.dumps(t.get(k)) for t in trials}) > 1]
+
+
 def trial_dirname(trial) -> str:
     """Short trial folder names (the config is in params.json, not in the path). Tune stores this
     function by its module and name in tuner.pkl, so `--resume` needs both to stay as they are."""
-    return f"trial_{trial.trial_id}"
+    return f"{store.TRIAL_DIR_PREFIX}{trial.trial_id}"
 
 
 def _tune_domain(tune, spec):

@@ -1,0 +1,64 @@
+"""`Method`: what the code needs to know about one SSL method, declared once, without torch.
+
+Each family's module in this package declares its methods as `Method` objects; `trainables.registry`
+collects them. The config (validation, `applies`), the trainer (teacher, EMA order, views), the loss
+terms (`trainables/methods.py`), the tables' labels and order, the paper's values and the search
+spaces read a method's behaviour from here instead of testing its name.
+
+    python -c "from trainables.registry import METHODS; print(*METHODS.values(), sep='\n')"
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+# The consistency terms methods.py computes (Method.consistency): the function of each is named there.
+CONSISTENCY_KINDS = ("pi", "mean_teacher", "interpolation", "vat", "pseudo_label")
+VIEWS = ("x0", "strong")  # Views fields beyond x, x2, y_l a method reads: the raw batch, FixMatch's strong view
+TERMS = ("xent", "cons", "kl", "mur", "entmin")  # every loss term a step may report, in loss_terms' order
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str                      # TrainConfig.method
+    label: str                     # its name in a table's row label ("MT")
+    order: int                     # position among a table's rows (lowest first)
+    paper_name: str | None = None  # the paper's name for it where the paper reports the authors' runs of it
+                                   # ("Pi"); None: no row of the paper (sweeper/analysis/paper_results.py) is its
+    consistency: str | None = None  # the cons term, one of CONSISTENCY_KINDS; None: no cons term, lambda1 unused
+    teacher: bool = False          # an EMA copy of the student, the network it evaluates and reports
+    ema_after_step: bool = False   # the EMA averages the student after the SGD step (FixMatch's code), not
+                                   # before it (the authors' Mean Teacher runs it among the update's inputs)
+    teacher_bn_own: bool = True    # whether teacher_bn="own" can give the teacher its own BN statistics;
+                                   # False: the teacher always reads the student's (FixMatch's EMA model)
+    views: tuple[str, ...] = ()    # the VIEWS its loss reads
+    keys: tuple[str, ...] = ()     # the TrainConfig fields only it (of the methods) reads (config.applies)
+    mur_target: str = "x0"         # the MUR term's target: x0 = the student's detached prediction on x0 |
+                                   # x2 = its prediction on the second view (MUT)
+    mur_on_x0: bool = True         # MUR's point is searched around x0 with g0 from the main pass; False: the
+                                   # method applies mur to a view of its own (FixMatch's strong view)
+    unlabeled: bool = True         # needs unlabeled images (batch_unlabeled >= 1)
+    network: bool = True           # trains a network; False: a classical baseline (scikit-learn)
+    authors_bn_clean_pass: bool = False  # the authors' non-VD class of it runs the clean BN pass
+                                   # (TrainConfig.bn_clean_pass; search_spaces/common.py)
+    median_last: bool = False      # its own tooling reports the median test error of the last evaluations
+                                   # (FixMatch's); the tables note it beside the final error
+    check: Callable[[object], str | None] | None = None  # its own rule on a TrainConfig: the one-line error
+                                   # (naming the fix) or None
+
+    def __post_init__(self):
+        if self.consistency is not None and self.consistency not in CONSISTENCY_KINDS:
+            raise ValueError(f"method {self.name!r}: unknown consistency {self.consistency!r}; "
+                             f"choose one of {list(CONSISTENCY_KINDS)} or None")
+        unknown = sorted(set(self.views) - set(VIEWS))
+        if unknown:
+            raise ValueError(f"method {self.name!r}: unknown views {unknown}; choose from {list(VIEWS)}")
+        if self.mur_target not in ("x0", "x2"):
+            raise ValueError(f"method {self.name!r}: mur_target must be 'x0' or 'x2', got {self.mur_target!r}")
+
+    @property
+    def terms(self) -> tuple[str, ...]:
+        """The loss terms it can report (kl with vd, mur with a MUR point on x0, entmin with entmin_coef)."""
+        if not self.network:
+            return ()
+        return tuple(t for t in TERMS if t != "cons" or self.consistency is not None)
