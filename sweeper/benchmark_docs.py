@@ -184,6 +184,33 @@ def job_stop_md(name: str, d: dict) -> list[str]:
     return out
 
 
+def packed_cells_md(name: str, d: dict) -> list[str]:
+    """packed_cells.py: the quick start's cells trained whole, seeds one by one (before) against packs
+    (after), median wall seconds per cell, their sums and ratio."""
+    out = [f"### `{name}`", "", f"`{d['sweep']}`, {d['rows'][0]['seeds']} seeds a cell, on {d['machine']}; "
+           f"before {d['before_commit'][:7]}, after {d['after_commit'][:7]}; median of {d['rounds']} rounds, "
+           f"the two sides alternating; wall seconds of a process that trains every seed of the cell "
+           f"(start-up and imports included).", "",
+           "| cell | before s | after s | speed-up | after trains |", "|---|--:|--:|--:|---|"]
+    for r in d["rows"]:
+        how = "one pack" if r["packed_after"] else f"seeds one by one ({r['why_single_after']})"
+        out.append(f"| {r['cell']} | {_f(r['wall_s_before'])} | {_f(r['wall_s_after'])} | {r['speedup']:.2f}× | {how} |")
+    out.append(f"| all cells | {_f(d['wall_s_before'])} | {_f(d['wall_s_after'])} | {d['speedup']:.2f}× | |")
+    return out
+
+
+def packed_gpu_md(name: str, d: dict) -> list[str]:
+    """packed_gpu.py: seeds per second of one variant in packs, against one seed with the trainer before packs."""
+    out = [f"### `{name}`", "", f"{d['variant']}, {_device(d)}; before {d['before_commit'][:7]}, after "
+           f"{d['after_commit'][:7]}" + ("" if d.get("complete", True) else " (cut short: the rows measured)") + ".", "",
+           "| side | compile | seeds | steps/s | seeds/s | vs one seed before |", "|---|---|--:|--:|--:|--:|"]
+    for r in d["rows"]:
+        v = r.get("vs_single_before")
+        out.append(f"| {r['side']} | {r['compile']} | {r['pack']} | {_f(r['steps_per_s'], 2)} | "
+                   f"{_f(r['seeds_per_s'], 2)} | {'' if v is None else f'{v:.2f}×'} |")
+    return out
+
+
 def scalars_md(name: str, d: dict) -> list[str]:
     """A result file without a renderer of its own: its top-level numbers and strings."""
     out = [f"### `{name}`", "", "| key | value |", "|---|---|"]
@@ -231,6 +258,8 @@ def performance_md(root: Path) -> str:
                 "`--seeds auto` simulated (`benchmarks/sequential_seeds.py`)": [],
                 "`--seeds auto` on a real sweep (`benchmarks/seeds_auto_real.py`)": [],
                 "`ray job stop`'s time (`benchmarks/job_stop.py`)": [],
+                "Seeds in packs: the quick start's cells (`benchmarks/packed_cells.py`)": [],
+                "Seeds in packs on a GPU (`benchmarks/packed_gpu.py`)": [],
                 "Other results": []}
     titles = list(sections)
     for path in sorted((root / BENCHMARKS).glob("*.json")):
@@ -256,6 +285,10 @@ def performance_md(root: Path) -> str:
             sections[titles[7]] += seeds_auto_real_md(path.name, d) + [""]
         elif d.get("benchmark") == "job_stop":
             sections[titles[8]] += job_stop_md(path.name, d) + [""]
+        elif d.get("benchmark") == "packed_cells":
+            sections[titles[9]] += packed_cells_md(path.name, d) + [""]
+        elif d.get("benchmark") == "packed_gpu":
+            sections[titles[10]] += packed_gpu_md(path.name, d) + [""]
         else:
             sections[titles[-1]] += scalars_md(path.name, d) + [""]
     for title, lines in sections.items():

@@ -437,3 +437,26 @@ def test_the_real_seeds_auto_comparison_calls_agreement_by_decision_and_directio
     assert mod.compare(fixed, mod.decision(row("1", "0.2", "2", "differs at 5 seeds"))) == (False, True)
     assert mod.compare({"diff": 0.1, "status": "open"}, mod.decision(row("0", "-2", "2", "capped at 8 seeds"))) \
         == (True, False)  # neither decided
+
+
+def test_the_packed_tables_come_from_their_files():
+    cells = {"benchmark": "packed_cells", "sweep": "ablation_radius --preset quick", "machine": "Test CPU, 2 cores",
+             "before_commit": "a" * 40, "after_commit": "b" * 40, "rounds": 3, "wall_s_before": 300.0,
+             "wall_s_after": 150.0, "speedup": 2.0,
+             "rows": [{"cell": "MT", "seeds": 8, "wall_s_before": 200.0, "wall_s_after": 80.0, "speedup": 2.5,
+                       "packed_after": True, "why_single_after": None},
+                      {"cell": "LabelSpreading", "seeds": 8, "wall_s_before": 100.0, "wall_s_after": 70.0,
+                       "speedup": 100 / 70, "packed_after": False, "why_single_after": "nothing to pack"}]}
+    text = "\n".join(benchmark_docs.packed_cells_md("c.json", cells))
+    assert "| MT | 200.0 | 80.0 | 2.50× | one pack |" in text
+    assert "| LabelSpreading | 100.0 | 70.0 | 1.43× | seeds one by one (nothing to pack) |" in text
+    assert "| all cells | 300.0 | 150.0 | 2.00× | |" in text and "before aaaaaaa, after bbbbbbb" in text
+    gpu = {"benchmark": "packed_gpu", "variant": "MT+VD+MUR", "gpu": "Test GPU", "before_commit": "a" * 40,
+           "after_commit": "b" * 40, "repeats": 3, "steps": 50, "warmup": 5, "complete": False,
+           "rows": [{"side": "before", "compile": "none", "pack": 1, "steps_per_s": 10.0, "seeds_per_s": 10.0,
+                     "vs_single_before": 1.0},
+                    {"side": "after", "compile": "none", "pack": 8, "steps_per_s": 5.0, "seeds_per_s": 40.0,
+                     "vs_single_before": 4.0}]}
+    text = "\n".join(benchmark_docs.packed_gpu_md("g.json", gpu))
+    assert "| after | none | 8 | 5.00 | 40.00 | 4.00× |" in text and "(cut short: the rows measured)" in text
+    assert "Test GPU, 50 steps after 5 warm-up, median of 3; before aaaaaaa" in text

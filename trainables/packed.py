@@ -25,7 +25,7 @@ How the seeds stay apart:
   those off a pack equals its seeds' single trials to float tolerance (tests/test_packed.py).
 - A seed whose loss turns non-finite raises its own `Diverged` and leaves the pack; the others go on.
 Supported: method mt, mur none or direct, vd on or off, ConvNet-13 and the digits network, eager or
-compile="model"; anything else is refused with the reason (`pack_refusal`) and runs as single trials.
+compile="model" or "step" ("auto": eager); anything else is refused with the reason (`pack_refusal`) and runs as single trials.
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ from trainables.variational import K1, K2, K3, VDConv2d, VDLinear, mean_weights,
 PACK_METHODS = ("mt",)
 PACK_MUR = ("none", "direct")
 PACK_ARCHS = ("convnet13", "convnet_small")
-PACK_COMPILE = ("none", "model")
+PACK_COMPILE = ("none", "model", "step")
 
 
 class PackError(ValueError):
@@ -204,7 +204,7 @@ def packed_loss_terms(cfg: TrainConfig, S: int, student, teacher, x, x2, y_l):
     x, x2 (S*B, C, H, W) seed-major; y_l (S, L). The keys come in loss_terms' order."""
     L, B = y_l.shape[1], x.shape[0] // S
     mur = cfg.mur != "none"
-    if mur:
+    if mur and not x.requires_grad:  # a compiled step sets it before its graph (dynamo breaks here)
         x.requires_grad_(True)
     logits = student(x)                                   # (S*B, K)
     lg = logits.view(S, B, -1)                            # (S, B, K)
@@ -226,6 +226,21 @@ def packed_loss_terms(cfg: TrainConfig, S: int, student, teacher, x, x2, y_l):
         with frozen_bn_stats(student):
             terms["mur"] = _per_seed_mse(student(x_star), logits.detach().float().softmax(-1), S)
     return terms, g0_norm
+
+
+def _compiled_step(dynamo):
+    """packed_loss_terms under torch.compile, as trainer.compile_for_training's "step": MUR's input
+    gradient traced where this torch has trace_autograd_ops, x's requires_grad set outside the graph."""
+    compiled = torch.compile(packed_loss_terms, dynamic=False)
+    trace_grad = {"trace_autograd_ops": True} if hasattr(dynamo.config, "trace_autograd_ops") else {}
+
+    def step(cfg, S, student, teacher, x, x2, y_l):
+        if cfg.mur != "none":
+            x.requires_grad_(True)
+        with dynamo.config.patch(**trace_grad):
+            return compiled(cfg, S, student, teacher, x, x2, y_l)
+
+    return step
 
 
 # ---------------------------------------------------------------------------- the trainer
@@ -284,13 +299,16 @@ class PackedTrainer:
             bufs = [t.opt.state.get(dict(t.student.named_parameters())[n], {}).get("momentum_buffer") for t in ts]
             if all(b is not None for b in bufs):
                 self.opt.state[packed_params[n]]["momentum_buffer"] = torch.cat(bufs).clone()
-        self._student_fn, self._teacher_fn = self.student, self.teacher
-        if self.compile_mode == "model":
+        self._student_fn, self._teacher_fn, self._loss_fn = self.student, self.teacher, packed_loss_terms
+        if self.compile_mode != "none":  # as trainer.compile_for_training's model and step
             import torch._dynamo as dynamo
 
-            dynamo.reset()  # as trainer.compile_for_training: one compiled trainer per process
-            self._student_fn = torch.compile(self.student, dynamic=False)
-            self._teacher_fn = torch.compile(self.teacher, dynamic=False)
+            dynamo.reset()  # one compiled trainer per process: a repack (a seed gone) compiles anew
+            if self.compile_mode == "model":
+                self._student_fn = torch.compile(self.student, dynamic=False)
+                self._teacher_fn = torch.compile(self.teacher, dynamic=False)
+            else:
+                self._loss_fn = _compiled_step(dynamo)
 
     @torch.no_grad()
     def _unpack(self):
@@ -329,7 +347,7 @@ class PackedTrainer:
         x = torch.cat([v.x for v in views])                   # (S*B, C, H, W) seed-major
         x2 = torch.cat([v.x2 for v in views])                 # (S*B, C, H, W)
         y_l = torch.stack([v.y_l for v in views])             # (S, L)
-        terms, g0_norm = packed_loss_terms(cfg, self.S, self._student_fn, self._teacher_fn, x, x2, y_l)
+        terms, g0_norm = self._loss_fn(cfg, self.S, self._student_fn, self._teacher_fn, x, x2, y_l)
         coef = ts[0].coefficients(step)
         total = sum(coef[k] * t for k, t in terms.items())    # (S,) each seed's own total
         gone = {}
