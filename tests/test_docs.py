@@ -460,3 +460,18 @@ def test_the_packed_tables_come_from_their_files():
     text = "\n".join(benchmark_docs.packed_gpu_md("g.json", gpu))
     assert "| after | none | 8 | 5.00 | 40.00 | 4.00× |" in text and "(cut short: the rows measured)" in text
     assert "Test GPU, 50 steps after 5 warm-up, median of 3; before aaaaaaa" in text
+
+
+def test_the_quick_trial_profile_table_comes_from_its_file():
+    prof = {"benchmark": "profile_quick", "machine": "Test CPU, 2 cores, 1 thread", "torch_version": "9.9",
+            "matmul_gflops_1thread": 50.0, "load_1min_before": 1.0, "load_1min_after": 2.0, "steps": 10,
+            "ray_overhead_file": "benchmarks/results/ray_overhead_cpu.json",
+            "rows": [{"kind": "MT", "step_s": 0.02, "parts_sum_step_s": 0.019, "gflop_per_step": 0.4,
+                      "gflops_achieved": 20.0, "peak_ratio": 0.4, "trial_total_s": 25.0,
+                      "trial_s": {"forward": 12.0, "backward": 8.0, "start-up": 5.0}},
+                     {"kind": "LabelSpreading", "trial_total_s": 8.0, "trial_s": {"whole": 3.0, "start-up": 5.0}}]}
+    text = "\n".join(benchmark_docs.profile_quick_md("p.json", prof))
+    assert "| part, s per trial | MT | LabelSpreading |" in text
+    assert "| forward | 12.00 |  |" in text and "| start-up | 5.00 | 5.00 |" in text
+    assert "| **total** | **25.0** | **8.0** |" in text and "matmul: 50.0 GFLOP/s" in text
+    assert "| MT | 20.00 | 19.00 | 0.400 | 20.0 | 0.40 |" in text
