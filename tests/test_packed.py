@@ -162,3 +162,14 @@ def test_a_compiled_pack_matches_the_eager_pack(digits, mode):
         eager.train_step()
         comp.train_step()
     _close(_state(eager.student), _state(comp.student), tol=1e-4)
+
+
+def test_the_cli_refuses_bad_input_in_one_line_before_any_work(capsys):
+    from trainables.packed import main
+
+    for argv, msg in ((["--set", "foo=1"], "no such TrainConfig field"), (["--mur", "pga"], "mur 'pga'"),
+                      (["--seeds", "0,x"], "invalid literal")):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and msg in err and err.count("\n") == 1

@@ -455,6 +455,8 @@ def main(argv=None):
         over = dict(kv.split("=", 1) for kv in a.set)
         base = {**QUICK, "method": a.method, "mur": a.mur}
         for k, v in over.items():
+            if k not in TrainConfig.__dataclass_fields__:
+                raise PackError(f"--set {k}: no such TrainConfig field; see python -m trainables.trainer --help")
             typ = type(base.get(k, TrainConfig.__dataclass_fields__[k].default))
             base[k] = (v.lower() in ("1", "true")) if typ is bool else typ(v)
         cfgs = [TrainConfig.from_dict({**base, "seed": s}) for s in seeds]
