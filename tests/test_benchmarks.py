@@ -97,3 +97,31 @@ def test_fixmatch_family_benchmarks_the_sweeps_own_network(monkeypatch):
                 (want["arch"], want["batch_labeled"], want["batch_unlabeled"], device), (device, variant)
         assert setup["arch"] == ("convnet13" if device == "cuda" else "convnet_small")
     assert get_sweep("fixmatch", "paper").base["arch"] == "wrn28_2"
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_packed_cells_groups_the_quick_start_by_cell_and_refuses_a_bad_before(tmp_path, capsys):
+    pc = _load("packed_cells")
+    cells = pc.cells(8, None)
+    assert [pc.cell_name(c) for c in cells] == ["LabelSpreading", "MT", "MT+MUR r=0.25", "MT+MUR r=1", "MT+MUR r=4"]
+    assert all([t["seed"] for t in c] == list(range(8)) for c in cells)
+    short = pc.cells(2, 40)[1][0]  # shortened: the schedules shrink with the run, 1000 -> 40 steps
+    assert (short["steps"], short["lr_rampdown"], short["rampup"]) == (40, 10, 8)
+    with pytest.raises(SystemExit) as e:
+        pc.main(["--before", str(tmp_path)])
+    assert e.value.code == 2 and "holds no trainables/trainer.py" in capsys.readouterr().err
+
+
+def test_packed_gpu_refuses_bad_packs_and_modes_before_any_work(capsys):
+    pg = _load("packed_gpu")
+    for argv in (["--packs", "0,2"], ["--packs", "x"], ["--compile", "graphs"]):
+        with pytest.raises(SystemExit) as e:
+            pg.main(argv)
+        assert e.value.code == 2
+    assert "--compile takes none, model, step" in capsys.readouterr().err

@@ -563,3 +563,41 @@ def test_what_the_docs_say_every_sweep_has_every_sweep_has(path):
         for preset in re.findall(r"`(\w+)`", said.group(1)):
             lacking = [n for n in names() if preset not in presets(n)]
             assert not lacking, f"{path.name}: {said.group(0)!r}, but {lacking} have no {preset!r} preset"
+
+
+def test_the_packed_tables_come_from_their_files():
+    cells = {"benchmark": "packed_cells", "sweep": "ablation_radius --preset quick", "machine": "Test CPU, 2 cores",
+             "before_commit": "a" * 40, "after_commit": "b" * 40, "rounds": 3, "wall_s_before": 300.0,
+             "wall_s_after": 150.0, "speedup": 2.0,
+             "rows": [{"cell": "MT", "seeds": 8, "wall_s_before": 200.0, "wall_s_after": 80.0, "speedup": 2.5,
+                       "packed_after": True, "why_single_after": None},
+                      {"cell": "LabelSpreading", "seeds": 8, "wall_s_before": 100.0, "wall_s_after": 70.0,
+                       "speedup": 100 / 70, "packed_after": False, "why_single_after": "nothing to pack"}]}
+    text = "\n".join(benchmark_docs.packed_cells_md("c.json", cells))
+    assert "| MT | 200.0 | 80.0 | 2.50× | one pack |" in text
+    assert "| LabelSpreading | 100.0 | 70.0 | 1.43× | seeds one by one (nothing to pack) |" in text
+    assert "| all cells | 300.0 | 150.0 | 2.00× | |" in text and "before aaaaaaa, after bbbbbbb" in text
+    gpu = {"benchmark": "packed_gpu", "variant": "MT+VD+MUR", "gpu": "Test GPU", "before_commit": "a" * 40,
+           "after_commit": "b" * 40, "repeats": 3, "steps": 50, "warmup": 5, "complete": False,
+           "rows": [{"side": "before", "compile": "none", "pack": 1, "steps_per_s": 10.0, "seeds_per_s": 10.0,
+                     "vs_single_before": 1.0},
+                    {"side": "after", "compile": "none", "pack": 8, "steps_per_s": 5.0, "seeds_per_s": 40.0,
+                     "vs_single_before": 4.0}]}
+    text = "\n".join(benchmark_docs.packed_gpu_md("g.json", gpu))
+    assert "| after | none | 8 | 5.00 | 40.00 | 4.00× |" in text and "(cut short: the rows measured)" in text
+    assert "Test GPU, 50 steps after 5 warm-up, median of 3; before aaaaaaa" in text
+
+
+def test_the_quick_trial_profile_table_comes_from_its_file():
+    prof = {"benchmark": "profile_quick", "machine": "Test CPU, 2 cores, 1 thread", "torch_version": "9.9",
+            "matmul_gflops_1thread": 50.0, "load_1min_before": 1.0, "load_1min_after": 2.0, "steps": 10,
+            "ray_overhead_file": "benchmarks/results/ray_overhead_cpu.json",
+            "rows": [{"kind": "MT", "step_s": 0.02, "parts_sum_step_s": 0.019, "gflop_per_step": 0.4,
+                      "gflops_achieved": 20.0, "peak_ratio": 0.4, "trial_total_s": 25.0,
+                      "trial_s": {"forward": 12.0, "backward": 8.0, "start-up": 5.0}},
+                     {"kind": "LabelSpreading", "trial_total_s": 8.0, "trial_s": {"whole": 3.0, "start-up": 5.0}}]}
+    text = "\n".join(benchmark_docs.profile_quick_md("p.json", prof))
+    assert "| part, s per trial | MT | LabelSpreading |" in text
+    assert "| forward | 12.00 |  |" in text and "| start-up | 5.00 | 5.00 |" in text
+    assert "| **total** | **25.0** | **8.0** |" in text and "matmul: 50.0 GFLOP/s" in text
+    assert "| MT | 20.00 | 19.00 | 0.400 | 20.0 | 0.40 |" in text

@@ -202,6 +202,56 @@ def job_stop_md(name: str, d: dict) -> list[str]:
     return out
 
 
+def packed_cells_md(name: str, d: dict) -> list[str]:
+    """packed_cells.py: the quick start's cells trained whole, seeds one by one (before) against packs
+    (after), median wall seconds per cell, their sums and ratio."""
+    out = [f"### `{name}`", "", f"`{d['sweep']}`, {d['rows'][0]['seeds']} seeds a cell, on {d['machine']}; "
+           f"before {d['before_commit'][:7]}, after {d['after_commit'][:7]}; median of {d['rounds']} rounds, "
+           f"the two sides alternating; wall seconds of a process that trains every seed of the cell "
+           f"(start-up and imports included).", "",
+           "| cell | before s | after s | speed-up | after trains |", "|---|--:|--:|--:|---|"]
+    for r in d["rows"]:
+        how = "one pack" if r["packed_after"] else f"seeds one by one ({r['why_single_after']})"
+        out.append(f"| {r['cell']} | {_f(r['wall_s_before'])} | {_f(r['wall_s_after'])} | {r['speedup']:.2f}× | {how} |")
+    out.append(f"| all cells | {_f(d['wall_s_before'])} | {_f(d['wall_s_after'])} | {d['speedup']:.2f}× | |")
+    return out
+
+
+def packed_gpu_md(name: str, d: dict) -> list[str]:
+    """packed_gpu.py: seeds per second of one variant in packs, against one seed with the trainer before packs."""
+    out = [f"### `{name}`", "", f"{d['variant']}, {_device(d)}; before {d['before_commit'][:7]}, after "
+           f"{d['after_commit'][:7]}" + ("" if d.get("complete", True) else " (cut short: the rows measured)") + ".", "",
+           "| side | compile | seeds | steps/s | seeds/s | vs one seed before |", "|---|---|--:|--:|--:|--:|"]
+    for r in d["rows"]:
+        v = r.get("vs_single_before")
+        out.append(f"| {r['side']} | {r['compile']} | {r['pack']} | {_f(r['steps_per_s'], 2)} | "
+                   f"{_f(r['seeds_per_s'], 2)} | {'' if v is None else f'{v:.2f}×'} |")
+    return out
+
+
+def profile_quick_md(name: str, d: dict) -> list[str]:
+    """profile_quick.py: seconds of one quick trial by part, per kind, and the step's speed against the
+    thread's matmul peak."""
+    kinds = [r["kind"] for r in d["rows"]]
+    parts = list(dict.fromkeys(p for r in d["rows"] for p in r["trial_s"]))
+    out = [f"### `{name}`", "", f"{d['machine']}, torch {d['torch_version']}; load average {d['load_1min_before']:.1f} "
+           f"before and {d['load_1min_after']:.1f} after; per-step parts from {d['steps']} steps, scaled to the "
+           f"trial's steps. Ray's scheduling per trial: `{Path(d['ray_overhead_file']).name}`.", "",
+           "| part, s per trial | " + " | ".join(kinds) + " |", "|---|" + "--:|" * len(kinds)]
+    for p in parts:
+        out.append(f"| {p} | " + " | ".join(_f(r["trial_s"].get(p), 2) for r in d["rows"]) + " |")
+    out.append("| **total** | " + " | ".join(f"**{_f(r['trial_total_s'], 1)}**" for r in d["rows"]) + " |")
+    out += ["", f"The thread's float32 1024² matmul: {_f(d['matmul_gflops_1thread'])} GFLOP/s.", "",
+            "| kind | ms per step | parts' sum, ms | GFLOP per step | GFLOP/s | of the matmul peak |",
+            "|---|--:|--:|--:|--:|--:|"]
+    for r in d["rows"]:
+        if "step_s" in r:
+            peak = f"{r['peak_ratio']:.2f}" if r.get("peak_ratio") else "not counted"
+            out.append(f"| {r['kind']} | {_f(r['step_s'] * 1e3, 2)} | {_f(r['parts_sum_step_s'] * 1e3, 2)} | "
+                       f"{_f(r.get('gflop_per_step'), 3)} | {_f(r.get('gflops_achieved'))} | {peak} |")
+    return out
+
+
 def scalars_md(name: str, d: dict) -> list[str]:
     """A result file without a renderer of its own: its top-level numbers and strings."""
     out = [f"### `{name}`", "", "| key | value |", "|---|---|"]
@@ -249,6 +299,9 @@ def performance_md(root: Path) -> str:
                 "`--seeds auto` simulated (`benchmarks/sequential_seeds.py`)": [],
                 "`--seeds auto` on a real sweep (`benchmarks/seeds_auto_real.py`)": [],
                 "`ray job stop`'s time (`benchmarks/job_stop.py`)": [],
+                "Where a quick trial's time goes (`benchmarks/profile_quick.py`)": [],
+                "Seeds in packs: the quick start's cells (`benchmarks/packed_cells.py`)": [],
+                "Seeds in packs on a GPU (`benchmarks/packed_gpu.py`)": [],
                 "Other results": []}
     titles = list(sections)
     for path in sorted((root / BENCHMARKS).glob("*.json")):
@@ -274,6 +327,12 @@ def performance_md(root: Path) -> str:
             sections[titles[7]] += seeds_auto_real_md(path.name, d) + [""]
         elif d.get("benchmark") == "job_stop":
             sections[titles[8]] += job_stop_md(path.name, d) + [""]
+        elif d.get("benchmark") == "profile_quick":
+            sections[titles[9]] += profile_quick_md(path.name, d) + [""]
+        elif d.get("benchmark") == "packed_cells":
+            sections[titles[10]] += packed_cells_md(path.name, d) + [""]
+        elif d.get("benchmark") == "packed_gpu":
+            sections[titles[11]] += packed_gpu_md(path.name, d) + [""]
         else:
             sections[titles[-1]] += scalars_md(path.name, d) + [""]
     for title, lines in sections.items():
