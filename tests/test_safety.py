@@ -9,6 +9,7 @@ needs the driver to go past its checks (the stand-in Tuner writes what Tune's wo
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import signal
 import time
@@ -50,12 +51,21 @@ def files_under(root: Path) -> list[str]:
     ("sqlite:///mlflow.db", False),
     ("./results", False),
     ("user:pw@host", False),                                    # no scheme: a local folder's name
+    # the query string: any parameter whose name says it holds a credential
+    ("postgresql://alice@127.0.0.1/db?password=pw", True),
+    ("postgresql:///db?host=h&user=alice&password=pw", True),
+    ("s3://bucket/results?access_key=AKIAX&secret_key=wJalr&endpoint_override=h", True),
+    ("https://mlflow.example/?token=pw", True),
+    ("https://bucket.example/x?X-Amz-Signature=wJalr", True),
+    ("s3://bucket/results?region=eu-west-1&scheme=http", False),
+    ("./results?password=pw", False),                           # no scheme: a local folder's name
 ])
 def test_which_uris_carry_credentials(uri, secret):
     assert secret_in_uri(uri) is secret
     if secret:
         masked = redact(uri)
-        assert "pw" not in masked and "wJalr" not in masked and "AKIA" not in masked and "***@" in masked
+        assert "pw" not in masked and "wJalr" not in masked and "AKIA" not in masked and "***" in masked
+        assert masked.split("?")[0] == uri.split("?")[0] if "@" not in uri else "***@" in masked
 
 
 # option -> (argv after QUICK, the words of the fix); each value holds its own secret
@@ -66,6 +76,11 @@ CREDENTIALS = {
     "--mlflow": (["--mlflow", "https://alice:secret-mlflow@mlflow.example"],
                  "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"),
     "--mlflow db": (["--mlflow", "postgresql://alice:secret-pg@db.example/mlflow"], "PGPASSWORD"),
+    "--mlflow query": (["--mlflow", "postgresql://alice@127.0.0.1/db?password=secret-query"], "PGPASSWORD"),
+    "--mlflow params": (["--mlflow", "postgresql:///db?host=h&user=u&password=secret-params"], "PGPASSWORD"),
+    "--storage query": (["--storage", "s3://bucket/r?access_key=AKIA5&secret_key=secret-q&region=x"],
+                        "AWS_SECRET_ACCESS_KEY"),
+    "--data-dir query": (["--data-dir", "https://data.example/d?token=secret-token"], "own settings"),
     "--set data_dir": (["--set", "data_dir=gs://u:secret-set@bucket/data"], "application default credentials"),
     "--address": (["--address", "ray://alice:secret-address@head:10001"], "RAY_AUTH_TOKEN"),
     "--confirm": (["--confirm", "s3://AKIA4:secret-confirm@bucket/results/hpo-x"], "AWS_SECRET_ACCESS_KEY"),
@@ -75,11 +90,11 @@ CREDENTIALS = {
 @pytest.mark.parametrize("option", sorted(CREDENTIALS))
 def test_a_uri_option_with_credentials_is_exit_2_before_any_work(option, tmp_path, capsys, monkeypatch):
     more, fix = CREDENTIALS[option]
-    secret = next(w for a in more for w in a.replace("@", ":").split(":") if w.startswith("secret-"))
+    secret = next(w for a in more for w in re.split(r"[@:=&]", a) if w.startswith("secret-"))
     monkeypatch.chdir(tmp_path)  # a URI taken for a folder would show up here
     monkeypatch.setattr(ray_session, "connect_ray", no_ray)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    argv = [*QUICK, *more] + ([] if option == "--storage" else ["--storage", str(tmp_path / "results")])
+    argv = [*QUICK, *more] + ([] if option.startswith("--storage") else ["--storage", str(tmp_path / "results")])
     assert sweeper_run.main(argv) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.startswith(f"error: {option.split()[0]} ") and len(err.strip().splitlines()) == 1, err
