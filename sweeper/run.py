@@ -246,6 +246,7 @@ def prepare(args):
     if args.resume and not args.dry_run:  # the stored run decides the preset; its configs were checked
         root = store.check(args.storage)
         exp_dir, meta = find_experiment(root, args.sweep + ("_confirm" if args.confirm else ""), args.resume)
+        store.check_resumable(exp_dir)  # Tune writes into it: a read-only folder ends here, not inside Ray
         args.preset = stored_preset(exp_dir, meta, args.preset)
     args.preset = args.preset or default_preset(args.sweep)
     sweep = get_sweep(args.sweep, args.preset)

@@ -8,10 +8,13 @@ needs the driver to go past its checks (the stand-in Tuner writes what Tune's wo
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shlex
 import signal
+import subprocess
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -297,6 +300,52 @@ def test_resume_of_a_folder_without_tune_state_is_one_line_exit_2(tmp_path, caps
 
 
 # ---------------------------------------------------------------- 4. bad input ends at once
+
+@contextlib.contextmanager
+def read_only(folder: Path):
+    """`folder` read-only for the block: a read-only bind mount where this process may mount (root
+    writes through any mode bits), else its mode bits; pytest.skip with the reason where neither holds."""
+    if os.geteuid() != 0:
+        modes = {p: p.stat().st_mode for p in (folder, *folder.rglob("*"))}
+        for p in modes:
+            p.chmod(modes[p] & ~0o222)
+        try:
+            yield
+        finally:
+            for p, m in modes.items():
+                p.chmod(m)
+        return
+    bind = subprocess.run(["mount", "--bind", str(folder), str(folder)], capture_output=True, text=True)
+    if bind.returncode != 0:
+        pytest.skip(f"cannot bind-mount {folder} read-only: {bind.stderr.strip()}")
+    try:
+        ro = subprocess.run(["mount", "-o", "remount,ro,bind", str(folder)], capture_output=True, text=True)
+        if ro.returncode != 0:
+            pytest.skip(f"cannot remount {folder} read-only: {ro.stderr.strip()}")
+        yield
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_resume_of_a_read_only_folder_is_one_line_exit_2_before_ray(tmp_path, capsys, monkeypatch):
+    """Tune writes its state and each trial's results into the folder it resumes; a read-only one is
+    exit 2 with one line naming it, before Ray starts (as --storage for a new run), nothing changed."""
+    exp = tmp_path / "ablation_radius-20200101-000000-abcdef"
+    (exp / "train_tune_0").mkdir(parents=True)
+    (exp / "sweep.json").write_text(json.dumps({"name": "ablation_radius", "preset": "quick"}))
+    (exp / storage.TUNER_STATE).write_bytes(b"Tune's state")
+    (exp / "train_tune_0" / "result.json").write_text("{}\n")
+    monkeypatch.setattr(ray_session, "connect_ray", no_ray)
+    monkeypatch.setattr(sweeper_run, "start_ray", no_ray)
+    monkeypatch.chdir(tmp_path)
+    before = {p: p.read_bytes() for p in exp.rglob("*") if p.is_file()}
+    with read_only(exp):
+        assert sweeper_run.main(["ablation_radius", "--resume", str(exp), "--storage", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: experiment folder {exp} cannot be written (") and len(err.splitlines()) == 1, err
+    assert "make it writable" in err
+    assert {p: p.read_bytes() for p in exp.rglob("*") if p.is_file()} == before
+
 
 def test_argparse_errors_are_one_line_exit_2(capsys):
     for argv in (["ablation_radius", "--seeds", "three"], ["ablation_radius", "--no-such-option"], []):
