@@ -39,8 +39,8 @@ from trainables.config import ConfigError
 from trainables.datafiles import DataError, check_readable
 from trainables.files import one_line
 from sweeper import storage as store
-from sweeper.preflight import (InputError, check_address, check_baseline, check_credentials, check_resources,
-                               check_search, trial_configs)
+from sweeper.preflight import (InputError, check_address, check_baseline, check_credentials, check_data_dir,
+                               check_device, check_resources, check_search, trial_configs)
 from sweeper.ray_session import credentials_from_each_node, env_set, start_ray, use_token_if_available
 from sweeper.signals import graceful_stop, signals_interrupt
 from sweeper.storage import StorageError
@@ -269,6 +269,8 @@ def prepare(args):
     check_search(sweep, trials)
     check_baseline(sweep, trials)
     check_resources(args)
+    check_device(trials, args)
+    check_data_dir(trials)
     if args.mlflow:  # mlflow installed, its server answering: before Ray starts
         from sweeper.mlflow_log import MLflowError, check_mlflow
         try:
@@ -302,7 +304,7 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
     errors = [r for r in grid if r.error is not None]
     if not isinstance(exp_dir, Path) and (lost := store.stored_state_error()):
         for r in errors:
-            print(f"trial {r.path} failed: {type(r.error).__name__}: {str(r.error).splitlines()[0]}", file=sys.stderr)
+            print(f"trial {r.path} failed: {error_line(r.error)}", file=sys.stderr)
         return storage_lost(sweep, exp_dir, lost)
     no_report = None
     try:
@@ -319,14 +321,14 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
         if paths.get(name):
             print(Path(paths[name]).read_text())
     for r in errors:
-        print(f"trial {r.path} failed: {type(r.error).__name__}: {str(r.error).splitlines()[0]}", file=sys.stderr)
+        print(f"trial {r.path} failed: {error_line(r.error)}", file=sys.stderr)
     diverged = [r for r in grid if r.error is None and (r.metrics or {}).get("diverged") == 1]
     if diverged:
         print(f"note: {len(diverged)} trial(s) diverged (a result: the tables count them, `n_diverged`)",
               file=sys.stderr)
-    refused = [r for r in grid if r.error is None and (r.metrics or {}).get("resume_error")]  # trainables/tune.py
+    refused = [r for r in grid if r.error is None and refusal(r.metrics or {})]
     for r in refused:
-        print(f"trial {r.path} failed: {r.metrics['resume_error']}", file=sys.stderr)
+        print(f"trial {r.path} failed: {refusal(r.metrics)}", file=sys.stderr)
     print(f"results: {exp_dir}")
     if stopped:
         print(f"interrupted: the sweep's state is saved; continue it with `{resume_command(sweep.name, exp_dir)}`",
@@ -339,6 +341,21 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
               f"`{shlex.join(['python', '-m', 'sweeper.report', str(exp_dir)])}`", file=sys.stderr)
         return EXIT_NO_REPORT
     return EXIT_OK
+
+
+def refusal(metrics: dict) -> str | None:
+    """Why a trial ended itself as failed without raising (trainables/tune.py: no retry): a checkpoint its
+    config cannot continue (`resume_error`) or a config it cannot run (`config_error`); None otherwise."""
+    return metrics.get("resume_error") or metrics.get("config_error")
+
+
+def error_line(error: BaseException) -> str:
+    """A failed trial's error in one line, by its cause: a RayTaskError's own first line is a header (the
+    function, PID, actor id); the exception the trial raised is its `cause`."""
+    cause = getattr(error, "cause", None)
+    while isinstance(getattr(cause, "cause", None), BaseException):  # nested task errors
+        cause = cause.cause
+    return one_line(cause if isinstance(cause, BaseException) else error)
 
 
 def storage_lost(sweep: Sweep, exp_dir, why: str) -> int:

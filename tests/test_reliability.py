@@ -740,6 +740,29 @@ def test_a_trial_whose_checkpoint_cannot_be_resumed_is_printed_as_failed_and_exi
     assert sweeper_run.finish(grid[:1], get_sweep("ablation_radius", "quick"), tmp_path, stopped=False) == 0
 
 
+def test_a_failed_trial_is_printed_by_its_cause_and_a_config_error_by_its_message(tmp_path, capsys, monkeypatch):
+    """Tune's result holds a RayTaskError whose own first line is a header (function, PID, actor id); the
+    driver prints the exception the trial raised instead. A trial that ended itself on a ConfigError
+    (`config_error`, no retry) is printed with that message and makes the exit status 1."""
+    from types import SimpleNamespace
+
+    from ray.exceptions import RayTaskError
+
+    monkeypatch.setattr(report, "report_at", lambda exp: {})
+    try:
+        raise OverflowError("cannot convert float infinity to integer")
+    except OverflowError as e:
+        raised = RayTaskError("train_tune", "Traceback (most recent call last): ...", e, proctitle="ray::ImplicitFunc",
+                              pid=4242, ip="127.0.0.1", actor_repr="ImplicitFunc(pid=4242)").as_instanceof_cause()
+    why = "device='cuda' but no CUDA GPU is visible; use device='auto' or 'cpu'"
+    grid = [SimpleNamespace(error=raised, metrics={}, path="trial_a"),
+            SimpleNamespace(error=None, metrics={"config_error": why, "done": True}, path="trial_b")]
+    rc = sweeper_run.finish(grid, get_sweep("ablation_radius", "quick"), tmp_path, stopped=False)
+    err = capsys.readouterr().err.splitlines()
+    assert rc == 1 and err == ["trial trial_a failed: OverflowError: cannot convert float infinity to integer",
+                               f"trial trial_b failed: {why}"]
+
+
 @pytest.mark.parametrize("env, says", [
     ({}, None),  # not a Ray job: a terminal's Ctrl+C or a scheduler's SIGTERM waits for the driver
     ({"RAY_JOB_CONFIG_JSON_ENV_VAR": "{}"}, "3 s"),  # a job with Ray's default stop wait
@@ -821,7 +844,27 @@ BAD_INPUT = {  # name -> (argv after the sweep; {root}, {data}, {file} are fille
     "resume another sweep's experiment": (["ablation_kl", "--preset", "quick", "--resume",
                                            "{root}/ablation_radius-20200101-000000"],
                                           "holds the sweep 'ablation_radius', not 'ablation_kl'"),
+    # values a trial would fail on, or run for ever with: refused before Ray, also by --dry-run (below)
+    "lr infinite": ([*QUICK, "--set", "lr=Infinity"], "lr must be a finite number, got inf"),
+    "bn_eps infinite": ([*QUICK, "--set", "bn_eps=Infinity"], "bn_eps must be a finite number, got inf"),
+    "cons_coef infinite": ([*QUICK, "--set", "cons_coef=Infinity"], "cons_coef must be a finite number, got inf"),
+    "checkpoint period infinite": ([*QUICK, "--set", "checkpoint_every_s=Infinity"],
+                                   "checkpoint_every_s must be a finite number, got inf"),
+    "width NaN": ([*QUICK, "--set", "width=NaN"], "width must be a finite number, got nan"),
+    "width 1e6": ([*QUICK, "--set", "width=1e6"], "width=1e+06 makes a network past any device's memory"),
+    "steps 1e15": ([*QUICK, "--set", "steps=1e15"], "steps=1000000000000000 is past what a run can finish"),
+    "eval_batch 1e15": ([*QUICK, "--set", "eval_batch=1e15"], "eval_batch=1000000000000000 test images"),
+    "labeled batch > labels": ([*QUICK, "--set", "batch_labeled=100000"],
+                               "batch_labeled=100000 is larger than the 100 labeled images"),
+    "data_dir not a data folder": ([*QUICK, "--set", "data_dir={root}/../../../../../etc"], " is not a data folder"),
+    "--data-dir not a data folder": ([*QUICK, "--data-dir", "{root}"], " is not a data folder (it holds none of"),
+    "device cuda without a GPU": ([*QUICK, "--set", "device=cuda"], "device=cuda, but this machine has no GPU"),
+    "device cuda, no GPU a trial": ([*QUICK, "--set", "device=cuda", "--gpus-per-trial", "0"],
+                                    "--gpus-per-trial 0 gives none"),
 }
+DRY_RUN_REFUSES = [n for n in BAD_INPUT if n.split()[0] in ("lr", "bn_eps", "cons_coef", "checkpoint", "width",
+                                                            "steps", "eval_batch", "labeled", "data_dir",
+                                                            "--data-dir", "device")]
 
 
 @pytest.mark.parametrize("name", sorted(BAD_INPUT))
@@ -839,6 +882,7 @@ def test_bad_input_is_one_line_exit_2_before_ray_and_touches_nothing(name, store
     monkeypatch.setattr(ray_session, "connect_ray", no_ray)
     monkeypatch.setattr(tuner, "build_tuner", no_ray)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU, also on a machine that has one
     before = snapshot(tmp_path)
     rc = sweeper_run.main(argv)
     out, err = capsys.readouterr()
@@ -846,6 +890,17 @@ def test_bad_input_is_one_line_exit_2_before_ray_and_touches_nothing(name, store
     assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
     assert words in err and "Traceback" not in err + out
     assert snapshot(tmp_path) == before, "bad input changed stored files"
+
+
+@pytest.mark.parametrize("name", DRY_RUN_REFUSES)
+def test_dry_run_refuses_what_a_trial_would_fail_on(name, stored, capsys, monkeypatch):
+    """--dry-run prints the trials it would run: the same checks refuse each of these first, one line."""
+    argv, words = BAD_INPUT[name]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU, also on a machine that has one
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert sweeper_run.main([a.format(root=stored) for a in argv] + ["--dry-run"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: ") and len(err.splitlines()) == 1 and words in err, err
 
 
 def test_ray_address_from_the_environment_is_checked_too(stored, capsys, monkeypatch):

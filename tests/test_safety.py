@@ -445,3 +445,20 @@ def test_the_stop_handlers_come_back_after_ray_takes_sigterm(monkeypatch):
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # a second signal acts at once
     stopping.reset()
     assert signal.getsignal(signal.SIGTERM) is old
+
+
+@pytest.mark.parametrize("env, gpus", [({"CUDA_VISIBLE_DEVICES": ""}, 0), ({"CUDA_VISIBLE_DEVICES": "-1"}, 0),
+                                       ({"CUDA_VISIBLE_DEVICES": "0,1"}, 2), ({"CUDA_VISIBLE_DEVICES": "GPU-5f2e"}, 1)])
+def test_device_cuda_is_checked_against_the_gpus_a_local_ray_would_give(env, gpus):
+    trials = [{"device": "cpu"}, {"device": "cuda"}]
+    args = SimpleNamespace(gpus_per_trial=None, address=None)
+    assert preflight.local_gpus(env) == gpus
+    if gpus:
+        preflight.check_device(trials, args, env)
+    else:
+        with pytest.raises(preflight.InputError, match="this machine has no GPU for a local Ray"):
+            preflight.check_device(trials, args, env)
+    preflight.check_device(trials, SimpleNamespace(gpus_per_trial=None, address="10.0.0.1:6379"), env)  # a cluster's
+    preflight.check_device(trials[:1], args, env)  # no trial on cuda: nothing to check
+    with pytest.raises(preflight.InputError, match="--gpus-per-trial 0 gives none"):
+        preflight.check_device(trials, SimpleNamespace(gpus_per_trial=0, address="10.0.0.1:6379"), env)
