@@ -21,7 +21,6 @@ from pathlib import Path
 
 from search_spaces import Sweep
 from trainables.config import TrainConfig
-from trainables.datafiles import NAMES, dataset_layouts
 from sweeper import storage as store
 from sweeper.storage import is_uri
 from trainables.remote import redact, scheme, secret_in_uri
@@ -161,9 +160,10 @@ def check_device(trials: list[dict], args: argparse.Namespace, env=os.environ) -
                          "with GPUs (--address)")
 
 
-# what the top of a data folder may hold: the first entry of each of the data sets' file layouts
-DATA_ENTRIES = tuple(sorted({f.split("/")[0] for name in NAMES if name != "digits"
-                             for layout in dataset_layouts(name) for names in layout for f in names}))
+# what the top of a data folder may hold: the top entries of the data sets' file layouts
+# (datafiles.dataset_layouts, which takes them from torchvision: written out so that the driver needs no torch)
+DATA_ENTRIES = ("MNIST", "cifar-10-batches-py", "cifar-100-python", "mnist.pkl.gz", "test_32x32.mat",
+                "train_32x32.mat")
 
 
 def check_data_dir(trials: list[dict]) -> None:

@@ -462,3 +462,11 @@ def test_device_cuda_is_checked_against_the_gpus_a_local_ray_would_give(env, gpu
     preflight.check_device(trials[:1], args, env)  # no trial on cuda: nothing to check
     with pytest.raises(preflight.InputError, match="--gpus-per-trial 0 gives none"):
         preflight.check_device(trials, SimpleNamespace(gpus_per_trial=0, address="10.0.0.1:6379"), env)
+
+
+def test_the_data_folder_entries_are_those_of_the_data_sets_layouts():
+    from trainables.datafiles import NAMES, dataset_layouts
+
+    tops = {f.split("/")[0] for name in NAMES if name != "digits"
+            for layout in dataset_layouts(name) for names in layout for f in names}
+    assert set(preflight.DATA_ENTRIES) == tops
