@@ -132,6 +132,8 @@ def check_resources(args: argparse.Namespace) -> None:
         raise InputError(f"--gpus-per-trial must be >= 0 (fractions share a GPU), got {args.gpus_per_trial:g}")
     if args.max_concurrent < 0:
         raise InputError(f"--max-concurrent must be >= 0 (0: as resources allow), got {args.max_concurrent}")
+    if not (args.stall_after >= 0 and args.stall_after < float("inf")):
+        raise InputError(f"--stall-after must be a factor >= 0 (0: no stall watch), got {args.stall_after:g}")
     if not args.live_every >= 0:
         raise InputError(f"--live-every must be >= 0 seconds (0: the report only at the end), got {args.live_every:g}")
 

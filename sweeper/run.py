@@ -112,6 +112,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--live-every", type=float, default=30.0, metavar="SECONDS",
                    help="rebuild the report (report.html) after trials end, at most every SECONDS (default 30; "
                         "0: only at the end), uploaded on a bucket (sweeper/live.py)")
+    p.add_argument("--stall-after", type=float, default=10.0, metavar="FACTOR",
+                   help="name a running trial stalled (stderr, live.json, report.html) once it has not reported "
+                        "for FACTOR times the longest interval between its reports so far (default 10; 0: never; "
+                        "sweeper/stalls.py)")
+    p.add_argument("--end-stalled", action="store_true",
+                   help="end a stalled trial as failed (no retry) so that the sweep can finish")
     p.add_argument("--mlflow", default=None, metavar="URI",
                    help="log every trial as an MLflow run (experiment: the sweep folder's name) to this tracking "
                         "URI, e.g. http://127.0.0.1:5000; needs pip install -e '.[mlflow]' (sweeper/mlflow_log.py)")

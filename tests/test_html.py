@@ -19,6 +19,7 @@ import sys
 import time
 from html.parser import HTMLParser
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -307,9 +308,9 @@ def test_live_callback_rebuilds_at_most_every_window_one_at_a_time(tmp_path, mon
                      (61, "step"), (63, "step"), (70, "complete"), (92, "step"), (95, "step"), (96, "complete")):
         clock[0] = t
         if event == "complete":
-            cb.on_trial_complete(0, [], None)
+            cb.on_trial_complete(0, [], SimpleNamespace(relative_logdir=f"trial_{t}"))
         elif event == "error":
-            cb.on_trial_error(0, [], None)
+            cb.on_trial_error(0, [], SimpleNamespace(relative_logdir=f"trial_{t}"))
         else:
             cb.on_step_end(0, [])
     # the end at 10 waits for the window (31); the rebuild of 31 fails (seen at 40), so one is due again,
