@@ -33,7 +33,7 @@ from sweeper.aggregate import config_columns, metric_column, read_sweep
 from trainables.files import atomic_write
 
 PAGE = "report.html"
-LIVE = "live.json"   # {"state": "running" | "ended", "updated": epoch seconds, "load_avg": [...], "stalled": {trial: {...}}}: the driver's heartbeat (sweeper/live.py)
+LIVE = "live.json"   # {"state": "running" | "ended", "updated": epoch seconds, "load_avg": [...], "stalled", "ended_stalled": {trial: {...}}}: the driver's heartbeat (sweeper/live.py)
 STALE_S = 600        # a "running" heartbeat older than this: the driver is gone (killed, machine lost)
 TABLES = (("table.md", "Results"), ("table_sensitivity.md", "Sensitivity (Table 3)"),
           ("table_ranked.md", "Search: trials ranked"))
@@ -142,16 +142,17 @@ def sweep_state(exp: Path, trials: pd.DataFrame, total: int, now: float | None =
     return "running" if fresh else "interrupted"
 
 
-def stalled_trials(exp: Path) -> dict[str, dict]:
-    """The running trials the driver's heartbeat names stalled (live.json's "stalled", sweeper/stalls.py):
-    {trial folder: {"silent_s", "pace_s"}}, as of its last beat; {} without one."""
+def stalled_trials(exp: Path, key: str = "stalled") -> dict[str, dict]:
+    """The running trials the driver's heartbeat names stalled (live.json's "stalled", sweeper/stalls.py),
+    or with key="ended_stalled" those --end-stalled ended: {trial folder: {"silent_s", "pace_s"}}, as of
+    its last beat; {} without one."""
     live = exp / LIVE
-    return (json.loads(live.read_text()).get("stalled") or {}) if live.is_file() else {}
+    return (json.loads(live.read_text()).get(key) or {}) if live.is_file() else {}
 
 
-def stalled_text(stalled: dict[str, dict]) -> str:
+def stalled_text(stalled: dict[str, dict], lead: str = "Stalled") -> str:
     """"Stalled: train_tune_3 (no report for 61 s; its reports came at most 2.1 s apart)" for the page."""
-    return "Stalled: " + "; ".join(f"{t} (no report for {s['silent_s']:g} s; its reports came at most "
+    return f"{lead}: " + "; ".join(f"{t} (no report for {s['silent_s']:g} s; its reports came at most "
                                    f"{s['pace_s']:g} s apart)" for t, s in sorted(stalled.items()))
 
 
@@ -324,6 +325,10 @@ def build_page(exp: Path, which: str = "final", now: float | None = None) -> str
     stalled = stalled_trials(exp) if state == "running" else {}
     if stalled:
         parts.append(f"<p class=stalled id=stalled>{html.escape(stalled_text(stalled))}</p>")
+    ended = stalled_trials(exp, "ended_stalled")
+    if ended:
+        parts.append(f"<p class=stalled id=ended-stalled>"
+                     f"{html.escape(stalled_text(ended, 'Ended as stalled (--end-stalled)'))}</p>")
     parts.append("<dl class=provenance>" + "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>"
                                                     for k, v in provenance(exp, meta, trials)) + "</dl>")
     shown = set()

@@ -39,15 +39,19 @@ WAIT_S = 300.0       # fit() returning waits at most this long for a rebuild sti
 NICE = 19            # the lowest priority: below the trials (Ray starts its workers at nice 15)
 
 
-def write_heartbeat(exp: store.Folder, state: str, loads: list[float], stalled: dict | None = None) -> None:
+def write_heartbeat(exp: store.Folder, state: str, loads: list[float], stalled: dict | None = None,
+                    ended_stalled: dict | None = None) -> None:
     """live.json; `loads`: the driver machine's 1-minute load averages sampled at each beat so far,
     kept so that a run's wall time can be read with the load it ran under (committed_runs.machine_info);
-    `stalled`: the running trials that stopped reporting (sweeper/stalls.py), by trial folder."""
+    `stalled`: the running trials that stopped reporting (sweeper/stalls.py), by trial folder;
+    `ended_stalled`: those --end-stalled ended as failed, kept for the report of why they failed."""
     beat = {"state": state, "updated": time.time()}
     if loads:
         beat["load_avg"] = loads
     if stalled:
         beat["stalled"] = stalled
+    if ended_stalled:
+        beat["ended_stalled"] = ended_stalled
     store.write_text(exp / LIVE, json.dumps(beat))
 
 
@@ -58,6 +62,14 @@ def stored_loads(exp: store.Folder) -> list[float]:
         return json.loads(store.read_text(exp / LIVE)).get("load_avg") or []
     except (OSError, StorageError, ValueError):  # none yet, or unreadable: start a new list
         return []
+
+
+def stored_ended_stalled(exp: store.Folder) -> dict:
+    """The trials earlier drivers of this experiment ended as stalled (live.json), else {}."""
+    try:
+        return json.loads(store.read_text(exp / LIVE)).get("ended_stalled") or {}
+    except (OSError, StorageError, ValueError):  # none yet, or unreadable: start anew
+        return {}
 
 
 def load_average() -> float | None:
@@ -105,10 +117,11 @@ def rebuild_error(child: subprocess.Popen) -> str | None:
     return msg
 
 
-def keep_heartbeat(exp: store.Folder, state: str, loads: list[float], stalled: dict | None = None) -> None:
+def keep_heartbeat(exp: store.Folder, state: str, loads: list[float], stalled: dict | None = None,
+                   ended_stalled: dict | None = None) -> None:
     """write_heartbeat, a failure said on stderr: a bucket's hiccup must not end the sweep."""
     try:
-        write_heartbeat(exp, state, loads, stalled)
+        write_heartbeat(exp, state, loads, stalled, ended_stalled)
     except (OSError, StorageError) as e:
         print(f"live report: heartbeat not written: {e}", file=sys.stderr)
 
@@ -140,6 +153,7 @@ def live_callback(exp: store.Folder, every_s: float = EVERY_S, heartbeat_s: floa
             self.loads = []  # the 1-minute load average at each beat
             self.watch = StallWatch(stall_after)
             self.stalled = {}  # trial folder -> {"silent_s", "pace_s"}: the stalled trials live.json names
+            self.ended_stalled = {}  # the same, for the trials --end-stalled ended
 
         def __getstate__(self):  # stored with the experiment (tuner.pkl): without a running child
             return {**self.__dict__, "child": None}
@@ -148,6 +162,7 @@ def live_callback(exp: store.Folder, every_s: float = EVERY_S, heartbeat_s: floa
             self.loads = stored_loads(exp)  # on --resume: the earlier drivers' samples
             self.watch.paces.clear()  # another process's clock
             self.stalled = {}
+            self.ended_stalled = stored_ended_stalled(exp)
             self.beat("running")
 
         def on_trial_start(self, iteration, trials, trial, **info):
@@ -181,6 +196,7 @@ def live_callback(exp: store.Folder, every_s: float = EVERY_S, heartbeat_s: floa
                 print(stalled_line(name, now[name], end_stalled), file=sys.stderr)
                 if end_stalled:
                     end_trial(running[name])
+                    self.ended_stalled[name] = now[name]
             changed = now.keys() != self.stalled.keys()
             self.stalled = now
             if changed:
@@ -197,7 +213,7 @@ def live_callback(exp: store.Folder, every_s: float = EVERY_S, heartbeat_s: floa
             load = load_average()
             if load is not None:
                 self.loads.append(load)
-            keep_heartbeat(exp, state, self.loads, self.stalled if state == "running" else None)
+            keep_heartbeat(exp, state, self.loads, self.stalled if state == "running" else None, self.ended_stalled)
             self.last_beat = time.monotonic()
 
         def reap(self) -> None:

@@ -645,6 +645,51 @@ def test_a_killed_driver_takes_its_own_process_group_ray_with_it(tmp_path):
     assert left == {}, f"Ray processes outlived their killed driver: {left}"
 
 
+@pytest.mark.slow
+def test_a_trial_stopped_with_sigstop_is_named_stalled_and_ended_as_failed(tmp_path):
+    """A trial process that stops (SIGSTOP: a hung data read, a dead-locked library) reports nothing
+    more. The driver names it stalled on stderr and, with --end-stalled, ends it as failed, started once
+    (no retry), so that the other trials finish and the sweep ends (exit 1); live.json keeps it among the
+    trials ended as stalled (while it is only stalled, it is under "stalled": tests/test_stalls.py)."""
+    temp, storage = short_tmp("rrstall"), tmp_path / "results"
+    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", "--set", "steps=300", "--set", "eval_every=10",
+            "--set", "lr_rampdown=10", "--set", "sensitivity_samples=20", "--storage", str(storage),
+            "--stall-after", "3", "--end-stalled", "--max-concurrent", "2"]
+    exp_of = lambda: next(storage.glob("ablation_radius-*"), None)
+    d, stopped = None, None
+    try:
+        d = Driver(argv, temp, tmp_path / "driver.log")
+
+        def second_report():  # a trial with a pace (two reports) to stop
+            nonlocal stopped
+            for t, r in sweep_state(exp_of()).items():
+                if len(r) >= 2 and not r[-1]["done"]:
+                    stopped = (t, r[-1]["pid"], len(r))
+                    return True
+            return False
+
+        d.wait_until(second_report)
+        os.kill(stopped[1], signal.SIGSTOP)
+        rc = d.finish(timeout=300)
+    finally:
+        if stopped:
+            try:
+                os.kill(stopped[1], signal.SIGCONT)
+            except ProcessLookupError:  # killed as it should be
+                pass
+        end_driver(d, temp)
+    log = d.log.read_text()
+    assert rc == 1, log[-3000:]
+    assert f"stalled: trial {stopped[0]} has not reported for" in log and "ending it as failed" in log, log[-3000:]
+    assert stopped[0] in json.loads((exp_of() / "live.json").read_text())["ended_stalled"]
+    final = sweep_state(exp_of())
+    assert len(final[stopped[0]]) == stopped[2] and len(starts(final[stopped[0]])) == 1  # nothing more, no retry
+    df = pd.read_parquet(exp_of() / "trials.parquet").set_index("trial_dir")
+    assert df.loc[stopped[0], "status"] == "failed"
+    assert (df.drop(index=stopped[0])["status"] == "finished").all(), df["status"]
+    assert [ln for ln in log.splitlines() if ln.startswith("trial ") and f"{stopped[0]} failed: " in ln]
+
+
 def test_a_requested_stop_waits_until_no_trial_is_saving(monkeypatch):
     """sweeper.stopping alone, with stand-in trials: Tune's interrupt (SIGUSR1) comes at the first step
     end with no trial saving, once; after WAIT_S for a save that does not end; at once without the

@@ -68,7 +68,11 @@ def test_the_live_callback_names_a_stalled_trial_once_and_ends_it_with_end_stall
         cb.on_trial_error(0, [a, b], a)  # the kill ends it (or it fails by itself)
         a.status = "ERROR"
         cb.on_step_end(0, [a, b])
-        assert "stalled" not in json.loads((tmp_path / LIVE).read_text())
+        beat = json.loads((tmp_path / LIVE).read_text())
+        assert "stalled" not in beat
+        assert beat.get("ended_stalled") == ({"train_tune_a": {"silent_s": 11.0, "pace_s": 2.0}} if end_stalled
+                                             else None)
+        (tmp_path / LIVE).unlink()
         assert capsys.readouterr().err == ""  # named once
 
 
@@ -83,6 +87,8 @@ def test_the_page_names_the_stalled_trials_while_the_sweep_runs(tmp_path):
     page = (exp / "report.html").read_text()
     assert ("<p class=stalled id=stalled>Stalled: train_tune_99 (no report for 61 s; its reports came at most "
             "2.1 s apart)</p>") in page
-    live.write_heartbeat(exp, "ended", [])  # the driver is gone: the page no longer calls any trial stalled
+    live.write_heartbeat(exp, "ended", [], None, stalled)  # the driver is gone, having ended it
     build_report(exp)
-    assert "id=stalled" not in (exp / "report.html").read_text()
+    page = (exp / "report.html").read_text()
+    assert "id=stalled" not in page and ("<p class=stalled id=ended-stalled>Ended as stalled (--end-stalled): "
+                                         "train_tune_99 (no report for 61 s;") in page
