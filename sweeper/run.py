@@ -8,7 +8,8 @@ trials finished (a diverged trial is a result: counted in the tables, noted on s
 failed (Tune's fit() does not raise), 2 bad input (one line, nothing written; a URI carrying
 credentials is bad input too), 3 interrupted (Ctrl+C, SIGTERM, `ray job stop`, also while the report
 is written: the state is saved, `--resume` continues it), 4 the storage bucket stopped answering for
-longer than its retries ($VBI_MUR_STORAGE_RETRY_S; `--resume` continues it), 5 the trials finished
+longer than its retries ($VBI_MUR_STORAGE_RETRY_S; `--resume` continues it), or the disk of a local
+results folder ran full (one line with its free space; `--resume` continues it once there is space), 5 the trials finished
 but the report could not be built or uploaded (`python -m sweeper.report EXP_DIR` rebuilds it).
 A new experiment folder is <storage>/<sweep>-<YYYYmmdd-HHMMSS>-<6 random hex digits>.
 The steps have modules of their own: sweeper/preflight.py (the checks before Ray starts),
@@ -21,9 +22,11 @@ sweeper/ray_session.py (a local Ray or a head), sweeper/tuner.py (the Tuner), sw
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import shlex
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -52,8 +55,9 @@ EXIT_OK = 0            # every trial finished (diverged ones included: a diverge
 EXIT_TRIAL_FAILED = 1  # some trial failed (Tune's fit() does not raise); the report is still written
 EXIT_BAD_INPUT = 2     # bad input, one line `error: ...` before Ray starts
 EXIT_INTERRUPTED = 3   # Ctrl+C, SIGTERM, `ray job stop`: the state is saved, `--resume` continues it
-EXIT_STORAGE_LOST = 4  # the storage bucket stopped answering for longer than its retries
+EXIT_STORAGE_LOST = 4  # the storage bucket stopped answering for longer than its retries, or its disk ran full
 EXIT_NO_REPORT = 5     # every trial finished but the report (or its upload) failed; sweeper.report rebuilds it
+LOW_SPACE = 16 << 20  # bytes: a disk with less free is full for a sweep (a checkpoint is larger)
 EXIT_CODES = (EXIT_OK, EXIT_TRIAL_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_STORAGE_LOST, EXIT_NO_REPORT)
 
 
@@ -233,8 +237,10 @@ def main(argv=None) -> int:
         tuner = make_tuner(sweep, trials, args, exp_dir, resources)
         try:
             grid = tuner.fit()
-        except OSError as e:  # Tune lists the bucket once more after its loop: an outage still on ends here
-            if isinstance(exp_dir, Path):
+        except (OSError, EOFError) as e:  # Tune lists the bucket once more after its loop: an outage still on ends here
+            if isinstance(exp_dir, Path) and disk_full(e, exp_dir):  # EOFError: Tune's 0-byte error.pkl
+                return storage_full(sweep, exp_dir)
+            if isinstance(exp_dir, Path) or isinstance(e, EOFError):
                 raise
             return storage_lost(sweep, exp_dir, one_line(e))
     import ray
@@ -308,6 +314,10 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
     from sweeper.report import report_at
 
     errors = [r for r in grid if r.error is not None]
+    if isinstance(exp_dir, Path) and any(disk_full(r.error, exp_dir) for r in errors):
+        for r in errors:
+            print(f"trial {r.path} failed: {error_line(r.error)}", file=sys.stderr)
+        return storage_full(sweep, exp_dir)
     if not isinstance(exp_dir, Path) and (lost := store.stored_state_error()):
         for r in errors:
             print(f"trial {r.path} failed: {error_line(r.error)}", file=sys.stderr)
@@ -362,6 +372,37 @@ def error_line(error: BaseException) -> str:
     while isinstance(getattr(cause, "cause", None), BaseException):  # nested task errors
         cause = cause.cause
     return one_line(cause if isinstance(cause, BaseException) else error)
+
+
+def disk_full(e: BaseException, exp_dir: Path) -> bool:
+    """Whether `e` comes from the experiment's disk running full: an OSError "No space left on device"
+    in its chain (a RayTaskError's cause included), or an EOFError (Tune reading the 0-byte error.pkl it
+    could not write) while that disk has less than LOW_SPACE bytes free."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and (e.errno == errno.ENOSPC or "No space left on device" in str(e)):
+            return True
+        if isinstance(e, EOFError):
+            return free_bytes(exp_dir) < LOW_SPACE
+        e = getattr(e, "cause", None) or e.__cause__ or e.__context__
+    return False
+
+
+def free_bytes(folder: Path) -> int:
+    """Bytes free on the file system of `folder` (or of its nearest existing parent)."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return shutil.disk_usage(folder).free
+
+
+def storage_full(sweep: Sweep, exp_dir: Path) -> int:
+    """Exit status 4: the experiment's disk ran full, so trials could not store their results or
+    checkpoints and Tune its state; no report (it would need space too). One line with the free space."""
+    print(f"error: no space left on the disk of {exp_dir} ({free_bytes(exp_dir) / 2**20:.1f} MiB free); its "
+          f"trials and Tune's state could not be stored; free space, then continue with "
+          f"`{resume_command(sweep.name, exp_dir)}`", file=sys.stderr)
+    return EXIT_STORAGE_LOST
 
 
 def storage_lost(sweep: Sweep, exp_dir, why: str) -> int:

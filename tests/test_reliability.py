@@ -690,6 +690,36 @@ def test_a_trial_stopped_with_sigstop_is_named_stalled_and_ended_as_failed(tmp_p
     assert [ln for ln in log.splitlines() if ln.startswith("trial ") and f"{stopped[0]} failed: " in ln]
 
 
+@pytest.mark.slow
+def test_a_full_disk_is_exit_4_with_one_line_and_the_resume_command(tmp_path):
+    """Results on a 1.5 MB tmpfs: the trials' checkpoints fill it, Tune cannot store its errors (a 0-byte
+    error.pkl, which its result grid then fails to read). The driver ends with exit 4 and one line naming
+    the folder, its free space and the --resume command, not an uncaught EOFError."""
+    disk = Path(tempfile.mkdtemp(prefix="rrfull", dir="/tmp"))
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1500k", "tmpfs", str(disk)], capture_output=True,
+                           text=True)
+    if mount.returncode != 0:
+        disk.rmdir()
+        pytest.skip(f"cannot mount a small tmpfs here: {mount.stderr.strip()}")
+    temp, storage, d = short_tmp("rrfull"), disk / "results", None
+    try:
+        d = Driver(["ablation_radius", "--preset", "quick", "--seeds", "1", "--set", "steps=200", "--set",
+                    "eval_every=10", "--set", "lr_rampdown=10", "--set", "checkpoint_every_s=0", "--storage",
+                    str(storage)], temp, tmp_path / "driver.log")
+        rc = d.finish(timeout=480)
+        exp = next(storage.glob("ablation_radius-*"))
+        log = d.log.read_text()
+    finally:
+        end_driver(d, temp)
+        subprocess.run(["umount", str(disk)], check=True)
+        disk.rmdir()
+    assert rc == 4, log[-3000:]
+    last = log.strip().splitlines()[-1]
+    assert last.startswith(f"error: no space left on the disk of {exp} (") and " MiB free)" in last, last
+    assert last.endswith(f"`{sweeper_run.resume_command('ablation_radius', exp)}`"), last
+    assert "EOFError" not in log
+
+
 def test_a_requested_stop_waits_until_no_trial_is_saving(monkeypatch):
     """sweeper.stopping alone, with stand-in trials: Tune's interrupt (SIGUSR1) comes at the first step
     end with no trial saving, once; after WAIT_S for a save that does not end; at once without the
