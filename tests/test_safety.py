@@ -470,3 +470,22 @@ def test_the_data_folder_entries_are_those_of_the_data_sets_layouts():
     tops = {f.split("/")[0] for name in NAMES if name != "digits"
             for layout in dataset_layouts(name) for names in layout for f in names}
     assert set(preflight.DATA_ENTRIES) == tops
+
+
+def test_a_full_disk_is_told_from_other_errors(tmp_path, monkeypatch):
+    import errno
+
+    from ray.exceptions import RayTaskError
+
+    try:
+        raise OSError(errno.ENOSPC, "No space left on device")
+    except OSError as e:
+        in_trial = RayTaskError("train_tune", "Traceback ...", e).as_instanceof_cause()
+    assert sweeper_run.disk_full(in_trial, tmp_path)
+    assert sweeper_run.disk_full(OSError(28, "Error writing bytes to file. Detail: [errno 28] No space left on device"),
+                                 tmp_path)
+    assert not sweeper_run.disk_full(OSError(errno.EACCES, "Permission denied"), tmp_path)
+    assert not sweeper_run.disk_full(ValueError("boom"), tmp_path)
+    assert not sweeper_run.disk_full(EOFError("Ran out of input"), tmp_path)  # with space left: another cause
+    monkeypatch.setattr(sweeper_run, "free_bytes", lambda folder: 4096)
+    assert sweeper_run.disk_full(EOFError("Ran out of input"), tmp_path)  # Tune's 0-byte error.pkl on a full disk
