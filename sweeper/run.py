@@ -8,7 +8,8 @@ trials finished (a diverged trial is a result: counted in the tables, noted on s
 failed (Tune's fit() does not raise), 2 bad input (one line, nothing written; a URI carrying
 credentials is bad input too, and so is an experiment another live driver holds), 3 interrupted (Ctrl+C, SIGTERM, `ray job stop`, also while the report
 is written: the state is saved, `--resume` continues it), 4 the storage bucket stopped answering for
-longer than its retries ($VBI_MUR_STORAGE_RETRY_S; `--resume` continues it), 5 the trials finished
+longer than its retries ($VBI_MUR_STORAGE_RETRY_S; `--resume` continues it), or the disk of a local
+results folder ran full (one line with its free space; `--resume` continues it once there is space), 5 the trials finished
 but the report could not be built or uploaded (`python -m sweeper.report EXP_DIR` rebuilds it).
 A new experiment folder is <storage>/<sweep>-<YYYYmmdd-HHMMSS>-<6 random hex digits>.
 The steps have modules of their own: sweeper/driver/preflight.py (the checks before Ray starts),
@@ -23,9 +24,11 @@ sweeper/driver/lease.py (one driver per experiment: a second one is exit 2), swe
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import shlex
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -42,8 +45,8 @@ from trainables.datafiles import DataError, check_readable
 from trainables.files import one_line
 from sweeper import storage as store
 from sweeper.driver.lease import DriverLease
-from sweeper.driver.preflight import (InputError, check_address, check_baseline, check_credentials, check_resources,
-                                      check_search, trial_configs)
+from sweeper.driver.preflight import (InputError, check_address, check_baseline, check_credentials, check_data_dir,
+                                      check_device, check_resources, check_search, trial_configs)
 from sweeper.driver.ray_session import credentials_from_each_node, env_set, start_ray, use_token_if_available
 from sweeper.driver.signals import graceful_stop, signals_interrupt
 from sweeper.storage import StorageError
@@ -56,8 +59,9 @@ EXIT_OK = 0            # every trial finished (diverged ones included: a diverge
 EXIT_TRIAL_FAILED = 1  # some trial failed (Tune's fit() does not raise); the report is still written
 EXIT_BAD_INPUT = 2     # bad input, one line `error: ...` before Ray starts
 EXIT_INTERRUPTED = 3   # Ctrl+C, SIGTERM, `ray job stop`: the state is saved, `--resume` continues it
-EXIT_STORAGE_LOST = 4  # the storage bucket stopped answering for longer than its retries
+EXIT_STORAGE_LOST = 4  # the storage bucket stopped answering for longer than its retries, or its disk ran full
 EXIT_NO_REPORT = 5     # every trial finished but the report (or its upload) failed; sweeper.report rebuilds it
+LOW_SPACE = 16 << 20  # bytes: a disk with less free is full for a sweep (a checkpoint is larger)
 EXIT_CODES = (EXIT_OK, EXIT_TRIAL_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_STORAGE_LOST, EXIT_NO_REPORT)
 
 
@@ -120,6 +124,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--live-every", type=float, default=30.0, metavar="SECONDS",
                    help="rebuild the report (report.html) after trials end, at most every SECONDS (default 30; "
                         "0: only at the end), uploaded on a bucket (sweeper/driver/live.py)")
+    p.add_argument("--stall-after", type=float, default=10.0, metavar="FACTOR",
+                   help="name a running trial stalled (stderr, live.json, report.html) once it has not reported "
+                        "for FACTOR times the longest interval between its reports so far (default 10; 0: never; "
+                        "sweeper/driver/stalls.py)")
+    p.add_argument("--end-stalled", action="store_true",
+                   help="end a stalled trial as failed (no retry) so that the sweep can finish")
     p.add_argument("--mlflow", default=None, metavar="URI",
                    help="log every trial as an MLflow run (experiment: the sweep folder's name) to this tracking "
                         "URI, e.g. http://127.0.0.1:5000; needs pip install -e '.[mlflow]' (sweeper/driver/mlflow_log.py)")
@@ -261,8 +271,10 @@ def run_sweep(args, sweep: Sweep, trials: list[dict], exp_dir, address: str | No
             return EXIT_BAD_INPUT
         try:
             grid = tuner.fit()
-        except OSError as e:  # Tune lists the bucket once more after its loop: an outage still on ends here
-            if isinstance(exp_dir, Path):
+        except (OSError, EOFError) as e:  # Tune lists the bucket once more after its loop: an outage still on ends here
+            if isinstance(exp_dir, Path) and disk_full(e, exp_dir):  # EOFError: Tune's 0-byte error.pkl
+                return storage_full(sweep, exp_dir)
+            if isinstance(exp_dir, Path) or isinstance(e, EOFError):
                 raise
             return storage_lost(sweep, exp_dir, one_line(e))
     import ray
@@ -280,6 +292,7 @@ def prepare(args):
     if args.resume and not args.dry_run:  # the stored run decides the preset; its configs were checked
         root = store.check(args.storage)
         exp_dir, meta = find_experiment(root, args.sweep + ("_confirm" if args.confirm else ""), args.resume)
+        store.check_resumable(exp_dir)  # Tune writes into it: a read-only folder ends here, not inside Ray
         args.preset = stored_preset(exp_dir, meta, args.preset)
     args.preset = args.preset or default_preset(args.sweep)
     sweep = get_sweep(args.sweep, args.preset)
@@ -309,6 +322,8 @@ def prepare(args):
     check_search(sweep, trials)
     check_baseline(sweep, trials)
     check_resources(args)
+    check_device(trials, args)
+    check_data_dir(trials)
     if args.mlflow:  # mlflow installed, its server answering: before Ray starts
         from sweeper.driver.mlflow_log import MLflowError, check_mlflow
         try:
@@ -340,6 +355,10 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
     from sweeper.report import report_at
 
     errors = [r for r in grid if r.error is not None]
+    if isinstance(exp_dir, Path) and any(disk_full(r.error, exp_dir) for r in errors):
+        for r in errors:
+            print(f"trial {r.path} failed: {error_line(r.error)}", file=sys.stderr)
+        return storage_full(sweep, exp_dir)
     if not isinstance(exp_dir, Path) and (lost := store.stored_state_error()):
         print_failed(errors)
         return storage_lost(sweep, exp_dir, lost)
@@ -362,9 +381,9 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
     if diverged:
         print(f"note: {len(diverged)} trial(s) diverged (a result: the tables count them, `n_diverged`)",
               file=sys.stderr)
-    refused = [r for r in grid if r.error is None and (r.metrics or {}).get("resume_error")]  # trainables/tune.py
+    refused = [r for r in grid if r.error is None and refusal(r.metrics or {})]
     for r in refused:
-        print(f"trial {r.path} failed: {r.metrics['resume_error']}", file=sys.stderr)
+        print(f"trial {r.path} failed: {refusal(r.metrics)}", file=sys.stderr)
     print(f"results: {exp_dir}")
     if stopped:
         print(f"interrupted: the sweep's state is saved; continue it with `{resume_command(sweep.name, exp_dir)}`",
@@ -380,9 +399,55 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
 
 
 def print_failed(errors) -> None:
-    """One stderr line per errored trial of the result grid: its folder and the error's first line."""
+    """One stderr line per errored trial of the result grid: its folder and its error by its cause."""
     for r in errors:
-        print(f"trial {r.path} failed: {type(r.error).__name__}: {str(r.error).splitlines()[0]}", file=sys.stderr)
+        print(f"trial {r.path} failed: {error_line(r.error)}", file=sys.stderr)
+
+
+def refusal(metrics: dict) -> str | None:
+    """Why a trial ended itself as failed without raising (trainables/tune.py: no retry): a checkpoint its
+    config cannot continue (`resume_error`) or a config it cannot run (`config_error`); None otherwise."""
+    return metrics.get("resume_error") or metrics.get("config_error")
+
+
+def error_line(error: BaseException) -> str:
+    """A failed trial's error in one line, by its cause: a RayTaskError's own first line is a header (the
+    function, PID, actor id); the exception the trial raised is its `cause`."""
+    cause = getattr(error, "cause", None)
+    while isinstance(getattr(cause, "cause", None), BaseException):  # nested task errors
+        cause = cause.cause
+    return one_line(cause if isinstance(cause, BaseException) else error)
+
+
+def disk_full(e: BaseException, exp_dir: Path) -> bool:
+    """Whether `e` comes from the experiment's disk running full: an OSError "No space left on device"
+    in its chain (a RayTaskError's cause included), or an EOFError (Tune reading the 0-byte error.pkl it
+    could not write) while that disk has less than LOW_SPACE bytes free."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and (e.errno == errno.ENOSPC or "No space left on device" in str(e)):
+            return True
+        if isinstance(e, EOFError):
+            return free_bytes(exp_dir) < LOW_SPACE
+        e = getattr(e, "cause", None) or e.__cause__ or e.__context__
+    return False
+
+
+def free_bytes(folder: Path) -> int:
+    """Bytes free on the file system of `folder` (or of its nearest existing parent)."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return shutil.disk_usage(folder).free
+
+
+def storage_full(sweep: Sweep, exp_dir: Path) -> int:
+    """Exit status 4: the experiment's disk ran full, so trials could not store their results or
+    checkpoints and Tune its state; no report (it would need space too). One line with the free space."""
+    print(f"error: no space left on the disk of {exp_dir} ({free_bytes(exp_dir) / 2**20:.1f} MiB free); its "
+          f"trials and Tune's state could not be stored; free space, then continue with "
+          f"`{resume_command(sweep.name, exp_dir)}`", file=sys.stderr)
+    return EXIT_STORAGE_LOST
 
 
 def storage_lost(sweep: Sweep, exp_dir, why: str) -> int:

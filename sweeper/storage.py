@@ -140,6 +140,28 @@ def check(where: str | Path) -> Folder:
     return root
 
 
+def check_resumable(exp: Folder) -> None:
+    """An experiment folder that --resume will continue, checked before Ray starts: Tune writes its
+    state into it and each trial into its own subfolder, so the folder and (locally) each subfolder
+    must take a file. StorageError naming the folder and the fix if not."""
+    try:
+        if isinstance(exp, Path):
+            for d in (exp, *sorted(p for p in exp.iterdir() if p.is_dir())):
+                probe = d / f".write-test-{os.getpid()}"
+                probe.write_text("ok")
+                probe.unlink()
+        else:
+            probe = quick(exp) / f".write-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            write_bytes(probe, b"ok")
+            probe.fs.delete_file(probe.path)
+    except OSError as e:
+        where = Path(e.filename).parent if isinstance(exp, Path) and e.filename else exp
+        why = e.strerror if isinstance(exp, Path) and e.strerror else explain(e, str(exp))
+        raise StorageError(f"experiment folder {where} cannot be written ({why}); --resume "
+                           f"writes Tune's state and the trials' results into it: make it writable, or copy "
+                           f"the experiment folder to a writable place and resume the copy") from None
+
+
 def where_keys_go(uri: str) -> str:
     """Where the credentials for a bucket URI belong (never in the URI itself)."""
     s = remote.scheme(uri)

@@ -1,4 +1,7 @@
 """TrainConfig validation: unknown keys and out-of-range values fail before any work."""
+import math
+from dataclasses import fields
+
 import pytest
 
 from trainables.config import ConfigError, TrainConfig
@@ -65,3 +68,36 @@ def test_applies_knows_the_fixmatch_recipe_keys():
     assert applies("lr_rampdown", {"lr_schedule": "exp"}) and applies("lr_rampdown", {})
     assert not applies("lr_rampdown", {"lr_schedule": "cosine"})  # the cosine schedule has no ramp-down
     assert applies("lr_schedule", {"method": "fixmatch"}) and applies("arch", {"method": "fixmatch"})
+
+
+FLOAT_FIELDS = [f.name for f in fields(TrainConfig) if f.type in ("float", float)]
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
+@pytest.mark.parametrize("name", FLOAT_FIELDS)
+def test_every_float_field_refuses_a_non_finite_value(name, value):
+    """inf passes `> 0` and `>= 0`, and nan fails no comparison it is not asked for: every float key is
+    checked to be finite first (JSON's Infinity and NaN reach --set as these floats)."""
+    with pytest.raises(ConfigError) as e:
+        TrainConfig.from_dict({name: value})
+    assert str(e.value) == f"{name} must be a finite number, got {value}"
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"width": 1e6}, "width=1e+06 makes a network past any device's memory; use at most 16"),
+    ({"steps": 1e15}, "steps=1000000000000000 is past what a run can finish; use at most 100000000"),
+    ({"eval_batch": 1e15}, "eval_batch=1000000000000000 test images in one forward pass would not fit"),
+    ({"batch_labeled": 100_000}, "batch_labeled=100000 is larger than the 100 labeled images"),
+    ({"batch_labeled": 101}, "batch_labeled=101 is larger than the 100 labeled images"),
+    ({"batch_unlabeled": 1048}, "batch_unlabeled=1048 is larger than the 1047 training images of digits"),
+])
+def test_sizes_past_the_data_or_memory_are_refused(bad, words):
+    with pytest.raises(ConfigError) as e:
+        TrainConfig.from_dict(bad)
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_largest_sizes_allowed_are_valid():
+    """The bounds themselves are accepted (a refusal one past each, above)."""
+    TrainConfig.from_dict({"width": 16.0, "steps": 10 ** 8, "eval_batch": 1 << 16, "batch_labeled": 100,
+                           "batch_unlabeled": 1047, "lr_rampdown": 0})

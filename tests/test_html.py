@@ -13,11 +13,13 @@ import base64
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
 from html.parser import HTMLParser
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -228,7 +230,7 @@ def test_index_of_a_results_root(tmp_path, capsys):
     assert main([str(root)]) == 0
     out = capsys.readouterr().out
     rows = Page((root / "index.html").read_text())
-    assert [u for u in rows.urls] == ["table_cifar-20260101-000000/report.html"]
+    assert [u for u in rows.urls] == ["./table_cifar-20260101-000000/report.html"]
     lines = out.splitlines()
     assert lines[0].startswith("hpo-20260102-000000  ?  ") and " 2/7  finished  —" in lines[0]
     assert lines[1].startswith("table_cifar-20260101-000000  ?  ") and "36/37  " in lines[1]
@@ -239,6 +241,33 @@ def test_index_of_a_results_root(tmp_path, capsys):
     md_row = next(r for r in body if r[0] == best["row"])
     assert f"{best['row']} ({best['col']}): {md_row[head.index(best['col'])]}" in lines[1]
     assert f"index: {root / 'index.html'}" in out and b.is_dir()
+
+
+def test_a_folder_name_cannot_make_a_link_run_script(tmp_path):
+    """A results folder named like a URL with a scheme (`javascript:...`) is linked as a relative path
+    below the index: every href of index.html and report.html has no scheme and, resolved against
+    the page's own address, stays in the results root."""
+    from urllib.parse import unquote, urljoin, urlparse
+
+    root = tmp_path / "results"
+    root.mkdir()
+    a, _ = make_table_exp(tmp_path / "a", baseline=BASELINE)
+    names = ["javascript:alert(document.domain)", "data:text,x", "https:evil.example"]
+    for name in names:
+        shutil.copytree(a, root / name)
+        build_report(root / name)
+    assert main([str(root)]) == 0
+    base = "https://host.example/results/index.html"
+    hrefs = Page((root / "index.html").read_text()).urls
+    assert len(hrefs) == len(names)
+    for href in hrefs:
+        assert urlparse(href).scheme == "", href
+        target = urlparse(urljoin(base, href))
+        assert target.netloc == "host.example" and target.path.startswith("/results/"), href
+        assert (root / unquote(target.path[len("/results/"):])).is_file(), href
+    for name in names:
+        page = Page((root / name / "report.html").read_text())
+        assert all(urlparse(u).scheme in ("", "data") for u in page.urls)  # plots are inline data: images
 
 
 class FakeChild:
@@ -279,9 +308,9 @@ def test_live_callback_rebuilds_at_most_every_window_one_at_a_time(tmp_path, mon
                      (61, "step"), (63, "step"), (70, "complete"), (92, "step"), (95, "step"), (96, "complete")):
         clock[0] = t
         if event == "complete":
-            cb.on_trial_complete(0, [], None)
+            cb.on_trial_complete(0, [], SimpleNamespace(relative_logdir=f"trial_{t}"))
         elif event == "error":
-            cb.on_trial_error(0, [], None)
+            cb.on_trial_error(0, [], SimpleNamespace(relative_logdir=f"trial_{t}"))
         else:
             cb.on_step_end(0, [])
     # the end at 10 waits for the window (31); the rebuild of 31 fails (seen at 40), so one is due again,

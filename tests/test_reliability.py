@@ -646,6 +646,81 @@ def test_a_killed_driver_takes_its_own_process_group_ray_with_it(tmp_path):
     assert left == {}, f"Ray processes outlived their killed driver: {left}"
 
 
+@pytest.mark.slow
+def test_a_trial_stopped_with_sigstop_is_named_stalled_and_ended_as_failed(tmp_path):
+    """A trial process that stops (SIGSTOP: a hung data read, a dead-locked library) reports nothing
+    more. The driver names it stalled on stderr and, with --end-stalled, ends it as failed, started once
+    (no retry), so that the other trials finish and the sweep ends (exit 1); live.json keeps it among the
+    trials ended as stalled (while it is only stalled, it is under "stalled": tests/test_stalls.py)."""
+    temp, storage = short_tmp("rrstall"), tmp_path / "results"
+    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", "--set", "steps=300", "--set", "eval_every=10",
+            "--set", "lr_rampdown=10", "--set", "sensitivity_samples=20", "--storage", str(storage),
+            "--stall-after", "3", "--end-stalled", "--max-concurrent", "2"]
+    exp_of = lambda: next(storage.glob("ablation_radius-*"), None)
+    d, stopped = None, None
+    try:
+        d = Driver(argv, temp, tmp_path / "driver.log")
+
+        def second_report():  # a trial with a pace (two reports) to stop
+            nonlocal stopped
+            for t, r in sweep_state(exp_of()).items():
+                if len(r) >= 2 and not r[-1]["done"]:
+                    stopped = (t, r[-1]["pid"], len(r))
+                    return True
+            return False
+
+        d.wait_until(second_report)
+        os.kill(stopped[1], signal.SIGSTOP)
+        rc = d.finish(timeout=300)
+    finally:
+        if stopped:
+            try:
+                os.kill(stopped[1], signal.SIGCONT)
+            except ProcessLookupError:  # killed as it should be
+                pass
+        end_driver(d, temp)
+    log = d.log.read_text()
+    assert rc == 1, log[-3000:]
+    assert f"stalled: trial {stopped[0]} has not reported for" in log and "ending it as failed" in log, log[-3000:]
+    assert stopped[0] in json.loads((exp_of() / "live.json").read_text())["ended_stalled"]
+    final = sweep_state(exp_of())
+    assert len(final[stopped[0]]) == stopped[2] and len(starts(final[stopped[0]])) == 1  # nothing more, no retry
+    df = pd.read_parquet(exp_of() / "trials.parquet").set_index("trial_dir")
+    assert df.loc[stopped[0], "status"] == "failed"
+    assert (df.drop(index=stopped[0])["status"] == "finished").all(), df["status"]
+    assert [ln for ln in log.splitlines() if ln.startswith("trial ") and f"{stopped[0]} failed: " in ln]
+
+
+@pytest.mark.slow
+def test_a_full_disk_is_exit_4_with_one_line_and_the_resume_command(tmp_path):
+    """Results on a 1.5 MB tmpfs: the trials' checkpoints fill it, Tune cannot store its errors (a 0-byte
+    error.pkl, which its result grid then fails to read). The driver ends with exit 4 and one line naming
+    the folder, its free space and the --resume command, not an uncaught EOFError."""
+    disk = Path(tempfile.mkdtemp(prefix="rrfull", dir="/tmp"))
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1500k", "tmpfs", str(disk)], capture_output=True,
+                           text=True)
+    if mount.returncode != 0:
+        disk.rmdir()
+        pytest.skip(f"cannot mount a small tmpfs here: {mount.stderr.strip()}")
+    temp, storage, d = short_tmp("rrfull"), disk / "results", None
+    try:
+        d = Driver(["ablation_radius", "--preset", "quick", "--seeds", "1", "--set", "steps=200", "--set",
+                    "eval_every=10", "--set", "lr_rampdown=10", "--set", "checkpoint_every_s=0", "--storage",
+                    str(storage)], temp, tmp_path / "driver.log")
+        rc = d.finish(timeout=480)
+        exp = next(storage.glob("ablation_radius-*"))
+        log = d.log.read_text()
+    finally:
+        end_driver(d, temp)
+        subprocess.run(["umount", str(disk)], check=True)
+        disk.rmdir()
+    assert rc == 4, log[-3000:]
+    last = log.strip().splitlines()[-1]
+    assert last.startswith(f"error: no space left on the disk of {exp} (") and " MiB free)" in last, last
+    assert last.endswith(f"`{sweeper_run.resume_command('ablation_radius', exp)}`"), last
+    assert "EOFError" not in log
+
+
 def test_a_requested_stop_waits_until_no_trial_is_saving(monkeypatch):
     """sweeper.driver.stopping alone, with stand-in trials: Tune's interrupt (SIGUSR1) comes at the first step
     end with no trial saving, once; after WAIT_S for a save that does not end; at once without the
@@ -741,6 +816,29 @@ def test_a_trial_whose_checkpoint_cannot_be_resumed_is_printed_as_failed_and_exi
     assert sweeper_run.finish(grid[:1], get_sweep("ablation_radius", "quick"), tmp_path, stopped=False) == 0
 
 
+def test_a_failed_trial_is_printed_by_its_cause_and_a_config_error_by_its_message(tmp_path, capsys, monkeypatch):
+    """Tune's result holds a RayTaskError whose own first line is a header (function, PID, actor id); the
+    driver prints the exception the trial raised instead. A trial that ended itself on a ConfigError
+    (`config_error`, no retry) is printed with that message and makes the exit status 1."""
+    from types import SimpleNamespace
+
+    from ray.exceptions import RayTaskError
+
+    monkeypatch.setattr(report, "report_at", lambda exp: {})
+    try:
+        raise OverflowError("cannot convert float infinity to integer")
+    except OverflowError as e:
+        raised = RayTaskError("train_tune", "Traceback (most recent call last): ...", e, proctitle="ray::ImplicitFunc",
+                              pid=4242, ip="127.0.0.1", actor_repr="ImplicitFunc(pid=4242)").as_instanceof_cause()
+    why = "device='cuda' but no CUDA GPU is visible; use device='auto' or 'cpu'"
+    grid = [SimpleNamespace(error=raised, metrics={}, path="trial_a"),
+            SimpleNamespace(error=None, metrics={"config_error": why, "done": True}, path="trial_b")]
+    rc = sweeper_run.finish(grid, get_sweep("ablation_radius", "quick"), tmp_path, stopped=False)
+    err = capsys.readouterr().err.splitlines()
+    assert rc == 1 and err == ["trial trial_a failed: OverflowError: cannot convert float infinity to integer",
+                               f"trial trial_b failed: {why}"]
+
+
 @pytest.mark.parametrize("env, says", [
     ({}, None),  # not a Ray job: a terminal's Ctrl+C or a scheduler's SIGTERM waits for the driver
     ({"RAY_JOB_CONFIG_JSON_ENV_VAR": "{}"}, "3 s"),  # a job with Ray's default stop wait
@@ -822,7 +920,27 @@ BAD_INPUT = {  # name -> (argv after the sweep; {root}, {data}, {file} are fille
     "resume another sweep's experiment": (["ablation_kl", "--preset", "quick", "--resume",
                                            "{root}/ablation_radius-20200101-000000"],
                                           "holds the sweep 'ablation_radius', not 'ablation_kl'"),
+    # values a trial would fail on, or run for ever with: refused before Ray, also by --dry-run (below)
+    "lr infinite": ([*QUICK, "--set", "lr=Infinity"], "lr must be a finite number, got inf"),
+    "bn_eps infinite": ([*QUICK, "--set", "bn_eps=Infinity"], "bn_eps must be a finite number, got inf"),
+    "cons_coef infinite": ([*QUICK, "--set", "cons_coef=Infinity"], "cons_coef must be a finite number, got inf"),
+    "checkpoint period infinite": ([*QUICK, "--set", "checkpoint_every_s=Infinity"],
+                                   "checkpoint_every_s must be a finite number, got inf"),
+    "width NaN": ([*QUICK, "--set", "width=NaN"], "width must be a finite number, got nan"),
+    "width 1e6": ([*QUICK, "--set", "width=1e6"], "width=1e+06 makes a network past any device's memory"),
+    "steps 1e15": ([*QUICK, "--set", "steps=1e15"], "steps=1000000000000000 is past what a run can finish"),
+    "eval_batch 1e15": ([*QUICK, "--set", "eval_batch=1e15"], "eval_batch=1000000000000000 test images"),
+    "labeled batch > labels": ([*QUICK, "--set", "batch_labeled=100000"],
+                               "batch_labeled=100000 is larger than the 100 labeled images"),
+    "data_dir not a data folder": ([*QUICK, "--set", "data_dir={root}/../../../../../etc"], " is not a data folder"),
+    "--data-dir not a data folder": ([*QUICK, "--data-dir", "{root}"], " is not a data folder (it holds none of"),
+    "device cuda without a GPU": ([*QUICK, "--set", "device=cuda"], "device=cuda, but this machine has no GPU"),
+    "device cuda, no GPU a trial": ([*QUICK, "--set", "device=cuda", "--gpus-per-trial", "0"],
+                                    "--gpus-per-trial 0 gives none"),
 }
+DRY_RUN_REFUSES = [n for n in BAD_INPUT if n.split()[0] in ("lr", "bn_eps", "cons_coef", "checkpoint", "width",
+                                                            "steps", "eval_batch", "labeled", "data_dir",
+                                                            "--data-dir", "device")]
 
 
 @pytest.mark.parametrize("name", sorted(BAD_INPUT))
@@ -840,6 +958,7 @@ def test_bad_input_is_one_line_exit_2_before_ray_and_touches_nothing(name, store
     monkeypatch.setattr(ray_session, "connect_ray", no_ray)
     monkeypatch.setattr(tuner, "build_tuner", no_ray)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU, also on a machine that has one
     before = snapshot(tmp_path)
     rc = sweeper_run.main(argv)
     out, err = capsys.readouterr()
@@ -847,6 +966,17 @@ def test_bad_input_is_one_line_exit_2_before_ray_and_touches_nothing(name, store
     assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
     assert words in err and "Traceback" not in err + out
     assert snapshot(tmp_path) == before, "bad input changed stored files"
+
+
+@pytest.mark.parametrize("name", DRY_RUN_REFUSES)
+def test_dry_run_refuses_what_a_trial_would_fail_on(name, stored, capsys, monkeypatch):
+    """--dry-run prints the trials it would run: the same checks refuse each of these first, one line."""
+    argv, words = BAD_INPUT[name]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU, also on a machine that has one
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert sweeper_run.main([a.format(root=stored) for a in argv] + ["--dry-run"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: ") and len(err.splitlines()) == 1 and words in err, err
 
 
 def test_ray_address_from_the_environment_is_checked_too(stored, capsys, monkeypatch):

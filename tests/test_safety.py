@@ -8,9 +8,13 @@ needs the driver to go past its checks (the stand-in Tuner writes what Tune's wo
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
 import shlex
 import signal
+import subprocess
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -52,12 +56,21 @@ def files_under(root: Path) -> list[str]:
     ("sqlite:///mlflow.db", False),
     ("./results", False),
     ("user:pw@host", False),                                    # no scheme: a local folder's name
+    # the query string: any parameter whose name says it holds a credential
+    ("postgresql://alice@127.0.0.1/db?password=pw", True),
+    ("postgresql:///db?host=h&user=alice&password=pw", True),
+    ("s3://bucket/results?access_key=AKIAX&secret_key=wJalr&endpoint_override=h", True),
+    ("https://mlflow.example/?token=pw", True),
+    ("https://bucket.example/x?X-Amz-Signature=wJalr", True),
+    ("s3://bucket/results?region=eu-west-1&scheme=http", False),
+    ("./results?password=pw", False),                           # no scheme: a local folder's name
 ])
 def test_which_uris_carry_credentials(uri, secret):
     assert secret_in_uri(uri) is secret
     if secret:
         masked = redact(uri)
-        assert "pw" not in masked and "wJalr" not in masked and "AKIA" not in masked and "***@" in masked
+        assert "pw" not in masked and "wJalr" not in masked and "AKIA" not in masked and "***" in masked
+        assert masked.split("?")[0] == uri.split("?")[0] if "@" not in uri else "***@" in masked
 
 
 # option -> (argv after QUICK, the words of the fix); each value holds its own secret
@@ -68,6 +81,11 @@ CREDENTIALS = {
     "--mlflow": (["--mlflow", "https://alice:secret-mlflow@mlflow.example"],
                  "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"),
     "--mlflow db": (["--mlflow", "postgresql://alice:secret-pg@db.example/mlflow"], "PGPASSWORD"),
+    "--mlflow query": (["--mlflow", "postgresql://alice@127.0.0.1/db?password=secret-query"], "PGPASSWORD"),
+    "--mlflow params": (["--mlflow", "postgresql:///db?host=h&user=u&password=secret-params"], "PGPASSWORD"),
+    "--storage query": (["--storage", "s3://bucket/r?access_key=AKIA5&secret_key=secret-q&region=x"],
+                        "AWS_SECRET_ACCESS_KEY"),
+    "--data-dir query": (["--data-dir", "https://data.example/d?token=secret-token"], "own settings"),
     "--set data_dir": (["--set", "data_dir=gs://u:secret-set@bucket/data"], "application default credentials"),
     "--address": (["--address", "ray://alice:secret-address@head:10001"], "RAY_AUTH_TOKEN"),
     "--confirm": (["--confirm", "s3://AKIA4:secret-confirm@bucket/results/hpo-x"], "AWS_SECRET_ACCESS_KEY"),
@@ -77,11 +95,11 @@ CREDENTIALS = {
 @pytest.mark.parametrize("option", sorted(CREDENTIALS))
 def test_a_uri_option_with_credentials_is_exit_2_before_any_work(option, tmp_path, capsys, monkeypatch):
     more, fix = CREDENTIALS[option]
-    secret = next(w for a in more for w in a.replace("@", ":").split(":") if w.startswith("secret-"))
+    secret = next(w for a in more for w in re.split(r"[@:=&]", a) if w.startswith("secret-"))
     monkeypatch.chdir(tmp_path)  # a URI taken for a folder would show up here
     monkeypatch.setattr(ray_session, "connect_ray", no_ray)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    argv = [*QUICK, *more] + ([] if option == "--storage" else ["--storage", str(tmp_path / "results")])
+    argv = [*QUICK, *more] + ([] if option.startswith("--storage") else ["--storage", str(tmp_path / "results")])
     assert sweeper_run.main(argv) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.startswith(f"error: {option.split()[0]} ") and len(err.strip().splitlines()) == 1, err
@@ -286,6 +304,52 @@ def test_resume_of_a_folder_without_tune_state_is_one_line_exit_2(tmp_path, caps
 
 # ---------------------------------------------------------------- 4. bad input ends at once
 
+@contextlib.contextmanager
+def read_only(folder: Path):
+    """`folder` read-only for the block: a read-only bind mount where this process may mount (root
+    writes through any mode bits), else its mode bits; pytest.skip with the reason where neither holds."""
+    if os.geteuid() != 0:
+        modes = {p: p.stat().st_mode for p in (folder, *folder.rglob("*"))}
+        for p in modes:
+            p.chmod(modes[p] & ~0o222)
+        try:
+            yield
+        finally:
+            for p, m in modes.items():
+                p.chmod(m)
+        return
+    bind = subprocess.run(["mount", "--bind", str(folder), str(folder)], capture_output=True, text=True)
+    if bind.returncode != 0:
+        pytest.skip(f"cannot bind-mount {folder} read-only: {bind.stderr.strip()}")
+    try:
+        ro = subprocess.run(["mount", "-o", "remount,ro,bind", str(folder)], capture_output=True, text=True)
+        if ro.returncode != 0:
+            pytest.skip(f"cannot remount {folder} read-only: {ro.stderr.strip()}")
+        yield
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_resume_of_a_read_only_folder_is_one_line_exit_2_before_ray(tmp_path, capsys, monkeypatch):
+    """Tune writes its state and each trial's results into the folder it resumes; a read-only one is
+    exit 2 with one line naming it, before Ray starts (as --storage for a new run), nothing changed."""
+    exp = tmp_path / "ablation_radius-20200101-000000-abcdef"
+    (exp / "train_tune_0").mkdir(parents=True)
+    (exp / "sweep.json").write_text(json.dumps({"name": "ablation_radius", "preset": "quick"}))
+    (exp / storage.TUNER_STATE).write_bytes(b"Tune's state")
+    (exp / "train_tune_0" / "result.json").write_text("{}\n")
+    monkeypatch.setattr(ray_session, "connect_ray", no_ray)
+    monkeypatch.setattr(sweeper_run, "start_ray", no_ray)
+    monkeypatch.chdir(tmp_path)
+    before = {p: p.read_bytes() for p in exp.rglob("*") if p.is_file()}
+    with read_only(exp):
+        assert sweeper_run.main(["ablation_radius", "--resume", str(exp), "--storage", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: experiment folder {exp} cannot be written (") and len(err.splitlines()) == 1, err
+    assert "make it writable" in err
+    assert {p: p.read_bytes() for p in exp.rglob("*") if p.is_file()} == before
+
+
 def test_argparse_errors_are_one_line_exit_2(capsys):
     for argv in (["ablation_radius", "--seeds", "three"], ["ablation_radius", "--no-such-option"], []):
         with pytest.raises(SystemExit) as e:
@@ -384,3 +448,47 @@ def test_the_stop_handlers_come_back_after_ray_takes_sigterm(monkeypatch):
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # a second signal acts at once
     stopping.reset()
     assert signal.getsignal(signal.SIGTERM) is old
+
+
+@pytest.mark.parametrize("env, gpus", [({"CUDA_VISIBLE_DEVICES": ""}, 0), ({"CUDA_VISIBLE_DEVICES": "-1"}, 0),
+                                       ({"CUDA_VISIBLE_DEVICES": "0,1"}, 2), ({"CUDA_VISIBLE_DEVICES": "GPU-5f2e"}, 1)])
+def test_device_cuda_is_checked_against_the_gpus_a_local_ray_would_give(env, gpus):
+    trials = [{"device": "cpu"}, {"device": "cuda"}]
+    args = SimpleNamespace(gpus_per_trial=None, address=None)
+    assert preflight.local_gpus(env) == gpus
+    if gpus:
+        preflight.check_device(trials, args, env)
+    else:
+        with pytest.raises(preflight.InputError, match="this machine has no GPU for a local Ray"):
+            preflight.check_device(trials, args, env)
+    preflight.check_device(trials, SimpleNamespace(gpus_per_trial=None, address="10.0.0.1:6379"), env)  # a cluster's
+    preflight.check_device(trials[:1], args, env)  # no trial on cuda: nothing to check
+    with pytest.raises(preflight.InputError, match="--gpus-per-trial 0 gives none"):
+        preflight.check_device(trials, SimpleNamespace(gpus_per_trial=0, address="10.0.0.1:6379"), env)
+
+
+def test_the_data_folder_entries_are_those_of_the_data_sets_layouts():
+    from trainables.datafiles import NAMES, dataset_layouts
+
+    tops = {f.split("/")[0] for name in NAMES if name != "digits"
+            for layout in dataset_layouts(name) for names in layout for f in names}
+    assert set(preflight.DATA_ENTRIES) == tops
+
+
+def test_a_full_disk_is_told_from_other_errors(tmp_path, monkeypatch):
+    import errno
+
+    from ray.exceptions import RayTaskError
+
+    try:
+        raise OSError(errno.ENOSPC, "No space left on device")
+    except OSError as e:
+        in_trial = RayTaskError("train_tune", "Traceback ...", e).as_instanceof_cause()
+    assert sweeper_run.disk_full(in_trial, tmp_path)
+    assert sweeper_run.disk_full(OSError(28, "Error writing bytes to file. Detail: [errno 28] No space left on device"),
+                                 tmp_path)
+    assert not sweeper_run.disk_full(OSError(errno.EACCES, "Permission denied"), tmp_path)
+    assert not sweeper_run.disk_full(ValueError("boom"), tmp_path)
+    assert not sweeper_run.disk_full(EOFError("Ran out of input"), tmp_path)  # with space left: another cause
+    monkeypatch.setattr(sweeper_run, "free_bytes", lambda folder: 4096)
+    assert sweeper_run.disk_full(EOFError("Ran out of input"), tmp_path)  # Tune's 0-byte error.pkl on a full disk

@@ -5,6 +5,7 @@ since the trial's last checkpoint (or its start), and the last one always does. 
 that each training interval advances by a fixed time, so the expected reports follow by arithmetic.
 """
 import contextlib
+import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -190,3 +191,25 @@ def test_a_stored_value_that_differs_names_the_field():
     cfg = config()
     with pytest.raises(CheckpointMismatch, match=r"another config \(fields \['lr'\]\)"):
         check_resumable({**cfg.to_dict(), "lr": cfg.lr * 2}, cfg, 10)
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"device": "cuda"}, "device='cuda' but no CUDA GPU is visible; use device='auto' or 'cpu'"),
+    ({"width": math.inf}, "width must be a finite number, got inf"),
+])
+def test_a_config_the_trial_cannot_run_ends_it_once_with_its_message(bad, words, monkeypatch):
+    """A ConfigError raised in the trial (its config, or the trainer's set-up: no GPU for device=cuda) would
+    fail the same way on every retry: one report naming it, no exception for Ray to retry, and the
+    results table counts the trial as failed."""
+    import torch
+
+    from sweeper.analysis.aggregate import trial_status
+
+    if bad.get("device") == "cuda" and torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU, so device=cuda is no error here")
+    fake = ResumingTune(Path("."))
+    fake.get_checkpoint = lambda: None
+    monkeypatch.setattr(trainable, "tune", fake)
+    trainable.train_tune({**config().__dict__, **bad})
+    assert fake.metrics == [{trainable.CONFIG_ERROR: words, "done": True}]
+    assert trial_status(fake.metrics, has_error=False, ray_status="TERMINATED", steps=STEPS) == "failed"

@@ -8,6 +8,7 @@ object and rejects unknown keys and out-of-range values before any work is done.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -34,6 +35,10 @@ TRAIN_SIZE = {"digits": 1347, "mnist": 60000, "cifar10": 50000, "cifar100": 5000
 # SVHN; MNIST: the last 10,000 training images, the classic mnist.pkl.gz validation split; digits: 300
 # of the 1347 training images). Never trained on, neither labeled nor unlabeled.
 VAL_SIZE = {"digits": 300, "mnist": 10000, "cifar10": 5000, "cifar100": 5000, "svhn": 7325}
+# Sizes past what any machine this runs on holds or finishes: refused before work, not found inside a trial.
+MAX_STEPS = 10 ** 8       # 100M steps: years at the paper's networks' speed; the paper's longest runs are ~500k
+MAX_WIDTH = 16.0          # ConvNet-13 at width 16 has 8192-channel 3x3 convolutions, 0.6 G weights (2.4 GB) each
+MAX_EVAL_BATCH = 1 << 16  # 65536 test images a forward pass: 0.8 GB of 32x32x3 float inputs before any activation
 
 
 # TrainConfig fields that cannot change a run's numbers: the seed (the paper's ± is over seeds), where the
@@ -207,6 +212,9 @@ class TrainConfig:
             if not ok:
                 raise ConfigError(msg)
 
+        for f in fields(self):  # inf or nan would pass every range check below (nan compares False to all)
+            v = getattr(self, f.name)
+            need(not isinstance(v, float) or math.isfinite(v), f"{f.name} must be a finite number, got {v}")
         need(self.method in METHODS, f"unknown method {self.method!r}; choose one of {list(METHODS)}")
         need(self.dataset in DATASETS, f"unknown dataset {self.dataset!r}; choose one of {list(DATASETS)}")
         need(self.mur in MUR_METHODS, f"unknown mur {self.mur!r}; choose one of {list(MUR_METHODS)}")
@@ -237,6 +245,16 @@ class TrainConfig:
         for name in ("steps", "batch_labeled", "eval_every", "eval_batch", "mur_steps", "fm_groups", "nan_check_every"):
             need(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
         need(self.batch_unlabeled >= 0, f"batch_unlabeled must be >= 0, got {self.batch_unlabeled}")
+        need(not self.spec.network or self.batch_labeled <= self.num_labels,
+             f"batch_labeled={self.batch_labeled} is larger than the {self.num_labels} labeled images: each batch "
+             f"would repeat every labeled image; use batch_labeled <= num_labels")
+        need(self.batch_unlabeled <= n_train, f"batch_unlabeled={self.batch_unlabeled} is larger than the {n_train} "
+             f"training images of {self.dataset}; use at most {n_train}")
+        need(self.steps <= MAX_STEPS, f"steps={self.steps} is past what a run can finish; use at most {MAX_STEPS}")
+        need(self.eval_batch <= MAX_EVAL_BATCH, f"eval_batch={self.eval_batch} test images in one forward pass "
+             f"would not fit in memory; use at most {MAX_EVAL_BATCH}")
+        need(self.width <= MAX_WIDTH, f"width={self.width:g} makes a network past any device's memory; use at "
+             f"most {MAX_WIDTH:g} (1 is the paper's)")
         need(not self.spec.unlabeled or self.batch_unlabeled >= 1,
              f"method {self.method!r} needs unlabeled data: set batch_unlabeled >= 1")
         for name in ("lr", "mur_radius", "mur_step_size", "ict_alpha", "vat_xi"):

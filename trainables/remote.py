@@ -48,20 +48,48 @@ _HOST_PORT_PATH = re.compile(r"[^:/?#]*(:\d+)?([/?#].*)?")
 _KEY_SCHEMES = ("s3", "gs", "gcs", "abfs", "abfss", "az", "hdfs")
 
 
-def secret_in_uri(s) -> bool:
-    """True when the URI `s` carries credentials in its userinfo: a password (https://user:pw@host,
-    postgresql://user:pw@host/db, s3://KEY:SECRET@bucket, also with an unescaped "/" in the secret),
-    or any userinfo of an object store. A user name alone (https://user@host) is no secret."""
-    m = _USERINFO.match(str(s))
+# a query parameter whose name says it holds a credential (?password=, ?token=, ?secret_key=, ?X-Amz-Signature=, ...)
+_SECRET_PARAM = re.compile(r"pass|pwd|token|secret|key|credential|auth|sig", re.IGNORECASE)
+_QUERY_PARAM = re.compile(r"([?&;])([^=&;#]*)=([^&;#]*)")
+
+
+def _secret_params(s: str) -> list[str]:
+    """The names of the query parameters of URI `s` whose name says they hold a credential."""
+    query = s.split("?", 1)[1].split("#", 1)[0] if "?" in s else ""
+    return [m.group(2) for m in _QUERY_PARAM.finditer("?" + query) if _SECRET_PARAM.search(m.group(2))]
+
+
+def _userinfo_secret(s: str) -> bool:
+    m = _USERINFO.match(s)
     if not m or _HOST_PORT_PATH.fullmatch(m.group(1)) and "/" in m.group(1):
         return False  # no "@", or it lies in the path (https://host:5000/a@b)
-    return ":" in m.group(1) or scheme(str(s)) in _KEY_SCHEMES
+    return ":" in m.group(1) or scheme(s) in _KEY_SCHEMES
+
+
+def secret_in_uri(s) -> bool:
+    """True when the URI `s` carries credentials: in its userinfo, a password (https://user:pw@host,
+    postgresql://user:pw@host/db, s3://KEY:SECRET@bucket, also with an unescaped "/" in the secret) or any
+    userinfo of an object store (a user name alone, https://user@host, is no secret); in its query string,
+    any parameter whose name says it holds one (?password=, ?token=, ?access_key=, ?X-Amz-Signature=)."""
+    s = str(s)
+    return is_uri(s) and (_userinfo_secret(s) or bool(_secret_params(s)))
 
 
 def redact(s: str) -> str:
-    """The URI with its userinfo replaced by "***" (for messages): s3://***@bucket/path."""
-    m = _USERINFO.match(str(s))
-    return f"{scheme(str(s))}://***@{str(s)[m.end():]}" if m else str(s)
+    """The URI with its userinfo and the values of its secret query parameters replaced by "***" (for
+    messages): s3://***@bucket/path, postgresql://db/x?user=u&password=***."""
+    s = str(s)
+    if not is_uri(s):
+        return s
+    m = _USERINFO.match(s)
+    if m and not (_HOST_PORT_PATH.fullmatch(m.group(1)) and "/" in m.group(1)):
+        s = f"{scheme(s)}://***@{s[m.end():]}"
+    if "?" not in s:
+        return s
+    head, query = s.split("?", 1)
+    masked = _QUERY_PARAM.sub(
+        lambda q: f"{q.group(1)}{q.group(2)}=***" if _SECRET_PARAM.search(q.group(2)) else q.group(0), "?" + query)
+    return head + masked
 
 
 def scheme(uri: str) -> str:

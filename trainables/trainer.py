@@ -73,7 +73,7 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("device='cuda' but no CUDA GPU is visible; use device='auto' or 'cpu'")
+        raise ConfigError("device='cuda' but no CUDA GPU is visible; use device='auto' or 'cpu'")
     return torch.device(name)
 
 

@@ -4,7 +4,9 @@ Config dict -> TrainConfig -> Trainer; every evaluation is reported, with a chec
 `checkpoint_every_s` seconds passed since the last one, and always at the end; after a failure Ray
 Tune restarts the trial and it resumes from `tune.get_checkpoint()`. A checkpoint that the trial's config
 cannot continue (trainer.check_resumable) ends the trial at once with one report naming the field
-(`resume_error`): Ray's retries would load the same checkpoint again.
+(`resume_error`): Ray's retries would load the same checkpoint again. So does a config the trial
+cannot run (`ConfigError` from the config or the trainer's set-up, e.g. device=cuda on a node without a
+GPU): one report `config_error` with its message, no retry.
 
 Why the spacing: Tune (sweeper/driver/tuner.py keeps 2 checkpoints per trial) saves its whole experiment
 state, which grows with the number of trials, whenever a trial has checkpointed twice since the
@@ -37,6 +39,7 @@ from trainables.files import CKPT, VIRTUAL_POINTS
 
 N_VIRTUAL_POINT_IMAGES = 8
 RESUME_ERROR = "resume_error"  # a trial's last report: why its checkpoint cannot be continued (it ends failed)
+CONFIG_ERROR = "config_error"  # a trial's only report: the ConfigError its config raised (no GPU for device=cuda, ...)
 
 
 def train_tune(config: dict) -> None:
@@ -51,13 +54,17 @@ def train_tune(config: dict) -> None:
     # plain str: a TorchVersion in a reported result makes the driver import torch to unpickle it
     versions = {"python_version": platform.python_version(), "torch_version": str(torch.__version__),
                 "ray_version": ray.__version__}
-    cfg = TrainConfig.from_dict({k: v for k, v in config.items() if k not in BOOKKEEPING})
-    if not cfg.spec.network:  # the classical baseline (LabelSpreading): seconds, deterministic, one report
-        from trainables.trainer import train
+    try:  # a config error fails the same way on every retry: end the trial once, with its message
+        cfg = TrainConfig.from_dict({k: v for k, v in config.items() if k not in BOOKKEEPING})
+        if not cfg.spec.network:  # the classical baseline (LabelSpreading): seconds, deterministic, one report
+            from trainables.trainer import train
 
-        tune.report({**train(cfg, log=None), **versions})
+            tune.report({**train(cfg, log=None), **versions})
+            return
+        trainer = Trainer(cfg)
+    except ConfigError as e:
+        tune.report({CONFIG_ERROR: str(e), "done": True})
         return
-    trainer = Trainer(cfg)
     ckpt = tune.get_checkpoint()
     if ckpt is not None:
         with ckpt.as_directory() as d:

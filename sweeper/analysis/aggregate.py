@@ -15,7 +15,8 @@ Status of a trial (`STATUSES`):
               has no `steps`: its last report has done=True (or, with no `done` key, Ray marked it
               TERMINATED)
   failed      error.txt / error.pkl exists, or Ray marked it ERROR, and it did not finish; or its last
-              report has `resume_error` (a checkpoint its config cannot continue: trainables/tune.py)
+              report has `resume_error` (a checkpoint its config cannot continue: trainables/tune.py) or
+              `config_error` (a config the trial cannot run)
   stopped     ended short of its `steps` without an error: Tune marks the last report of a trial
               that a scheduler (ASHA) stopped done=True too, so `done` alone cannot tell; with no
               `steps` in the config: Ray TERMINATED it before done=True
@@ -231,7 +232,7 @@ def trial_status(reports: list[dict], has_error: bool, ray_status: str | None, s
     last = reports[-1] if reports else {}
     if _truthy(last.get("diverged")):
         return "diverged"
-    if last.get("resume_error"):
+    if last.get("resume_error") or last.get("config_error"):
         return "failed"
     step, steps = _num(last.get("step")), _num(steps)
     if math.isfinite(steps):

@@ -34,7 +34,7 @@ from sweeper.analysis.aggregate import config_columns, metric_column, read_sweep
 from trainables.files import atomic_write
 
 PAGE = "report.html"
-LIVE = "live.json"   # {"state": "running" | "ended", "updated": epoch seconds, "load_avg": [...]}: the driver's heartbeat (sweeper/driver/live.py)
+LIVE = "live.json"   # {"state": "running" | "ended", "updated": epoch seconds, "load_avg": [...], "stalled", "ended_stalled": {trial: {...}}}: the driver's heartbeat (sweeper/driver/live.py)
 STALE_S = 600        # a "running" heartbeat older than this: the driver is gone (killed, machine lost)
 TABLES = (("table.md", "Results"), ("table_sensitivity.md", "Sensitivity (Table 3)"),
           ("table_ranked.md", "Search: trials ranked"))
@@ -45,7 +45,7 @@ body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.
 color:#1b1b1b;padding:0 1em}
 h1{font-size:1.5em;margin:.2em 0}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.5em 0}th,td{border:1px solid #ccc;padding:.25em .5em;vertical-align:top}
-th{background:#f3f3f3}td.num{text-align:right}.progress{font-weight:600;font-size:1.05em}
+th{background:#f3f3f3}td.num{text-align:right}.progress{font-weight:600;font-size:1.05em}.stalled{color:#b00;font-weight:600}
 .state-running{color:#a15c00}.state-finished{color:#176117}.state-interrupted{color:#a11}
 details summary{cursor:pointer;color:#555;font-size:.85em}details table{font-size:.85em}
 img{max-width:100%;border:1px solid #eee}figure{margin:1em 0}figcaption{color:#555;font-size:.9em}
@@ -150,6 +150,18 @@ def stored_loads(exp: store.Folder) -> list[float]:
         return json.loads(store.read_text(exp / LIVE)).get("load_avg") or []
     except (OSError, store.StorageError, ValueError):  # none yet, or unreadable: start a new list
         return []
+def stalled_trials(exp: Path, key: str = "stalled") -> dict[str, dict]:
+    """The running trials the driver's heartbeat names stalled (live.json's "stalled", sweeper/driver/stalls.py),
+    or with key="ended_stalled" those --end-stalled ended: {trial folder: {"silent_s", "pace_s"}}, as of
+    its last beat; {} without one."""
+    live = exp / LIVE
+    return (json.loads(live.read_text()).get(key) or {}) if live.is_file() else {}
+
+
+def stalled_text(stalled: dict[str, dict], lead: str = "Stalled") -> str:
+    """"Stalled: train_tune_3 (no report for 61 s; its reports came at most 2.1 s apart)" for the page."""
+    return f"{lead}: " + "; ".join(f"{t} (no report for {s['silent_s']:g} s; its reports came at most "
+                                   f"{s['pace_s']:g} s apart)" for t, s in sorted(stalled.items()))
 
 
 # ---------------------------------------------------------------- pieces of the page
@@ -318,6 +330,13 @@ def build_page(exp: Path, which: str = "final", now: float | None = None) -> str
                  f"<p>Sweep <span id=state>{state}</span>; page written "
                  f"{time.strftime('%Y-%m-%d %H:%M:%S %Z', time.localtime(now))}"
                  + (f", reloads every {RELOAD_S} s" if state == "running" else "") + ".</p>")
+    stalled = stalled_trials(exp) if state == "running" else {}
+    if stalled:
+        parts.append(f"<p class=stalled id=stalled>{html.escape(stalled_text(stalled))}</p>")
+    ended = stalled_trials(exp, "ended_stalled")
+    if ended:
+        parts.append(f"<p class=stalled id=ended-stalled>"
+                     f"{html.escape(stalled_text(ended, 'Ended as stalled (--end-stalled)'))}</p>")
     parts.append("<dl class=provenance>" + "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>"
                                                     for k, v in provenance(exp, meta, trials)) + "</dl>")
     shown = set()

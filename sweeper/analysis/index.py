@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import math
 import time
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,6 +99,13 @@ def index_rows(root: Path) -> list[Row]:
     return [sweep_row(root, e) for e in exps]
 
 
+def relative_href(*parts: str) -> str:
+    """A link to the path `parts` below the page, that no folder name can turn into another scheme or
+    place: each part percent-encoded whole (":" and "/" included), behind "./"
+    (a folder named `javascript:alert(1)` is `./javascript%3Aalert%281%29/report.html`)."""
+    return "./" + "/".join(urllib.parse.quote(p, safe="") for p in parts)
+
+
 def index_html(root_name: str, rows: list[Row]) -> str:
     head = "".join(f"<th>{h}</th>" for h in ("sweep", "preset", "started", "finished / total", "state",
                                              "headline (best row vs baseline)", "page"))
@@ -105,7 +113,7 @@ def index_html(root_name: str, rows: list[Row]) -> str:
         f"<tr><td>{html.escape(r.folder)}</td><td>{html.escape(r.preset)}</td><td>{html.escape(r.started)}</td>"
         f"<td class=num>{r.finished} / {r.total}</td><td class=state-{r.state}>{r.state}</td>"
         f"<td>{html.escape(r.headline)}</td><td>"
-        + (f"<a href=\"{html.escape(r.folder)}/{PAGE}\">{PAGE}</a>" if r.has_page else "not built yet")
+        + (f"<a href=\"{html.escape(relative_href(r.folder, PAGE))}\">{PAGE}</a>" if r.has_page else "not built yet")
         + "</td></tr>" for r in rows)
     return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>sweeps in {html.escape(root_name)}"
             f"</title><style>{CSS}</style></head><body><h1>Sweeps in {html.escape(root_name)}</h1>"

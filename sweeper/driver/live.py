@@ -10,7 +10,9 @@ fit() returning waits for the last one, so the final report written after it is 
 callback also keeps live.json, the driver's heartbeat that tells a running sweep from an
 interrupted one (html.sweep_state): "running" at the start and every `heartbeat_s`, "ended" when
 fit() returns (Tune calls on_experiment_end after an interrupt too). After a stop signal the rebuild
-still running is killed, not waited for: the final report replaces it.
+still running is killed, not waited for: the final report replaces it. It also watches for stalled
+trials (sweeper/driver/stalls.py): each is named on stderr once and in live.json's "stalled" at once (the
+page shows them), and with --end-stalled its actor is killed and the trial ends as failed.
 
     python -m sweeper.run ablation_radius --preset quick                  # report.html from the first trial on
     python -m sweeper.run ablation_radius --preset quick --live-every 0   # the page only at the end
@@ -28,6 +30,7 @@ import time
 from sweeper.driver import stopping
 from sweeper import storage as store
 from sweeper.analysis.html import LIVE, stored_loads
+from sweeper.driver.stalls import FACTOR, StallWatch, stalled_line
 from sweeper.storage import StorageError
 
 EVERY_S = 30.0       # at most one rebuild per this many seconds
@@ -36,13 +39,28 @@ WAIT_S = 300.0       # fit() returning waits at most this long for a rebuild sti
 NICE = 19            # the lowest priority: below the trials (Ray starts its workers at nice 15)
 
 
-def write_heartbeat(exp: store.Folder, state: str, loads: list[float]) -> None:
+def write_heartbeat(exp: store.Folder, state: str, loads: list[float], stalled: dict | None = None,
+                    ended_stalled: dict | None = None) -> None:
     """live.json; `loads`: the driver machine's 1-minute load averages sampled at each beat so far,
-    kept so that a run's wall time can be read with the load it ran under (committed_runs.machine_info)."""
+    kept so that a run's wall time can be read with the load it ran under (committed_runs.machine_info);
+    `stalled`: the running trials that stopped reporting (sweeper/driver/stalls.py), by trial folder;
+    `ended_stalled`: those --end-stalled ended as failed, kept for the report of why they failed."""
     beat = {"state": state, "updated": time.time()}
     if loads:
         beat["load_avg"] = loads
+    if stalled:
+        beat["stalled"] = stalled
+    if ended_stalled:
+        beat["ended_stalled"] = ended_stalled
     store.write_text(exp / LIVE, json.dumps(beat))
+
+
+def stored_ended_stalled(exp: store.Folder) -> dict:
+    """The trials earlier drivers of this experiment ended as stalled (live.json), else {}."""
+    try:
+        return json.loads(store.read_text(exp / LIVE)).get("ended_stalled") or {}
+    except (OSError, StorageError, ValueError):  # none yet, or unreadable: start anew
+        return {}
 
 
 def load_average() -> float | None:
@@ -90,16 +108,31 @@ def rebuild_error(child: subprocess.Popen) -> str | None:
     return msg
 
 
-def keep_heartbeat(exp: store.Folder, state: str, loads: list[float]) -> None:
+def keep_heartbeat(exp: store.Folder, state: str, loads: list[float], stalled: dict | None = None,
+                   ended_stalled: dict | None = None) -> None:
     """write_heartbeat, a failure said on stderr: a bucket's hiccup must not end the sweep."""
     try:
-        write_heartbeat(exp, state, loads)
+        write_heartbeat(exp, state, loads, stalled, ended_stalled)
     except (OSError, StorageError) as e:
         print(f"live report: heartbeat not written: {e}", file=sys.stderr)
 
 
-def live_callback(exp: store.Folder, every_s: float = EVERY_S, heartbeat_s: float = HEARTBEAT_S):
-    """A tune.Callback for tune.RunConfig(callbacks=...); every_s=0 keeps the heartbeat only."""
+def end_trial(trial) -> None:
+    """End a stalled trial as failed: its actor killed (SIGKILL also ends a stopped process), and no
+    retry, since Tune would otherwise count the kill as a lost worker and start the trial again."""
+    import ray
+
+    trial.max_failures = 0
+    actor = trial.temporary_state.ray_actor
+    if actor is not None:
+        ray.kill(actor, no_restart=True)
+
+
+def live_callback(exp: store.Folder, every_s: float = EVERY_S, heartbeat_s: float = HEARTBEAT_S,
+                  stall_after: float = FACTOR, end_stalled: bool = False):
+    """A tune.Callback for tune.RunConfig(callbacks=...); every_s=0 keeps the heartbeat only; a running
+    trial silent for stall_after x its own longest report interval is named stalled (sweeper/driver/stalls.py),
+    and ended as failed with end_stalled."""
     from ray import tune
 
     class LiveReport(tune.Callback):
@@ -109,26 +142,57 @@ def live_callback(exp: store.Folder, every_s: float = EVERY_S, heartbeat_s: floa
             self.child = None
             self.last_error = None
             self.loads = []  # the 1-minute load average at each beat
+            self.watch = StallWatch(stall_after)
+            self.stalled = {}  # trial folder -> {"silent_s", "pace_s"}: the stalled trials live.json names
+            self.ended_stalled = {}  # the same, for the trials --end-stalled ended
 
         def __getstate__(self):  # stored with the experiment (tuner.pkl): without a running child
             return {**self.__dict__, "child": None}
 
         def setup(self, **info):
             self.loads = stored_loads(exp)  # on --resume: the earlier drivers' samples
+            self.watch.paces.clear()  # another process's clock
+            self.stalled = {}
+            self.ended_stalled = stored_ended_stalled(exp)
             self.beat("running")
 
+        def on_trial_start(self, iteration, trials, trial, **info):
+            self.watch.start(trial.relative_logdir, time.monotonic())
+
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            self.watch.report(trial.relative_logdir, time.monotonic())
+
         def on_trial_complete(self, iteration, trials, trial, **info):
+            self.watch.end(trial.relative_logdir)
             self.pending = True
             self.maybe_build()
 
         def on_trial_error(self, iteration, trials, trial, **info):
+            self.watch.end(trial.relative_logdir)
             self.pending = True
             self.maybe_build()
 
         def on_step_end(self, iteration, trials, **info):
             self.maybe_build()
-            if time.monotonic() - self.last_beat >= heartbeat_s:
+            changed = self.watch_stalls(trials)
+            if changed or time.monotonic() - self.last_beat >= heartbeat_s:
                 self.beat("running")
+
+        def watch_stalls(self, trials) -> bool:
+            """Names newly stalled trials on stderr (and ends them with end_stalled); True when the set
+            of stalled trials changed, so that live.json and the page say so now."""
+            running = {t.relative_logdir: t for t in trials if t.status == "RUNNING"}
+            now = self.watch.stalled(list(running), time.monotonic())
+            for name in sorted(now.keys() - self.stalled.keys()):
+                print(stalled_line(name, now[name], end_stalled), file=sys.stderr)
+                if end_stalled:
+                    end_trial(running[name])
+                    self.ended_stalled[name] = now[name]
+            changed = now.keys() != self.stalled.keys()
+            self.stalled = now
+            if changed:
+                self.pending = True  # the page names them at the next rebuild
+            return changed
 
         def on_experiment_end(self, trials, **info):
             if self.child is not None:
@@ -140,7 +204,7 @@ def live_callback(exp: store.Folder, every_s: float = EVERY_S, heartbeat_s: floa
             load = load_average()
             if load is not None:
                 self.loads.append(load)
-            keep_heartbeat(exp, state, self.loads)
+            keep_heartbeat(exp, state, self.loads, self.stalled if state == "running" else None, self.ended_stalled)
             self.last_beat = time.monotonic()
 
         def reap(self) -> None:

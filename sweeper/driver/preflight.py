@@ -52,7 +52,7 @@ def trial_configs(sweep: Sweep, args: argparse.Namespace) -> list[dict]:
     if args.seed_start is not None:
         sweep = replace(sweep, first_seed=args.seed_start)
     overrides = dict(_parse_override(s) for s in args.set)
-    data_dir = args.data_dir or sweep.base.get("data_dir", "./data")
+    data_dir = args.data_dir or overrides.get("data_dir") or sweep.base.get("data_dir", "./data")
     overrides["data_dir"] = data_dir if is_uri(data_dir) else str(Path(data_dir).expanduser().resolve())  # trials run in other folders
     trials = [{**t, **overrides} for t in sweep.trials(args.seeds)]
     for t in trials:
@@ -132,8 +132,54 @@ def check_resources(args: argparse.Namespace) -> None:
         raise InputError(f"--gpus-per-trial must be >= 0 (fractions share a GPU), got {args.gpus_per_trial:g}")
     if args.max_concurrent < 0:
         raise InputError(f"--max-concurrent must be >= 0 (0: as resources allow), got {args.max_concurrent}")
+    if not (args.stall_after >= 0 and args.stall_after < float("inf")):
+        raise InputError(f"--stall-after must be a factor >= 0 (0: no stall watch), got {args.stall_after:g}")
     if not args.live_every >= 0:
         raise InputError(f"--live-every must be >= 0 seconds (0: the report only at the end), got {args.live_every:g}")
+
+
+def local_gpus(env=os.environ) -> int:
+    """NVIDIA GPUs a local Ray would give trials, without importing torch: those CUDA_VISIBLE_DEVICES
+    names where it is set (empty: none), else the /dev/nvidiaN device files."""
+    if "CUDA_VISIBLE_DEVICES" in env:
+        return len([d for d in env["CUDA_VISIBLE_DEVICES"].split(",") if d.strip() not in ("", "-1")])
+    return len([d for d in os.listdir("/dev") if d.startswith("nvidia") and d[6:].isdigit()]) \
+        if os.path.isdir("/dev") else 0
+
+
+def check_device(trials: list[dict], args: argparse.Namespace, env=os.environ) -> None:
+    """device=cuda needs a GPU in every trial: --gpus-per-trial 0 gives none, and a local Ray (no --address,
+    no RAY_ADDRESS) on a machine without one has none to give (InputError). A cluster's nodes are not
+    known before Ray starts: there, ray_session.start_ray's resources decide."""
+    if not any(t.get("device") == "cuda" for t in trials):
+        return
+    if args.gpus_per_trial == 0:
+        raise InputError("device=cuda needs a GPU in each trial, but --gpus-per-trial 0 gives none; drop "
+                         "--gpus-per-trial 0, or --set device=auto (a GPU where there is one) or device=cpu")
+    if not (args.address or env.get("RAY_ADDRESS")) and local_gpus(env) == 0:
+        raise InputError("device=cuda, but this machine has no GPU for a local Ray (no /dev/nvidia*, or "
+                         "CUDA_VISIBLE_DEVICES names none); --set device=auto or device=cpu, or join a cluster "
+                         "with GPUs (--address)")
+
+
+# what the top of a data folder may hold: the top entries of the data sets' file layouts
+# (datafiles.dataset_layouts, which takes them from torchvision: written out so that the driver needs no torch)
+DATA_ENTRIES = ("MNIST", "cifar-10-batches-py", "cifar-100-python", "mnist.pkl.gz", "test_32x32.mat",
+                "train_32x32.mat")
+
+
+def check_data_dir(trials: list[dict]) -> None:
+    """digits read no files, so no other check looks at their data_dir; one that exists must still be a
+    data folder (empty, or holding one of the data sets' files), not a folder named by mistake (InputError)."""
+    for data_dir in sorted({t["data_dir"] for t in trials if t.get("dataset") == "digits"}):
+        root = Path(data_dir)
+        if is_uri(data_dir) or not root.is_dir():
+            continue
+        entries = {p.name for p in root.iterdir()}
+        if entries and not entries & set(DATA_ENTRIES):
+            raise InputError(f"data_dir {root} is not a data folder (it holds none of {', '.join(DATA_ENTRIES)}); "
+                             f"digits need no data folder: leave --data-dir and data_dir out, or name the "
+                             f"folder that holds the data sets")
 
 
 def check_address(address: str | None) -> str | None:

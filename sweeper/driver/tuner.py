@@ -76,7 +76,9 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
         failure_config=tune.FailureConfig(max_failures=3),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
         # hpo in a bucket: the SQLite study goes up after every trial, so another machine can resume it
-        callbacks=result_loggers(args.tensorboard) + [stopping.StopAfterSaves(), live_callback(exp_dir, args.live_every)]
+        callbacks=result_loggers(args.tensorboard)
+        + [stopping.StopAfterSaves(), live_callback(exp_dir, args.live_every, stall_after=args.stall_after,
+                                                    end_stalled=args.end_stalled)]
         + ([mlflow_callback(args.mlflow, exp_dir.name, sweep.name, args.preset,
                             [k for k in (*sweep.rows, *varying) if k not in sweep.cols], list(sweep.cols))]
            if args.mlflow else [])
