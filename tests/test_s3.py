@@ -154,7 +154,7 @@ def test_report_page_and_index_of_a_bucket(s3, tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith(f"{exp.name}  ?  ") and "  36/37  finished  MT + " in out
     index = s3.get_object(Bucket=BUCKET, Key="pages/index.html")["Body"].read().decode()
-    assert f'<a href="{exp.name}/report.html">report.html</a>' in index
+    assert f'<a href="./{exp.name}/report.html">report.html</a>' in index
 
 
 def test_storage_writes_lists_and_reads_back(s3):
