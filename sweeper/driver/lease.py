@@ -136,6 +136,9 @@ class DriverLease:
             except botocore.exceptions.ClientError as e:  # taken over while this driver was paused
                 print(f"warning: the lease {self.exp / LEASE_OBJECT} was not this driver's any more "
                       f"({e.response['Error']['Code']}); left as it is", file=sys.stderr)
+            except botocore.exceptions.BotoCoreError as e:  # the bucket is down: the exit status says why
+                print(f"warning: the lease {self.exp / LEASE_OBJECT} could not be released ({e}); a later "
+                      f"driver takes it over once its heartbeat is older than the lease", file=sys.stderr)
             self._etag = None
 
     # ---------------------------------------------------------------- local: a POSIX lock
