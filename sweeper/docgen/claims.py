@@ -41,7 +41,7 @@ import math
 import statistics
 from pathlib import Path
 
-from sweeper.docgen.evidence import EvidenceError, full_config, identity, index
+from sweeper.docgen.evidence import EvidenceError, as_number, full_config, identity, index
 from sweeper.analysis.stats import paired_diff
 
 DIRECTIONS = ("lower", "higher", "matches")
@@ -145,17 +145,10 @@ def values(trials: list[dict], cell: dict, base: dict, metric: str, where: str) 
         if seed in out:
             raise ClaimError(f"{where}: cell {cell} holds several trials of seed {seed}; name the keys that tell "
                              f"them apart")
-        v = _num(t.get(col))
+        v = as_number(t.get(col))
         if math.isfinite(v):
             out[seed] = v
     return out
-
-
-def _num(v) -> float:
-    try:
-        return float(v) if v not in (None, "") else math.nan
-    except ValueError:
-        return math.nan
 
 
 def reference(cell: dict, against: dict) -> dict:
@@ -363,7 +356,7 @@ def grade_all(claims: list[dict], runs: list[dict]) -> list[dict | None]:
 
 def _finite(trials: dict[int, tuple[list[str], dict]], col: str) -> dict[int, float]:
     """{seed: the metric} of one configuration's trials (evidence.index), where it is finite."""
-    vals = {s: _num(row.get(col)) for s, (_, row) in trials.items()}
+    vals = {s: as_number(row.get(col)) for s, (_, row) in trials.items()}
     return {s: v for s, v in vals.items() if math.isfinite(v)}
 
 

@@ -82,7 +82,7 @@ def index(runs: list[dict]) -> dict[tuple, dict[int, tuple[list[str], dict]]]:
                 continue
             holders, kept = seen[seed]
             for col in (k for k in row if k.startswith("final_")):
-                a, b = _num(row.get(col)), _num(kept.get(col))
+                a, b = as_number(row.get(col)), as_number(kept.get(col))
                 if math.isnan(b):
                     kept[col] = row[col]
                 elif not math.isnan(a) and a != b:
@@ -93,7 +93,8 @@ def index(runs: list[dict]) -> dict[tuple, dict[int, tuple[list[str], dict]]]:
     return out
 
 
-def _num(v) -> float:
+def as_number(v) -> float:
+    """A trials.csv cell as a float; empty or not a number: NaN."""
     try:
         return float(v) if v not in (None, "") else math.nan
     except ValueError:
