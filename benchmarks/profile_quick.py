@@ -69,7 +69,7 @@ def step_parts(tr, n: int) -> dict[str, float]:
         import torch.nn.functional as F
 
         terms = {"xent": F.cross_entropy(logits[: v.y_l.shape[0]].float(), v.y_l),
-                 "cons": CONSISTENCY[cfg.method](cfg, tr.student, tr.teacher, v, logits, tr.gen)}
+                 "cons": CONSISTENCY[cfg.spec.consistency](cfg, tr.student, tr.teacher, v, logits, tr.gen)}
         t2 = time.perf_counter()
         if needs_input_grad(cfg):
             terms["mur"], _ = mur_term(cfg, tr.student, v, logits, tr.gen)

@@ -42,7 +42,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 from search_spaces import PRESETS, Sweep, SweepError, default_preset, get_sweep
 from trainables.config import ConfigError
 from trainables.datafiles import DataError, check_readable
-from trainables.files import one_line
+from trainables.files import one_line, refusal
 from sweeper import storage as store
 from sweeper.driver.lease import DriverLease
 from sweeper.driver.preflight import (InputError, check_address, check_baseline, check_credentials, check_data_dir,
@@ -356,8 +356,7 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
 
     errors = [r for r in grid if r.error is not None]
     if isinstance(exp_dir, Path) and any(disk_full(r.error, exp_dir) for r in errors):
-        for r in errors:
-            print(f"trial {r.path} failed: {error_line(r.error)}", file=sys.stderr)
+        print_failed(errors)
         return storage_full(sweep, exp_dir)
     if not isinstance(exp_dir, Path) and (lost := store.stored_state_error()):
         print_failed(errors)
@@ -402,12 +401,6 @@ def print_failed(errors) -> None:
     """One stderr line per errored trial of the result grid: its folder and its error by its cause."""
     for r in errors:
         print(f"trial {r.path} failed: {error_line(r.error)}", file=sys.stderr)
-
-
-def refusal(metrics: dict) -> str | None:
-    """Why a trial ended itself as failed without raising (trainables/tune.py: no retry): a checkpoint its
-    config cannot continue (`resume_error`) or a config it cannot run (`config_error`); None otherwise."""
-    return metrics.get("resume_error") or metrics.get("config_error")
 
 
 def error_line(error: BaseException) -> str:

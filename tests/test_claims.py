@@ -252,3 +252,15 @@ def test_a_malformed_claim_is_a_one_line_error(tmp_path, edit, match):
     path.write_text(json.dumps([{"claim": "CIFAR-100 too", "source": "Table 1", "testable": False}]))
     with pytest.raises(claims.ClaimError, match="why"):
         claims.load(path)
+
+
+def test_a_grade_pooling_seeds_of_a_seeds_auto_run_says_its_intervals_are_approximate():
+    runs = _runs()
+    runs[-1]["meta"] = {**runs[-1]["meta"], "max_seeds": 16}  # radius-quick-s4-7 ran with --seeds auto
+    claim = _claim("MUR helps (table)", "table", 0.4)
+    g = claims.grade_all([claim], runs)[0]
+    assert g["cells"][0]["adaptive"] == ["radius-quick-s4-7"]
+    assert "seeds partly chosen by --seeds auto (radius-quick-s4-7): intervals approximate" in \
+        claims.evidence_text(claim, g)
+    plain = claims.grade_all([claim], _runs())[0]
+    assert "--seeds auto" not in claims.evidence_text(claim, plain)

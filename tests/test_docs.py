@@ -601,3 +601,18 @@ def test_the_quick_trial_profile_table_comes_from_its_file():
     assert "| forward | 12.00 |  |" in text and "| start-up | 5.00 | 5.00 |" in text
     assert "| **total** | **25.0** | **8.0** |" in text and "matmul: 50.0 GFLOP/s" in text
     assert "| MT | 20.00 | 19.00 | 0.400 | 20.0 | 0.40 |" in text
+
+
+def test_a_result_file_that_names_its_benchmark_lands_in_that_benchmarks_section(tmp_path):
+    """packed_gpu rows carry steps_per_s like trainer_throughput's: the file's `benchmark` decides, not its shape."""
+    results = tmp_path / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    (results / "packed_gpu_test.json").write_text(json.dumps({
+        "benchmark": "packed_gpu", "variant": "MT+VD+MUR", "gpu": "Test GPU", "before_commit": "a" * 40,
+        "after_commit": "b" * 40, "repeats": 3, "steps": 50, "warmup": 5, "complete": True,
+        "rows": [{"side": "after", "compile": "none", "pack": 8, "steps_per_s": 5.0, "seeds_per_s": 40.0,
+                  "vs_single_before": 4.0}]}))
+    text = benchmark_docs.performance_md(tmp_path)
+    section = text.split("## Seeds in packs on a GPU", 1)[1]
+    assert "| after | none | 8 | 5.00 | 40.00 | 4.00× |" in section
+    assert "## Trainer throughput" not in text

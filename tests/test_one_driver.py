@@ -190,13 +190,18 @@ def test_a_complete_state_of_the_grid_passes_untouched(tmp_path):
     assert sorted(p.name for p in exp.iterdir()) == sorted([OLD, NEW, "sweep.json", "tuner.pkl"])
 
 
-def test_the_trainable_refuses_an_empty_config():
-    from trainables.tune import train_tune
+def test_the_trainable_refuses_an_empty_config_once_without_training(monkeypatch):
+    """A config no sweep made ends its trial with one `config_error` report (no exception for Ray to retry)."""
+    from trainables import tune as trainable
 
-    with pytest.raises(ConfigError, match=r"trial config \[\] lacks method, dataset, seed, data_dir"):
-        train_tune({})
-    with pytest.raises(ConfigError, match="lacks data_dir"):
-        train_tune({"trial_index": 0, "method": "mt", "dataset": "digits", "seed": 0})
+    reports = []
+    monkeypatch.setattr(trainable, "tune", SimpleNamespace(report=lambda m, **kw: reports.append(m),
+                                                          get_checkpoint=lambda: None))
+    trainable.train_tune({})
+    trainable.train_tune({"trial_index": 0, "method": "mt", "dataset": "digits", "seed": 0})
+    assert [r["done"] for r in reports] == [True, True] and len(reports) == 2
+    assert reports[0][trainable.CONFIG_ERROR].startswith("trial config [] lacks method, dataset, seed, data_dir")
+    assert "lacks data_dir" in reports[1][trainable.CONFIG_ERROR]
 
 
 # ---------------------------------------------------------------- tuner.pkl pinned by its digest

@@ -905,7 +905,7 @@ def test_fixmatch_report_shows_fixmatchs_median_of_the_last_evaluations_beside_t
         med = np.median(curves[vd][:, -20:], axis=1)  # (seed,)
         final = curves[vd][:, -1]
         assert f"{med.mean():.2f} ± {med.std(ddof=1):.2f} (final {final.mean():.2f} ± {final.std(ddof=1):.2f})" in text
-    assert "last 20 evaluations (of 25 evaluations, one every 1024 steps)" in text
+    assert "last 20 evaluations, here 20 (of 25 evaluations, one every 1024 steps)" in text
     assert "five labeled splits" in text and "over seeds on one labeled split" in text
     s = summarize(load_trials(exp), "test_error", "median_last")
     got = sorted(s["mean"].round(6).tolist())

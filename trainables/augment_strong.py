@@ -252,6 +252,15 @@ def apply_op_per_image(x: torch.Tensor, op: str, m: torch.Tensor) -> torch.Tenso
     return u * scale + lo
 
 
+def _ra_table() -> dict[str, torch.Tensor]:
+    """{op: (RA_LEVELS[1] + 1,) its ra_magnitude at every integer level}, float32 as the magnitudes
+    fixmatch_ra passes on, so a batch's magnitudes are one index instead of a loop per image."""
+    return {op: torch.tensor([ra_magnitude(op, level) for level in range(RA_LEVELS[1] + 1)]) for op in OPS}
+
+
+RA_TABLE = _ra_table()
+
+
 def fixmatch_ra(x: torch.Tensor, generator: torch.Generator, n_ops: int = 2) -> torch.Tensor:
     """FixMatch's RA on (B, C, H, W): per image, n_ops ops drawn uniformly from OPS, each applied with
     probability RA_PROB at an integer level uniform in RA_LEVELS (ra_magnitude), the geometric ops' sign
@@ -271,7 +280,7 @@ def fixmatch_ra(x: torch.Tensor, generator: torch.Generator, n_ops: int = 2) -> 
             rows = ((op_idx == k) & apply).nonzero().squeeze(1)                        # (n,)
             if len(rows) == 0 or op == "identity":
                 continue
-            m = torch.tensor([ra_magnitude(op, int(v)) for v in level[rows]])          # (n,)
+            m = RA_TABLE[op][level[rows]]                                              # (n,)
             if op in GEOMETRIC:
                 m = m * sign[rows]
             r = rows.to(x.device)

@@ -10,6 +10,17 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
+# Report keys a trial ends itself with, failed and not retried (trainables/tune.py); torch-free for the driver
+RESUME_ERROR = "resume_error"  # why its checkpoint cannot be continued
+CONFIG_ERROR = "config_error"  # the ConfigError its config raised (no GPU for device=cuda, ...)
+
+
+def refusal(metrics: dict) -> str | None:
+    """Why a trial ended itself as failed without raising (a checkpoint its config cannot continue, or a
+    config it cannot run); None otherwise."""
+    return metrics.get(RESUME_ERROR) or metrics.get(CONFIG_ERROR)
+
+
 CKPT = "trainer.pt"                     # Trainer.save's checkpoint: never copied for a report
 VIRTUAL_POINTS = "virtual_points.npz"   # x* of a MUR trial, beside its last checkpoint (sweeper/analysis/plots.py)
 

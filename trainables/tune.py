@@ -35,17 +35,12 @@ import ray
 from ray import tune
 
 from trainables.config import BOOKKEEPING, SWEEP_KEYS, ConfigError, TrainConfig
-from trainables.files import CKPT, VIRTUAL_POINTS
+from trainables.files import CKPT, CONFIG_ERROR, RESUME_ERROR, VIRTUAL_POINTS
 
 N_VIRTUAL_POINT_IMAGES = 8
-RESUME_ERROR = "resume_error"  # a trial's last report: why its checkpoint cannot be continued (it ends failed)
-CONFIG_ERROR = "config_error"  # a trial's only report: the ConfigError its config raised (no GPU for device=cuda, ...)
 
 
 def train_tune(config: dict) -> None:
-    if missing := [k for k in SWEEP_KEYS if k not in config]:  # e.g. a trial Tune made up from a torn state
-        raise ConfigError(f"trial config {sorted(config)} lacks {', '.join(missing)}: it is no trial of a sweep, so "
-                          f"it is not run; start the sweep again with sweeper.run")
     import torch
 
     from trainables.mur import virtual_point_examples
@@ -55,6 +50,9 @@ def train_tune(config: dict) -> None:
     versions = {"python_version": platform.python_version(), "torch_version": str(torch.__version__),
                 "ray_version": ray.__version__}
     try:  # a config error fails the same way on every retry: end the trial once, with its message
+        if missing := [k for k in SWEEP_KEYS if k not in config]:  # e.g. a trial Tune made up from a torn state
+            raise ConfigError(f"trial config {sorted(config)} lacks {', '.join(missing)}: it is no trial of a sweep, "
+                              f"so it is not run; start the sweep again with sweeper.run")
         cfg = TrainConfig.from_dict({k: v for k, v in config.items() if k not in BOOKKEEPING})
         if not cfg.spec.network:  # the classical baseline (LabelSpreading): seconds, deterministic, one report
             from trainables.trainer import train

@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 
 from sweeper.storage import TRIAL_DIR_PREFIX
-from trainables.files import atomic_write
+from trainables.files import atomic_write, refusal
 
 STATUSES = ("finished", "failed", "diverged", "stopped", "incomplete")
 # Columns of the trials table that are not config keys and carry no metric prefix.
@@ -232,7 +232,7 @@ def trial_status(reports: list[dict], has_error: bool, ray_status: str | None, s
     last = reports[-1] if reports else {}
     if _truthy(last.get("diverged")):
         return "diverged"
-    if last.get("resume_error") or last.get("config_error"):
+    if refusal(last):
         return "failed"
     step, steps = _num(last.get("step")), _num(steps)
     if math.isfinite(steps):

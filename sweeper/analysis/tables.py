@@ -233,13 +233,17 @@ def fixmatch_note(trials: pd.DataFrame, rows=("method", "vd", "mur"), cols=()) -
     done = fm[fm["status"] == "finished"]
     n_of = sorted({int(v) for v in pd.to_numeric(done.get("medlast_of", pd.Series(dtype=float)),
                                                   errors="coerce").dropna()})
-    evals = "no finished trial" if not n_of else f"{n_of[0]}" if len(n_of) == 1 else f"{n_of[0]}-{n_of[-1]}"
+    span = lambda v: "no finished trial" if not v else f"{v[0]}" if len(v) == 1 else f"{v[0]}-{v[-1]}"
+    n_in = sorted({int(v) for v in pd.to_numeric(done.get("medlast_n", pd.Series(dtype=float)),
+                                                  errors="coerce").dropna()})
+    evals = span(n_of)
     every = sorted({int(v) for v in done["eval_every"]}) if "eval_every" in done.columns else []
     period = f", one every {every[0]} steps" if len(every) == 1 else ""
     ls = pd.to_numeric(fm["label_seed"], errors="coerce") if "label_seed" in fm.columns else pd.Series([-1.0])
     ours = ("over seeds on one labeled split" if (ls >= 0).all() else "over seeds, each on its own labeled split")
     return [f"FixMatch's statistic (its scripts/extract_accuracy.py): each trial's median test error over its last "
-            f"{MEDIAN_LAST} evaluations (of {evals} evaluations{period}), mean ± std over seeds, the final error "
+            f"{MEDIAN_LAST} evaluations, here {span(n_in)} (of {evals} evaluations{period}), mean ± std over seeds, "
+            f"the final error "
             f"beside it: " + "; ".join(cells) + f". `--which median_last` tabulates it. FixMatch's published ± is "
             f"over five labeled splits; this table's is {ours}, so a Δ against the paper's FixMatch number sets "
             f"this mean against a five-split one."]

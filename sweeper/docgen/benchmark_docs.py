@@ -304,12 +304,18 @@ def performance_md(root: Path) -> str:
                 "Seeds in packs on a GPU (`benchmarks/packed_gpu.py`)": [],
                 "Other results": []}
     titles = list(sections)
+    by_name = {"sequential_seeds": (titles[6], sequential_md), "seeds_auto_real": (titles[7], seeds_auto_real_md),
+               "job_stop": (titles[8], job_stop_md), "profile_quick": (titles[9], profile_quick_md),
+               "packed_cells": (titles[10], packed_cells_md), "packed_gpu": (titles[11], packed_gpu_md)}
     for path in sorted((root / BENCHMARKS).glob("*.json")):
         if path == root / INSTALL:  # shown in the README's install block
             continue
         d = json.loads(path.read_text())
         rows = d.get("rows") or []
-        if rows and "steps_per_s" in rows[0]:
+        if d.get("benchmark") in by_name:  # a file that names its benchmark goes to that benchmark's section
+            title, render = by_name[d["benchmark"]]
+            sections[title] += render(path.name, d) + [""]
+        elif rows and "steps_per_s" in rows[0]:
             sections[titles[0]] += throughput_md(path.name, d) + [""]
         elif rows and "steps_per_s_after" in rows[0]:
             sections[titles[1]] += cpu_step_md(path.name, d) + [""]
@@ -321,18 +327,6 @@ def performance_md(root: Path) -> str:
             sections[titles[4]] += live_md(path.name, d) + [""]
         elif "growth" in d and "sizes" in d:
             sections[titles[5]] += scale_md(path.name, d) + [""]
-        elif d.get("benchmark") == "sequential_seeds":
-            sections[titles[6]] += sequential_md(path.name, d) + [""]
-        elif d.get("benchmark") == "seeds_auto_real":
-            sections[titles[7]] += seeds_auto_real_md(path.name, d) + [""]
-        elif d.get("benchmark") == "job_stop":
-            sections[titles[8]] += job_stop_md(path.name, d) + [""]
-        elif d.get("benchmark") == "profile_quick":
-            sections[titles[9]] += profile_quick_md(path.name, d) + [""]
-        elif d.get("benchmark") == "packed_cells":
-            sections[titles[10]] += packed_cells_md(path.name, d) + [""]
-        elif d.get("benchmark") == "packed_gpu":
-            sections[titles[11]] += packed_gpu_md(path.name, d) + [""]
         else:
             sections[titles[-1]] += scalars_md(path.name, d) + [""]
     for title, lines in sections.items():

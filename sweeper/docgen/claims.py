@@ -332,6 +332,7 @@ def grade_all(claims: list[dict], runs: list[dict]) -> list[dict | None]:
         plan.append(pairs)
     graded: dict[tuple, dict] = {}
     sweep_of = {r["name"]: r["sweep"] for r in runs}
+    adaptive = {r["name"] for r in runs if r["meta"].get("max_seeds")}  # --seeds auto runs
     out: list[dict | None] = []
     for c, pairs in zip(claims, plan):
         if pairs is None:
@@ -349,7 +350,8 @@ def grade_all(claims: list[dict], runs: list[dict]) -> list[dict | None]:
             g = graded[key, flipped, c["direction"]]
             held = sorted({n for k in (x, y) for s in g["pooled"]["seeds"] for n in idx[k][s][0]})
             views.append({**g, "cell": cell, "ref": ref, "runs": held, "sweeps": sorted({sweep_of[n] for n in held}),
-                          "shared": [n for n in dict.fromkeys(citing[key]) if n != c["claim"]]})
+                          "shared": [n for n in dict.fromkeys(citing[key]) if n != c["claim"]],
+                          "adaptive": [n for n in held if n in adaptive]})
         out.append(_claim_grade(views))
     return out
 
@@ -435,5 +437,9 @@ def evidence_text(claim: dict, graded: dict | None) -> str:
     for v in graded["cells"]:
         halves_ = "; ".join(f"{seed_text(x['seeds'])}: {x['verdict']}, {interval_text(x, metric)}" for x in v["sets"])
         shared = f"; shared with: {', '.join(v['shared'])}" if v["shared"] else ""
-        parts.append(f"{halves_} ({kind} {v['size']:g}; trials of {', '.join(v['sweeps'])}{shared})")
+        # a --seeds auto run added seeds where a cell was still open: those seeds depend on the results, so
+        # the halves' plain 95 % intervals over them are approximate (docs/DECISIONS.md)
+        adaptive = (f"; seeds partly chosen by --seeds auto ({', '.join(v['adaptive'])}): intervals approximate"
+                    if v.get("adaptive") else "")
+        parts.append(f"{halves_} ({kind} {v['size']:g}; trials of {', '.join(v['sweeps'])}{shared}{adaptive})")
     return " / ".join(parts)

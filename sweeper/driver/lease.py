@@ -116,7 +116,12 @@ class DriverLease:
         if isinstance(self.exp, Path):
             self._acquire_local()
         elif self.exp.scheme == "s3":
-            self._acquire_s3()
+            import botocore.exceptions
+
+            try:
+                self._acquire_s3()
+            except botocore.exceptions.BotoCoreError as e:  # no answer, no credentials: one line, not a traceback
+                raise InputError(store.explain(e, str(self.exp / LEASE_OBJECT))) from None
         else:
             print(f"note: {self.exp.scheme}:// offers no conditional write here, so this driver takes no lease on "
                   f"{self.exp}; run one driver at a time on it", file=sys.stderr)
@@ -197,7 +202,11 @@ class DriverLease:
                 got = client.get_object(Bucket=self.exp.bucket, Key=self._key())
             except client.exceptions.NoSuchKey:  # released meanwhile: try again
                 continue
-            holder = json.loads(got["Body"].read() or b"{}")
+            try:
+                holder = json.loads(got["Body"].read() or b"{}")
+            except ValueError:  # a lease object this code did not write: no holder to name
+                holder = {}
+            holder = holder if isinstance(holder, dict) else {}
             server_now = got["ResponseMetadata"]["HTTPHeaders"].get("date")
             age = _age_s(got["LastModified"], server_now)
             if not (dead_here(holder) or age > stale_s):

@@ -10,5 +10,5 @@ def _check(cfg) -> str | None:
 
 # keys: the only TrainConfig fields it reads besides method, vd and mur (config.applies)
 LABELSPREADING = Method("labelspreading", label="LabelSpreading", order=1, network=False,
-                        keys=("dataset", "num_labels", "label_rule", "val_size", "seed", "label_seed"),
+                        keys=("dataset", "num_labels", "label_rule", "label_pick", "val_size", "seed", "label_seed"),
                         check=_check)
