@@ -13,8 +13,8 @@ results folder ran full (one line with its free space; `--resume` continues it o
 but the report could not be built or uploaded (`python -m sweeper.report EXP_DIR` rebuilds it).
 A new experiment folder is <storage>/<sweep>-<YYYYmmdd-HHMMSS>-<6 random hex digits>.
 The steps have modules of their own: sweeper/driver/preflight.py (the checks before Ray starts),
-sweeper/driver/ray_session.py (a local Ray or a head), sweeper/driver/tuner.py (the Tuner), sweeper/driver/signals.py
-(Ctrl+C and SIGTERM), sweeper/driver/provenance.py (what sweep.json records of the code and machine),
+sweeper/driver/ray_session.py (a local Ray or a head), sweeper/driver/tuner.py (the Tuner), sweeper/driver/stopping.py
+(Ctrl+C and SIGTERM: the graceful stop, one object per run), sweeper/driver/provenance.py (what sweep.json records of the code and machine),
 sweeper/driver/lease.py (one driver per experiment: a second one is exit 2), sweeper/driver/tune_state.py (what
 --resume lets Tune unpickle and restore, checked first).
 
@@ -48,7 +48,8 @@ from sweeper.driver.lease import DriverLease
 from sweeper.driver.preflight import (InputError, check_address, check_baseline, check_credentials, check_data_dir,
                                       check_device, check_resources, check_search, trial_configs)
 from sweeper.driver.ray_session import credentials_from_each_node, env_set, start_ray, use_token_if_available
-from sweeper.driver.signals import graceful_stop, signals_interrupt
+from sweeper.driver.signals import signals_interrupt
+from sweeper.driver.stopping import GracefulStop, job_stop_note
 from sweeper.storage import StorageError
 from sweeper.driver.tune_state import check_resumable
 from sweeper.driver.tuner import make_tuner, start_points, varying_keys
@@ -246,17 +247,15 @@ def main(argv=None) -> int:
 def run_sweep(args, sweep: Sweep, trials: list[dict], exp_dir, address: str | None, lease: DriverLease) -> int:
     """Ray started, the Tuner built (a new experiment folder: `lease` taken once it exists) and run, the
     report written; the exit status."""
-    from sweeper.driver import stopping
-    if note := stopping.job_stop_note():
+    if note := job_stop_note():
         print(note, file=sys.stderr)
-    # loggers: result_loggers(); Ctrl+C and SIGTERM: graceful_stop(), in place before Ray starts and before
+    # loggers: result_loggers(); Ctrl+C and SIGTERM: the GracefulStop, in place before Ray starts and before
     # sweep.json is written, so that a signal from then on stops the sweep at fit()'s first step, state saved
-    resume = resume_command(sweep.name, exp_dir)
     with env_set(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1", TUNE_DISABLE_SIGINT_HANDLER="1"), \
-            graceful_stop(lambda: stopping.announce(resume, exp_dir)) as stopped, \
+            GracefulStop(resume_command(sweep.name, exp_dir), exp_dir) as stop, \
             credentials_from_each_node():
         try:
-            resources = start_ray(address, args)
+            resources = start_ray(address, args, stop)
         except ConnectionError as e:  # e.g. --address auto with no cluster running here
             print(f"error: cannot connect to Ray at {address}: {str(e).splitlines()[0]}; start a head with "
                   f"`ray start --head --dashboard-host 127.0.0.1` or omit --address for a local Ray", file=sys.stderr)
@@ -273,13 +272,15 @@ def run_sweep(args, sweep: Sweep, trials: list[dict], exp_dir, address: str | No
             grid = tuner.fit()
         except (OSError, EOFError) as e:  # Tune lists the bucket once more after its loop: an outage still on ends here
             if isinstance(exp_dir, Path) and disk_full(e, exp_dir):  # EOFError: Tune's 0-byte error.pkl
-                return storage_full(sweep, exp_dir)
+                storage_full(sweep, exp_dir)
+                return exit_status(storage=True)
             if isinstance(exp_dir, Path) or isinstance(e, EOFError):
                 raise
-            return storage_lost(sweep, exp_dir, one_line(e))
+            storage_lost(sweep, exp_dir, one_line(e))
+            return exit_status(storage=True)
     import ray
     ray.shutdown()  # prints the worker log lines Ray still buffers now: the lines of finish() end the log
-    return finish(grid, sweep, exp_dir, stopped.is_set())
+    return finish(grid, sweep, exp_dir, stop)
 
 
 def prepare(args):
@@ -346,21 +347,38 @@ def prepare(args):
     return sweep, trials, exp_dir, address
 
 
-def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
-    """The report and the failed trials printed; the exit code: 0 every trial finished (diverged ones
-    included: a divergence is a result, noted on stderr), 1 a trial failed, 3 stopped (a signal during
-    the report too), 4 the bucket could not take the sweep's final state (no report: the bucket does not
-    hold it all), 5 the trials finished but their report could not be built or uploaded."""
+def exit_status(*, storage: bool = False, stopped: bool = False, failed: bool = False,
+                no_report: bool = False) -> int:
+    """The exit status of a run that reached Ray: the code of the first of these that holds.
+    4 the storage could not take the sweep (its disk ran full, or the bucket stopped answering): no report,
+      since the storage does not hold it all; `--resume` continues once it does;
+    3 a stop signal (Ctrl+C, SIGTERM, `ray job stop`), during fit() or while the report was written: the
+      state is saved, `--resume` continues it;
+    1 a trial failed (Tune's fit() does not raise; a diverged trial is a result, not a failure);
+    5 every trial finished but the report could not be built or uploaded;
+    0 otherwise. Bad input (2) ends the run before Ray starts."""
+    for holds, code in ((storage, EXIT_STORAGE_LOST), (stopped, EXIT_INTERRUPTED), (failed, EXIT_TRIAL_FAILED),
+                        (no_report, EXIT_NO_REPORT)):
+        if holds:
+            return code
+    return EXIT_OK
+
+
+def finish(grid, sweep: Sweep, exp_dir, stop: GracefulStop) -> int:
+    """The report, the failed and diverged trials and the --resume command printed; the exit status
+    (`exit_status`)."""
     from sweeper.analysis.aggregate import AggregateError
     from sweeper.report import report_at
 
     errors = [r for r in grid if r.error is not None]
     if isinstance(exp_dir, Path) and any(disk_full(r.error, exp_dir) for r in errors):
         print_failed(errors)
-        return storage_full(sweep, exp_dir)
+        storage_full(sweep, exp_dir)
+        return exit_status(storage=True)
     if not isinstance(exp_dir, Path) and (lost := store.stored_state_error()):
         print_failed(errors)
-        return storage_lost(sweep, exp_dir, lost)
+        storage_lost(sweep, exp_dir, lost)
+        return exit_status(storage=True)
     no_report = None
     try:
         with signals_interrupt():
@@ -368,7 +386,8 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
     except KeyboardInterrupt:  # Ctrl+C or SIGTERM while the report is built: the state is saved
         print(f"interrupted while writing the report: the sweep's state is saved; `{resume_command(sweep.name, exp_dir)}` "
               f"finishes it and writes the report", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        stop.stopped.set()
+        return exit_status(stopped=True)
     except (AggregateError, StorageError) as e:  # e.g. no trial reported anything, or the upload failed
         print(f"no report: {e}", file=sys.stderr)
         paths, no_report = {}, e
@@ -384,17 +403,14 @@ def finish(grid, sweep: Sweep, exp_dir, stopped: bool) -> int:
     for r in refused:
         print(f"trial {r.path} failed: {refusal(r.metrics)}", file=sys.stderr)
     print(f"results: {exp_dir}")
-    if stopped:
+    status = exit_status(stopped=stop.stopped.is_set(), failed=bool(errors or refused), no_report=no_report is not None)
+    if status == EXIT_INTERRUPTED:
         print(f"interrupted: the sweep's state is saved; continue it with `{resume_command(sweep.name, exp_dir)}`",
               file=sys.stderr)
-        return EXIT_INTERRUPTED
-    if errors or refused:
-        return EXIT_TRIAL_FAILED
-    if no_report is not None:
+    elif status == EXIT_NO_REPORT:
         print(f"error: the trials finished but the report was not written; rebuild it with "
               f"`{shlex.join(['python', '-m', 'sweeper.report', str(exp_dir)])}`", file=sys.stderr)
-        return EXIT_NO_REPORT
-    return EXIT_OK
+    return status
 
 
 def print_failed(errors) -> None:
@@ -434,22 +450,20 @@ def free_bytes(folder: Path) -> int:
     return shutil.disk_usage(folder).free
 
 
-def storage_full(sweep: Sweep, exp_dir: Path) -> int:
-    """Exit status 4: the experiment's disk ran full, so trials could not store their results or
+def storage_full(sweep: Sweep, exp_dir: Path) -> None:
+    """Why exit status 4, when the experiment's disk ran full, so trials could not store their results or
     checkpoints and Tune its state; no report (it would need space too). One line with the free space."""
     print(f"error: no space left on the disk of {exp_dir} ({free_bytes(exp_dir) / 2**20:.1f} MiB free); its "
           f"trials and Tune's state could not be stored; free space, then continue with "
           f"`{resume_command(sweep.name, exp_dir)}`", file=sys.stderr)
-    return EXIT_STORAGE_LOST
 
 
-def storage_lost(sweep: Sweep, exp_dir, why: str) -> int:
-    """Exit status 4: the bucket stopped answering for longer than its retries, so it may lack the last
+def storage_lost(sweep: Sweep, exp_dir, why: str) -> None:
+    """Why exit status 4, when the bucket stopped answering for longer than its retries, so it may lack the last
     results, checkpoints and Tune's final state; no report (it would read the bucket). One line."""
     print(f"error: storage {exp_dir} unreachable at the end of the sweep ({why}); it holds the state of its "
           f"last successful upload; once it answers again, continue with "
           f"`{resume_command(sweep.name, exp_dir)}`", file=sys.stderr)
-    return EXIT_STORAGE_LOST
 
 
 if __name__ == "__main__":

@@ -219,7 +219,7 @@ class FakeTuner:
 def test_a_replaced_tuner_pkl_is_refused_and_runs_nothing(tmp_path, monkeypatch, capsys):
     from test_planted import planted_bytes
 
-    monkeypatch.setattr(sweeper_run, "start_ray", lambda address, args: {"cpu": 1.0, "gpu": 0.0})
+    monkeypatch.setattr(sweeper_run, "start_ray", lambda address, args, stop: {"cpu": 1.0, "gpu": 0.0})
     monkeypatch.setattr(tuner, "build_tuner", lambda sweep, trials, args, exp, res: FakeTuner(exp))
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     root = tmp_path / "results"

@@ -34,7 +34,8 @@ import yaml
 
 from search_spaces import get_sweep
 from sweeper import check_cluster, report
-from sweeper.driver import preflight, ray_session, signals, tuner
+from sweeper.driver import preflight, ray_session, tuner
+from sweeper.driver.stopping import GracefulStop
 from sweeper import run as sweeper_run
 from sweeper.analysis.aggregate import newest_ray_state, read_reports, write_summary, write_trials
 from trainables.config import TrainConfig
@@ -744,27 +745,27 @@ def test_a_requested_stop_waits_until_no_trial_is_saving(monkeypatch):
     saving, idle = SimpleNamespace(is_saving=True), SimpleNamespace(is_saving=False)
     try:
         cb = pickle.loads(pickle.dumps(stopping.StopAfterSaves()))
-        stopping.reset()
-        cb.setup()
-        assert interrupts(lambda: cb.on_step_end(iteration=1, trials=[idle])) == 0  # nothing asked
-        assert interrupts(stopping.request) == 0
-        assert interrupts(lambda: cb.on_step_end(iteration=2, trials=[idle, saving])) == 0
-        assert interrupts(lambda: cb.on_step_end(iteration=3, trials=[idle, idle])) == 1
-        assert interrupts(lambda: cb.on_step_end(iteration=4, trials=[idle])) == 0  # once only
+        with stopping.GracefulStop() as stop:
+            cb.setup()
+            assert interrupts(lambda: cb.on_step_end(iteration=1, trials=[idle])) == 0  # nothing asked
+            assert interrupts(stop.request) == 0
+            assert interrupts(lambda: cb.on_step_end(iteration=2, trials=[idle, saving])) == 0
+            assert interrupts(lambda: cb.on_step_end(iteration=3, trials=[idle, idle])) == 1
+            assert interrupts(lambda: cb.on_step_end(iteration=4, trials=[idle])) == 0  # once only
 
-        stopping.reset()
-        cb.setup()
-        monkeypatch.setattr(stopping, "WAIT_S", 0.05)
-        stopping.request()
-        assert interrupts(lambda: cb.on_step_end(iteration=1, trials=[saving])) == 0
-        time.sleep(0.1)
-        assert interrupts(lambda: cb.on_step_end(iteration=2, trials=[saving])) == 1
+        with stopping.GracefulStop() as stop:  # a new run's stop: nothing of the last one carries over
+            cb.setup()
+            monkeypatch.setattr(stopping, "WAIT_S", 0.05)
+            stop.request()
+            assert interrupts(lambda: cb.on_step_end(iteration=1, trials=[saving])) == 0
+            time.sleep(0.1)
+            assert interrupts(lambda: cb.on_step_end(iteration=2, trials=[saving])) == 1
 
-        stopping.reset()  # no StopAfterSaves in the run (an experiment stored without it)
-        assert interrupts(stopping.request) == 1
+        with stopping.GracefulStop() as stop:  # no StopAfterSaves in the run (an experiment stored without it)
+            assert interrupts(stop.request) == 1
+        assert not stopping.current().requested  # outside a run's block: an inert stop
     finally:
         signal.signal(signal.SIGUSR1, old)
-        stopping.reset()
 
 
 def test_a_stop_signal_prints_the_resume_command_and_writes_trials_parquet_before_the_stop(tmp_path, capfd):
@@ -784,7 +785,7 @@ def test_a_stop_signal_prints_the_resume_command_and_writes_trials_parquet_befor
     old = signal.signal(signal.SIGUSR1, lambda *a: interrupts.append(1))  # Tune's interrupt, not running here
     resume = f"python -m sweeper.run ablation_radius --resume {exp}"
     try:
-        with signals.graceful_stop(lambda: stopping.announce(resume, exp)) as stopped:
+        with stopping.GracefulStop(resume, exp) as stop:
             os.kill(os.getpid(), signal.SIGTERM)
             deadline = time.time() + 5
             while not interrupts and time.time() < deadline:
@@ -792,8 +793,7 @@ def test_a_stop_signal_prints_the_resume_command_and_writes_trials_parquet_befor
         # leaving the block waited for the thread: the file is complete
     finally:
         signal.signal(signal.SIGUSR1, old)
-        stopping.reset()
-    assert stopped.is_set() and interrupts == [1]
+    assert stop.stopped.is_set() and interrupts == [1]
     err = capfd.readouterr().err
     assert err.startswith("stopping: ") and err.splitlines()[0].endswith(f"`{resume}`"), err
     df = pd.read_parquet(exp / "trials.parquet").set_index("trial_dir")
@@ -810,10 +810,10 @@ def test_a_trial_whose_checkpoint_cannot_be_resumed_is_printed_as_failed_and_exi
     why = "checkpoint at step 10 predates the config field 'translate_pad', which changes the numbers: ..."
     grid = [SimpleNamespace(error=None, metrics={"step": 40, "done": True}, path="trial_a"),
             SimpleNamespace(error=None, metrics={"resume_error": why, "done": True}, path="trial_b")]
-    rc = sweeper_run.finish(grid, get_sweep("ablation_radius", "quick"), tmp_path, stopped=False)
+    rc = sweeper_run.finish(grid, get_sweep("ablation_radius", "quick"), tmp_path, GracefulStop())
     err = capsys.readouterr().err.splitlines()
     assert rc == 1 and err == [f"trial trial_b failed: {why}"]
-    assert sweeper_run.finish(grid[:1], get_sweep("ablation_radius", "quick"), tmp_path, stopped=False) == 0
+    assert sweeper_run.finish(grid[:1], get_sweep("ablation_radius", "quick"), tmp_path, GracefulStop()) == 0
 
 
 def test_a_failed_trial_is_printed_by_its_cause_and_a_config_error_by_its_message(tmp_path, capsys, monkeypatch):
@@ -833,7 +833,7 @@ def test_a_failed_trial_is_printed_by_its_cause_and_a_config_error_by_its_messag
     why = "device='cuda' but no CUDA GPU is visible; use device='auto' or 'cpu'"
     grid = [SimpleNamespace(error=raised, metrics={}, path="trial_a"),
             SimpleNamespace(error=None, metrics={"config_error": why, "done": True}, path="trial_b")]
-    rc = sweeper_run.finish(grid, get_sweep("ablation_radius", "quick"), tmp_path, stopped=False)
+    rc = sweeper_run.finish(grid, get_sweep("ablation_radius", "quick"), tmp_path, GracefulStop())
     err = capsys.readouterr().err.splitlines()
     assert rc == 1 and err == ["trial trial_a failed: OverflowError: cannot convert float infinity to integer",
                                f"trial trial_b failed: {why}"]

@@ -233,7 +233,7 @@ def test_two_runs_in_the_same_second_into_one_bucket_get_their_own_folders(s3, c
             return []
 
     monkeypatch.setattr(sweeper_run, "time", SimpleNamespace(time=lambda: t0))
-    monkeypatch.setattr(sweeper_run, "start_ray", lambda address, args: {"cpu": 1.0, "gpu": 0.0})
+    monkeypatch.setattr(sweeper_run, "start_ray", lambda address, args, stop: {"cpu": 1.0, "gpu": 0.0})
     monkeypatch.setattr(tuner, "build_tuner", lambda sweep, trials, args, exp, res: Tuner(exp))
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     argv = ["ablation_radius", "--preset", "quick", "--storage", f"s3://{BUCKET}/same-second"]

@@ -23,7 +23,7 @@ import pytest
 
 from sweeper import storage
 from sweeper.analysis import index
-from sweeper.driver import preflight, ray_session, signals, stopping, tuner
+from sweeper.driver import preflight, ray_session, stopping, tuner
 from sweeper import run as sweeper_run
 from sweeper.analysis.aggregate import AggregateError
 from trainables.remote import redact, secret_in_uri
@@ -153,7 +153,7 @@ def started(monkeypatch, log=None):
     """sweeper.run with a frozen clock and stand-ins for Ray and the Tuner; `log` collects each Tuner's
     experiment folder."""
     monkeypatch.setattr(sweeper_run, "time", SimpleNamespace(time=lambda: T0))
-    monkeypatch.setattr(sweeper_run, "start_ray", lambda address, args: {"cpu": 1.0, "gpu": 0.0})
+    monkeypatch.setattr(sweeper_run, "start_ray", lambda address, args, stop: {"cpu": 1.0, "gpu": 0.0})
     monkeypatch.setattr(tuner, "build_tuner",
                         lambda sweep, trials, args, exp_dir, res: (log.append(exp_dir) if log is not None else None)
                         or FakeTuner(exp_dir))
@@ -234,7 +234,10 @@ def test_finish_exit_codes(grid, stopped, report_fails, code, tmp_path, capsys, 
 
     monkeypatch.setattr(report, "report_at", report_at)
     exp = tmp_path / "my results" / "ablation_radius-x"
-    assert sweeper_run.finish(grid, SWEEP, exp, stopped) == code
+    stop = stopping.GracefulStop()
+    if stopped:
+        stop.stopped.set()
+    assert sweeper_run.finish(grid, SWEEP, exp, stop) == code
     out, err = capsys.readouterr()
     assert f"results: {exp}" in out
     assert ("diverged" in err) == any(r.metrics.get("diverged") == 1 for r in grid)
@@ -243,6 +246,19 @@ def test_finish_exit_codes(grid, stopped, report_fails, code, tmp_path, capsys, 
                                                 f"it with `python -m sweeper.report '{exp}'`")
     if code == 3:
         assert f"`python -m sweeper.run ablation_radius --resume '{exp}'`" in err
+
+
+@pytest.mark.parametrize("storage, stopped, failed, no_report, code", [
+    (False, False, False, False, 0),
+    (False, False, False, True, 5),
+    (False, False, True, True, 1),   # a failed trial is the news, not its missing report
+    (False, True, True, True, 3),    # stopped: --resume runs the failed trial again and writes the report
+    (True, True, True, True, 4),     # the storage does not hold the sweep: nothing else can be trusted
+    (True, False, False, False, 4),
+    (False, True, False, False, 3),
+])
+def test_the_exit_status_rules(storage, stopped, failed, no_report, code):
+    assert sweeper_run.exit_status(storage=storage, stopped=stopped, failed=failed, no_report=no_report) == code
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -256,7 +272,7 @@ def test_a_signal_during_the_report_keeps_the_resume_line(sig, tmp_path, capsys,
     monkeypatch.setattr(report, "report_at", report_at)
     old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     exp = tmp_path / "ablation_radius-x"
-    assert sweeper_run.finish([result(done=True)], SWEEP, exp, False) == 3
+    assert sweeper_run.finish([result(done=True)], SWEEP, exp, stopping.GracefulStop()) == 3
     err = capsys.readouterr().err
     assert f"`python -m sweeper.run ablation_radius --resume {exp}`" in err and len(err.strip().splitlines()) == 1
     assert {s: signal.getsignal(s) for s in old} == old  # the handlers before are back
@@ -281,7 +297,6 @@ def test_a_signal_before_fit_stops_the_sweep_once_fit_runs(tmp_path, capsys, mon
         rc = sweeper_run.main([*QUICK, "--storage", str(tmp_path)])
     finally:
         signal.signal(signal.SIGUSR1, old_usr1)
-        stopping.reset()
     assert sent == []  # no SIGUSR1 before Tune could take it
     assert rc == 3
     (exp,) = [p for p in tmp_path.iterdir() if p.is_dir()]
@@ -388,14 +403,14 @@ def test_a_trial_no_node_can_fit(flags, fits, capsys, monkeypatch):
     monkeypatch.setattr(ray, "shutdown", lambda: down.append(1))
     args = sweeper_run.parse_args([*QUICK, *flags])
     if fits:
-        assert ray_session.start_ray(None, args)["cpu"] == args.cpus_per_trial
+        assert ray_session.start_ray(None, args, stopping.GracefulStop())["cpu"] == args.cpus_per_trial
         assert down == []
         return
     with pytest.raises(preflight.InputError, match="this machine's Ray has 2 CPUs and 0 GPUs; lower "):
-        ray_session.start_ray(None, args)
+        ray_session.start_ray(None, args, stopping.GracefulStop())
     assert down == [1]
     capsys.readouterr()
-    assert ray_session.start_ray("10.0.0.1:6379", args) == {"cpu": args.cpus_per_trial,
+    assert ray_session.start_ray("10.0.0.1:6379", args, stopping.GracefulStop()) == {"cpu": args.cpus_per_trial,
                                                             "gpu": args.gpus_per_trial or 0.0}
     err = capsys.readouterr().err
     assert err.startswith("warning: no node of the cluster has ") and "stay PENDING" in err and down == [1]
@@ -441,12 +456,11 @@ def test_the_stop_handlers_come_back_after_ray_takes_sigterm(monkeypatch):
     monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0})
     monkeypatch.setattr(stopping.os, "kill", lambda pid, sig: sent.append(sig))
     old = signal.getsignal(signal.SIGTERM)
-    with signals.graceful_stop() as stopped:
-        ray_session.start_ray(None, sweeper_run.parse_args(QUICK))
+    with stopping.GracefulStop() as stop:
+        ray_session.start_ray(None, sweeper_run.parse_args(QUICK), stop)
         signal.raise_signal(signal.SIGTERM)  # would be SystemExit(15) under Ray's handler
-        assert stopped.is_set()
+        assert stop.stopped.is_set()
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # a second signal acts at once
-    stopping.reset()
     assert signal.getsignal(signal.SIGTERM) is old
 
 

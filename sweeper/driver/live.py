@@ -90,7 +90,7 @@ def end_rebuild(child: subprocess.Popen) -> None:
     """The last rebuild when fit() returns: waited for at most WAIT_S, then killed; after a stop (Ctrl+C,
     SIGTERM) not waited for, since its sender may SIGKILL soon (sweeper/driver/stopping.py)."""
     try:
-        child.wait(timeout=0 if stopping.requested() else WAIT_S)
+        child.wait(timeout=0 if stopping.current().requested else WAIT_S)
     except subprocess.TimeoutExpired:  # e.g. a bucket that stopped answering
         child.kill()
         child.wait()

@@ -15,14 +15,14 @@ import sys
 from pathlib import Path
 
 from sweeper.driver.preflight import InputError
-from sweeper.driver.signals import reinstall_handlers
 
 
-def start_ray(address: str | None, args) -> dict:
+def start_ray(address: str | None, args, stop) -> dict:
     """Connect to Ray (a head at `address`, else a local Ray); each trial's resources {"cpu", "gpu"}.
+    `stop` (sweeper/driver/stopping.py) gets its handlers back at once: ray.init took SIGTERM over.
     ConnectionError when no Ray answers at `address`."""
     ctx = connect_ray(address, dashboard=args.dashboard)
-    reinstall_handlers()  # at once: ray.init took SIGTERM over
+    stop.reinstall_handlers()
     if getattr(ctx, "dashboard_url", None):
         print(f"Ray dashboard: http://{ctx.dashboard_url}")
     elif not address:
@@ -70,7 +70,7 @@ def own_process_group():
     """The Ray processes started in this block (a local Ray's GCS, raylet, ...; the raylet's workers
     follow it) run in a session and process group of their own. `timeout`, shells and job runtimes
     signal a job's whole process group; the SIGTERM then reaches only the driver, which stops Tune
-    gracefully (graceful_stop) and shuts its Ray down itself. In the driver's group, Ray's processes
+    gracefully (stopping.GracefulStop) and shuts its Ray down itself. In the driver's group, Ray's processes
     would die at once on it (Ray blocks SIGINT in them, for Ctrl+C, but not SIGTERM) and leave the
     driver waiting for a dead GCS, with no report. Ray does the same on Windows (CREATE_NEW_PROCESS_GROUP).
     They still die with the driver: Ray sets PR_SET_PDEATHSIG in them, so a killed driver leaks none."""
