@@ -32,7 +32,9 @@ def committed(sweep: str, preset: str, root: Path = ROOT) -> list[dict]:
 
 def machine_text(m: dict) -> str:
     parts = [m.get("cpu") or "unknown CPU", f"{m['cores']} cores" if m.get("cores") else None,
-             f"torch {m['torch']}" if m.get("torch") else None, f"Python {m['python']}" if m.get("python") else None]
+             f"torch {m['torch']}" if m.get("torch") else None,
+             f"{m['cpu_kernels']} kernels" if m.get("cpu_kernels") else None,
+             f"Python {m['python']}" if m.get("python") else None]
     if m.get("load_avg"):
         load = m["load_avg"]
         parts.append(f"1-minute load average {load['mean']:g} (at most {load['max']:g}) while it ran")

@@ -200,6 +200,24 @@ def test_one_trial_with_two_results_is_an_error_naming_both_runs():
         claims.grade_all([_claim("MUR helps", "table", 0.4)], runs)
 
 
+def test_copies_of_a_trial_from_two_kinds_of_cpu_keep_the_first_runs_copy_whole():
+    """Another CPU rounds differently: its copy is another trajectory of the seed, not an error, and the
+    kept copy is the one of the run whose name sorts first, whatever the order the runs come in."""
+    runs = _runs()
+    for r in runs:
+        r["machine"] = {"cpu": "CPU A" if r["sweep"] == "table" else "CPU B"}
+    runs[0]["trials"][0]["final_test_error"] = "9.9"  # table's MT seed 0 (CPU A); the radius run's is 5.0
+    for order in (runs, runs[::-1]):
+        (va,) = claims.grade_all([_claim("MUR helps", "table", 0.4)], order)[0]["cells"]
+        assert va["pooled"]["n"] == 8  # seed 0 once
+        diffs = [MUR[s] - MT[s] for s in range(8)]  # radius-quick-s0-3 sorts before table-quick-s0-1
+        assert va["pooled"]["d"] == pytest.approx(sum(diffs) / 8)
+    runs[1]["machine"] = {"cpu": "CPU B"}  # still an error between two runs on one kind of CPU
+    runs[1]["trials"][0]["final_test_error"] = "9.8"
+    with pytest.raises(claims.ClaimError, match="table-quick-s2-3 .*radius-quick-s0-3|radius-quick-s0-3 .*table-quick-s2-3"):
+        claims.grade_all([_claim("MUR helps", "table", 0.4)], runs)
+
+
 def test_a_metric_one_copy_of_a_trial_lacks_is_read_from_the_other():
     runs = _runs()  # the table's copies of seeds 0-3 come first and lack the sensitivity; the radius run has it
     for t in runs[0]["trials"] + runs[1]["trials"] + runs[3]["trials"]:

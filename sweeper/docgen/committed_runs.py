@@ -93,6 +93,18 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_kernels() -> str | None:
+    """The vector instruction set torch's CPU kernels use here ("AVX512", "AVX2", ...). It decides the
+    rounding of every sum, so a seed's trajectory, bit-identical from run to run on one machine, differs
+    on a CPU with another one (ATEN_CPU_CAPABILITY=avx2 on an AVX-512 machine shows it): a committed run
+    reproduces digit for digit only where this and the commit match. None without torch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch.backends.cpu.get_cpu_capability()
+
+
 def run_load(exp: Path) -> dict | None:
     """The 1-minute load averages the driver sampled at each heartbeat (live.json), summarised; None for
     a run without them (the live report off, or an older run)."""
@@ -113,7 +125,8 @@ def machine_info(exp: Path, meta: dict) -> dict:
     except PackageNotFoundError:
         torch = "not installed"
     start, end = (exp / "sweep.json").stat().st_mtime, (exp / "summary.csv").stat().st_mtime
-    out = {"cpu": cpu, "cores": os.cpu_count(), "torch": torch, "python": platform.python_version(),
+    out = {"cpu": cpu, "cores": os.cpu_count(), "torch": torch, "cpu_kernels": cpu_kernels(),
+           "python": platform.python_version(),
            "date": datetime.fromtimestamp(end).strftime("%Y-%m-%d"), "wall_min": round((end - start) / 60, 1),
            "command": "python -m sweeper.run " + " ".join(public_args(meta.get("argv", [])))}
     load = run_load(exp)

@@ -68,10 +68,13 @@ def identity(cfg: dict) -> tuple:
 
 def index(runs: list[dict]) -> dict[tuple, dict[int, tuple[list[str], dict]]]:
     """{identity: {seed: ([the runs that hold it], trials.csv row)}} over the finished trials of every
-    committed run. A trial two runs hold is kept once (a metric one copy lacks is taken from the other);
-    two runs disagreeing on one of its final metrics is an error."""
+    committed run. A trial two runs on one kind of CPU hold is kept once (a metric one copy lacks is taken
+    from the other); two such runs disagreeing on one of its final metrics is an error. Runs on different
+    CPUs (machine.json's `cpu`) round differently, so their copies of a trial are two trajectories of one
+    seed: the copy of the run whose name sorts first is kept whole, a rule blind to the results."""
     out: dict[tuple, dict[int, tuple[list[str], dict]]] = {}
-    for run in runs:
+    cpu_of = {run["name"]: (run.get("machine") or {}).get("cpu") for run in runs}
+    for run in sorted(runs, key=lambda r: r["name"]):
         for row in run["trials"]:
             if row.get("status") not in (None, "", "finished"):
                 continue
@@ -81,15 +84,18 @@ def index(runs: list[dict]) -> dict[tuple, dict[int, tuple[list[str], dict]]]:
                 seen[seed] = ([run["name"]], dict(row))
                 continue
             holders, kept = seen[seed]
+            holders.append(run["name"])
+            if cpu_of[run["name"]] != cpu_of[holders[0]]:
+                continue
             for col in (k for k in row if k.startswith("final_")):
                 a, b = as_number(row.get(col)), as_number(kept.get(col))
                 if math.isnan(b):
                     kept[col] = row[col]
                 elif not math.isnan(a) and a != b:
                     raise EvidenceError(f"docs/runs/{run['name']} and docs/runs/{holders[0]} hold one trial (seed "
-                                        f"{seed}, same configuration) with different {col} ({a} vs {b}); they ran "
-                                        f"different code: rerun one of them from the other's commit")
-            holders.append(run["name"])
+                                        f"{seed}, same configuration) with different {col} ({a} vs {b}) from "
+                                        f"one kind of CPU; they ran different code: rerun one of them from the "
+                                        f"other's commit")
     return out
 
 
