@@ -97,12 +97,17 @@ def cpu_kernels() -> str | None:
     """The vector instruction set torch's CPU kernels use here ("AVX512", "AVX2", ...). It decides the
     rounding of every sum, so a seed's trajectory, bit-identical from run to run on one machine, differs
     on a CPU with another one (ATEN_CPU_CAPABILITY=avx2 on an AVX-512 machine shows it): a committed run
-    reproduces digit for digit only where this and the commit match. None without torch."""
+    reproduces digit for digit only where this and the commit match. Asked of a child Python, so that
+    the docs code imports no torch (tests/test_imports.py); None where it cannot answer."""
+    import subprocess
+    import sys
+
     try:
-        import torch
-    except ImportError:
+        p = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
+                           capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired):
         return None
-    return torch.backends.cpu.get_cpu_capability()
+    return p.stdout.strip() or None if p.returncode == 0 else None
 
 
 def run_load(exp: Path) -> dict | None:
