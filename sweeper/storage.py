@@ -37,7 +37,7 @@ from trainables.remote import is_uri
 
 # What the report reads from an experiment folder (sweeper/analysis/aggregate.py, sweeper/report.py).
 REPORT_INPUTS = ("sweep.json", "params.json", "result.json", "error.txt", "error.pkl", VIRTUAL_POINTS, "live.json")
-EXPERIMENT_STATE = re.compile(r"experiment_state-.*\.json")
+EXPERIMENT_STATE = re.compile(r"experiment_state-(.*)\.json")  # Tune's state of one driver run; group 1: its start time
 TRIAL_DIR_PREFIX = "trial_"  # a trial's folder: trial_<Tune's trial id> (sweeper/driver/tuner.py's trial_dirname)
 TUNER_STATE = "tuner.pkl"          # what Tuner.restore needs (Tune writes it when the Tuner is built)
 OPTUNA_DB = "optuna.db"            # hpo's study: SQLite, so on the driver's disk, copied beside the results
