@@ -38,6 +38,7 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sweeper.seeds.auto_seeds import trials_needed  # noqa: E402
 from sweeper.seeds.sequential import STATUSES, Plan, simulate  # noqa: E402
 
 DIFFERS = STATUSES.index("differs")
@@ -89,18 +90,18 @@ def null_heavy(name: str, plan: Plan, fixed_n: int, args) -> list[dict]:
     for frac in NULL_FRACTIONS:
         nulls = round(frac * args.cells)
         rng = np.random.default_rng(args.seed + 10)
-        n = np.zeros((args.sweeps, args.cells), dtype=int)                  # (S, C) seeds per cell
+        n = np.zeros((args.sweeps, args.cells + 1), dtype=int)              # (S, 1 + C) seeds: baseline, cells
         right = np.zeros(args.sweeps)
         wrong = np.zeros(args.sweeps)
         for c in range(args.cells):
             r = simulate(plan, 0.0 if c < nulls else args.effect, args.sd, args.sweeps, rng)
-            n[:, c] = r["n"]
+            n[:, 1 + c] = r["n"]
             hit = r["status"] == DIFFERS
             if c < nulls:
                 wrong += hit
             else:
                 right += hit & (r["mean"] > 0)
-        trials = n.sum(axis=1) + n.max(axis=1)                               # (S,) cells, then the baseline
+        trials = trials_needed([None] + [0] * args.cells, n)                # (S,) the dry run's count
         out.append({"procedure": name, "cells": args.cells, "no_effect_cells": nulls,
                     "mean_trials": float(trials.mean()), "fixed_trials": (args.cells + 1) * fixed_n,
                     "fixed_seeds": fixed_n, "right_differs": float(right.mean()), "wrong_differs": float(wrong.mean())})

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent  # the repository
 RUNS = Path("docs/runs")  # the committed runs (sweeper/docgen/committed_runs.py adds them)
 NO_RUN = "no committed run"
 

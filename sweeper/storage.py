@@ -37,7 +37,7 @@ from trainables.remote import is_uri
 
 # What the report reads from an experiment folder (sweeper/analysis/aggregate.py, sweeper/report.py).
 REPORT_INPUTS = ("sweep.json", "params.json", "result.json", "error.txt", "error.pkl", VIRTUAL_POINTS, "live.json")
-EXPERIMENT_STATE = re.compile(r"experiment_state-.*\.json")
+EXPERIMENT_STATE = re.compile(r"experiment_state-(.*)\.json")  # Tune's state of one driver run; group 1: its start time
 TRIAL_DIR_PREFIX = "trial_"  # a trial's folder: trial_<Tune's trial id> (sweeper/driver/tuner.py's trial_dirname)
 TUNER_STATE = "tuner.pkl"          # what Tuner.restore needs (Tune writes it when the Tuner is built)
 OPTUNA_DB = "optuna.db"            # hpo's study: SQLite, so on the driver's disk, copied beside the results
@@ -108,6 +108,20 @@ def resolve(where: str | Path) -> Folder:
     return Location(fs, path, remote.scheme(uri))
 
 
+def _write_probe(folder: Folder) -> None:
+    """Write a small file into `folder` and delete it again: OSError where the folder does not take one.
+    In a bucket the file's name has a random part besides the process id (drivers on other machines
+    may have the same id); a bucket folder comes through `quick`, for the pre-flight's short retries."""
+    if isinstance(folder, Path):
+        probe = folder / f".write-test-{os.getpid()}"
+        probe.write_text("ok")
+        probe.unlink()
+    else:
+        probe = folder / f".write-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        write_bytes(probe, b"ok")
+        folder.fs.delete_file(probe.path)
+
+
 def check(where: str | Path) -> Folder:
     """The results root, checked before Ray starts: a local folder is created and must take a file;
     a bucket must exist and take (and give back) a small object. StorageError with the fix if not;
@@ -116,9 +130,7 @@ def check(where: str | Path) -> Folder:
     if isinstance(root, Path):
         try:
             root.mkdir(parents=True, exist_ok=True)
-            probe = root / f".write-test-{os.getpid()}"
-            probe.write_text("ok")
-            probe.unlink()
+            _write_probe(root)
         except OSError as e:
             raise StorageError(f"storage folder {root} cannot be written ({e.strerror}); "
                                f"pass --storage with a writable folder") from None
@@ -132,9 +144,7 @@ def check(where: str | Path) -> Folder:
         # (a GCS role with object rights only, roles/storage.objectAdmin, may not read bucket metadata)
         if root.scheme == "s3" and quick_root.fs.get_file_info(root.bucket).type == pafs.FileType.NotFound:
             raise StorageError(missing_bucket(root))
-        probe = quick_root / f".write-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        write_bytes(probe, b"ok")
-        quick_root.fs.delete_file(probe.path)
+        _write_probe(quick_root)
     except OSError as e:
         raise StorageError(explain(e, str(root))) from None
     return root
@@ -147,13 +157,9 @@ def check_resumable(exp: Folder) -> None:
     try:
         if isinstance(exp, Path):
             for d in (exp, *sorted(p for p in exp.iterdir() if p.is_dir())):
-                probe = d / f".write-test-{os.getpid()}"
-                probe.write_text("ok")
-                probe.unlink()
+                _write_probe(d)
         else:
-            probe = quick(exp) / f".write-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-            write_bytes(probe, b"ok")
-            probe.fs.delete_file(probe.path)
+            _write_probe(quick(exp))
     except OSError as e:
         where = Path(e.filename).parent if isinstance(exp, Path) and e.filename else exp
         why = e.strerror if isinstance(exp, Path) and e.strerror else explain(e, str(exp))

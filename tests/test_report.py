@@ -88,7 +88,7 @@ def _fixture_rows() -> dict:
     """make_table_exp's cells at the paper's steps, every other field at TrainConfig's default, as the paper
     rows protocol_reason compares a run with (the real ones, the paper presets', are checked in
     tests/test_paper_results.py): the table's mechanics are under test here, not the presets."""
-    from sweeper.analysis.aggregate import train_config_defaults
+    from trainables.config import train_config_defaults
     from sweeper.analysis.paper_results import result_of
 
     out = {}

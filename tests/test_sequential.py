@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sweeper.seeds.sequential import (STATUSES, Plan, SequentialError, decide, interval, obf_constant, simulate, targets,
+from sweeper.analysis.stats import t_interval
+from sweeper.seeds.sequential import (STATUSES, Plan, SequentialError, decide, obf_constant, simulate, targets,
                                        verdict)
 
 
@@ -37,10 +38,10 @@ def test_bad_settings_are_one_line_errors():
 def test_interval_is_students_t_at_the_bonferroni_level():
     """d = (1, 2, 3): mean 2, sd 1; at 5 planned looks each interval is at level 1 - 0.05/5 = 0.99."""
     plan = Plan(cap=16, boundary="bonferroni")
-    mean, lo, hi = interval([1.0, 2.0, 3.0], plan.levels[0])
+    mean, lo, hi = t_interval([1.0, 2.0, 3.0], plan.levels[0])
     half = stats.t.ppf(1 - 0.01 / 2, 2) * 1.0 / math.sqrt(3)
     assert mean == 2.0 and (lo, hi) == pytest.approx((2 - half, 2 + half), rel=1e-12)
-    assert math.isnan(interval([1.0], 0.99)[1]) and math.isnan(interval([], 0.99)[0])
+    assert math.isnan(t_interval([1.0], 0.99)[1]) and math.isnan(t_interval([], 0.99)[0])
 
 
 @pytest.mark.parametrize("boundary", ["bonferroni", "obf"])

@@ -292,6 +292,11 @@ class TrainConfig:
              f"{self.dropout}, input_noise={self.input_noise}; set dropout=0 and input_noise=0")
 
 
+def train_config_defaults() -> dict:
+    """TrainConfig's field defaults, {field: default}: a new dict at each call."""
+    return {f.name: f.default for f in fields(TrainConfig) if f.default is not dataclasses.MISSING}
+
+
 def applies(key: str, cfg: dict) -> bool:
     """Whether a config key changes what a run with this full config does. A method's own keys
     (Method.keys: lambda1 where it has a consistency term, ICT's alpha, FixMatch's, a teacher's EMA,

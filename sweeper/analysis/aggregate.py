@@ -44,7 +44,6 @@ import json
 import math
 import platform
 import warnings
-from dataclasses import MISSING, fields
 from importlib import metadata
 from pathlib import Path
 
@@ -52,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 from sweeper.storage import TRIAL_DIR_PREFIX
+from trainables.config import train_config_defaults  # trainables.config imports neither torch nor Ray
 from trainables.files import atomic_write, refusal
 
 STATUSES = ("finished", "failed", "diverged", "stopped", "incomplete")
@@ -489,13 +489,6 @@ def write_summary(summary: pd.DataFrame, folder: str | Path) -> dict[str, Path]:
     return {"summary.parquet": atomic_write(folder / "summary.parquet",
                                             lambda tmp: out.to_parquet(tmp, engine="pyarrow", index=False)),
             "summary.csv": atomic_write(folder / "summary.csv", lambda tmp: summary.to_csv(tmp, index=False))}
-
-
-def train_config_defaults() -> dict:
-    """TrainConfig's field defaults (trainables.config imports neither torch nor Ray)."""
-    from trainables.config import TrainConfig
-
-    return {f.name: f.default for f in fields(TrainConfig) if f.default is not MISSING}
 
 
 # ---------------------------------------------------------------- small helpers

@@ -124,6 +124,16 @@ def _num(v) -> str:
 
 # ---------------------------------------------------------------- where the sweep stands
 
+def read_live(exp: store.Folder) -> dict | None:
+    """The driver's heartbeat (live.json) of the experiment folder `exp`, local or on a bucket; None where
+    it has none. A torn file raises ValueError, an unreadable one OSError or StorageError: each caller
+    says whether that is an error or a fresh start."""
+    live = exp / LIVE
+    if not store.is_file(live):
+        return None
+    return json.loads(store.read_text(live))
+
+
 def sweep_state(exp: Path, trials: pd.DataFrame, total: int, now: float | None = None) -> str:
     """finished: every one of the `total` trials ended (finished, stopped, failed or diverged);
     running: the driver's heartbeat (live.json, sweeper/driver/live.py) says running and is fresh (STALE_S),
@@ -133,9 +143,8 @@ def sweep_state(exp: Path, trials: pd.DataFrame, total: int, now: float | None =
     ended = trials["status"].isin(("finished", "stopped", "failed", "diverged")).sum() if len(trials) else 0
     if len(trials) >= total and ended == len(trials):
         return "finished"
-    live = exp / LIVE
-    if live.is_file():
-        beat = json.loads(live.read_text())
+    beat = read_live(exp)
+    if beat is not None:
         fresh = beat.get("state") == "running" and now - float(beat.get("updated", 0)) < STALE_S
     else:
         newest = max((p.stat().st_mtime for p in exp.glob("*/result.json")), default=0.0)
@@ -147,15 +156,14 @@ def stored_loads(exp: store.Folder) -> list[float]:
     """The load averages live.json holds from the experiment's earlier drivers (a run resumed with
     --resume), else []: so its load covers the whole wall time, not only the last part."""
     try:
-        return json.loads(store.read_text(exp / LIVE)).get("load_avg") or []
-    except (OSError, store.StorageError, ValueError):  # none yet, or unreadable: start a new list
+        return (read_live(exp) or {}).get("load_avg") or []
+    except (OSError, store.StorageError, ValueError):  # unreadable or torn: start a new list
         return []
 def stalled_trials(exp: Path, key: str = "stalled") -> dict[str, dict]:
     """The running trials the driver's heartbeat names stalled (live.json's "stalled", sweeper/driver/stalls.py),
     or with key="ended_stalled" those --end-stalled ended: {trial folder: {"silent_s", "pace_s"}}, as of
     its last beat; {} without one."""
-    live = exp / LIVE
-    return (json.loads(live.read_text()).get(key) or {}) if live.is_file() else {}
+    return (read_live(exp) or {}).get(key) or {}
 
 
 def stalled_text(stalled: dict[str, dict], lead: str = "Stalled") -> str:

@@ -10,10 +10,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from sweeper.analysis.aggregate import AggregateError, config_cols, train_config_defaults
+from sweeper.analysis.aggregate import AggregateError, config_cols
 from sweeper.analysis.labels import NAME_KEYS, py_value, row_label
 from sweeper.analysis.paper_results import SENSITIVITY_DATA, paper_sensitivity, paper_value
-from trainables.config import applies
+from trainables.config import applies, train_config_defaults
 
 STAT_COLS = ("metric", "which", "mean", "std", "n", "n_failed", "n_diverged", "n_incomplete", "n_trials", "seeds")
 # Columns baseline_diffs adds to a summary: ours - baseline (percent points for errors), its t-interval,

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from sweeper.analysis.aggregate import config_key, group_keys, seed_values, train_config_defaults
+from sweeper.analysis.aggregate import config_key, group_keys, seed_values
 from sweeper.analysis.labels import col_label, py_value
 from sweeper.analysis.layout import cell_configs, config_keys, layout_keys, row_labels
 from sweeper.analysis.stats import paired_diff
+from trainables.config import train_config_defaults
 
 LEVEL = 0.95  # confidence level of the paired t-interval
 

@@ -18,7 +18,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from sweeper.analysis.aggregate import AggregateError, group_keys, summarize, train_config_defaults
+from sweeper.analysis.aggregate import AggregateError, group_keys, summarize
+from trainables.config import train_config_defaults
 from trainables.files import atomic_write
 from sweeper.analysis.labels import KEY_NAMES, col_label, fmt_value, metric_name, py_value, row_label
 from sweeper.analysis.layout import config_keys

@@ -31,8 +31,6 @@ def paired_diff(a, b, level: float = 0.95) -> tuple[float, float, float, int]:
     equal (no spread measured: `no_spread`), and the mean too when n == 0. Pairs with a non-finite
     member are the caller's to drop (a diverged seed is not a pair); here they are an error.
     """
-    from scipy import stats  # here, not at the top: a slow import, and only a baseline comparison needs it
-
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.shape != b.shape or a.ndim != 1:
         raise ValueError(f"paired_diff needs two 1-d sequences of equal length (one value per seed), "
@@ -43,14 +41,23 @@ def paired_diff(a, b, level: float = 0.95) -> tuple[float, float, float, int]:
         raise ValueError("paired_diff got a non-finite value; drop the seeds that have no finite value "
                          "in both configs before pairing")
     d = a - b  # (n,) one difference per seed
-    n = len(d)
-    if n == 0:
-        return math.nan, math.nan, math.nan, 0
+    return (*t_interval(d, level), len(d))
+
+
+def t_interval(d, level: float) -> tuple[float, float, float]:
+    """(mean, lo, hi) of the two-sided Student t-interval of the mean of d (m,) at `level`; lo, hi NaN
+    below 2 values or when they are all equal (`no_spread`: zero width would say nothing about the
+    spread), and the mean too for no value."""
+    from scipy import stats  # here, not at the top: a slow import, and only a comparison needs it
+
+    d = np.asarray(d, dtype=float)  # (m,) paired differences
+    if len(d) == 0:
+        return math.nan, math.nan, math.nan
     mean = float(d.mean())
-    if n < 2 or no_spread(d):
-        return mean, math.nan, math.nan, n
-    half = float(stats.t.ppf((1.0 + level) / 2.0, n - 1)) * float(d.std(ddof=1)) / math.sqrt(n)
-    return mean, mean - half, mean + half, n
+    if len(d) < 2 or no_spread(d):
+        return mean, math.nan, math.nan
+    half = float(stats.t.ppf((1.0 + level) / 2.0, len(d) - 1)) * float(d.std(ddof=1)) / math.sqrt(len(d))
+    return mean, mean - half, mean + half
 
 
 def excludes_zero(lo: float, hi: float) -> bool:

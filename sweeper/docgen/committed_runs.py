@@ -21,10 +21,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from sweeper.docgen import claims as claimlib
-from sweeper.costs import RUNS, machine_text
+from sweeper.costs import ROOT, RUNS, machine_text
 from sweeper.docgen.picture import QUICKSTART, public_trials
 
-ROOT = Path(__file__).resolve().parents[2]
 RUN_FILES = ("sweep.json", "summary.csv", "table.md")  # and, for the quick start only, its picture's inputs
 PNGS = ("paired_diffs.png",)  # the plots the docs show, copied by `add` when the run made them
 

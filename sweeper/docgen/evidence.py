@@ -7,18 +7,17 @@ is TrainConfig's defaults, overridden by its sweep's base, the variant it ran an
 for it; only the keys that change what such a run does count (trainables.config.applies, without
 NOT_COMPARED), so MT + MUR's unused `mur_steps` or MT's unused radius never tells two runs of it apart.
 
-    python -c "from sweeper import evidence; from sweeper.docgen.committed_runs import read_run, run_dirs; \
+    python -c "from sweeper.docgen import evidence; from sweeper.docgen.committed_runs import read_run, run_dirs; \
 print(len(evidence.index([read_run(p) for p in run_dirs()])))"
     pytest tests/test_claims.py -q
 """
 from __future__ import annotations
 
 import math
-from dataclasses import MISSING, fields
 
-from trainables.config import NOT_COMPARED, TrainConfig, applies
+from trainables.config import NOT_COMPARED, applies, train_config_defaults
 
-DEFAULTS = {f.name: f.default for f in fields(TrainConfig) if f.default is not MISSING}
+DEFAULTS = train_config_defaults()
 ROW_KEYS = ("seed", "status")  # trials.csv columns that are not configuration (with the final_* metrics)
 
 

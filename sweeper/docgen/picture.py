@@ -24,9 +24,8 @@ import time
 import zlib
 from pathlib import Path
 
-from sweeper.costs import RUNS
+from sweeper.costs import ROOT, RUNS
 
-ROOT = Path(__file__).resolve().parents[2]
 PAGE = Path("docs/report.html")  # the quick start's report page, rebuilt from its committed run
 PICTURE = Path("docs/report.png")  # its first screen, with the page's SHA-256 in a tEXt chunk under HASH_KEY
 HASH_KEY = b"page-sha256"

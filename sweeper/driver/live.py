@@ -29,7 +29,7 @@ import time
 
 from sweeper.driver import stopping
 from sweeper import storage as store
-from sweeper.analysis.html import LIVE, stored_loads
+from sweeper.analysis.html import LIVE, read_live, stored_loads
 from sweeper.driver.stalls import FACTOR, StallWatch, stalled_line
 from sweeper.storage import StorageError
 
@@ -58,8 +58,8 @@ def write_heartbeat(exp: store.Folder, state: str, loads: list[float], stalled: 
 def stored_ended_stalled(exp: store.Folder) -> dict:
     """The trials earlier drivers of this experiment ended as stalled (live.json), else {}."""
     try:
-        return json.loads(store.read_text(exp / LIVE)).get("ended_stalled") or {}
-    except (OSError, StorageError, ValueError):  # none yet, or unreadable: start anew
+        return (read_live(exp) or {}).get("ended_stalled") or {}
+    except (OSError, StorageError, ValueError):  # unreadable or torn: start anew
         return {}
 
 

@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 
 from sweeper import storage as store
 from sweeper.driver.preflight import InputError
 from trainables.config import SWEEP_KEYS
 
-STATE = re.compile(r"experiment_state-(.+)\.json")
 TORN = ".torn"
 
 
@@ -78,15 +76,16 @@ def _problem(raw: bytes, meta: dict) -> tuple[str | None, bool]:
     return None, False
 
 
-def _states(exp) -> list:
-    """exp's experiment_state-*.json files, newest (greatest name, as Tune picks) first."""
-    return sorted((f for f in store.listdir(exp) if STATE.fullmatch(f.name)), key=lambda f: f.name, reverse=True)
+def _states(files: list) -> list:
+    """The experiment_state-*.json files among `files`, newest (greatest name, as Tune picks) first."""
+    return sorted((f for f in files if store.EXPERIMENT_STATE.fullmatch(f.name)), key=lambda f: f.name, reverse=True)
 
 
 def check_state(exp, meta: dict) -> list[str]:
     """Make the newest experiment state Tune will read a complete one of this sweep's trials; returns
     notes for stderr (a torn state set aside). InputError (one line) when no state can be restored."""
-    states = _states(exp)
+    files = store.listdir(exp)  # listed once: the moves below rename only files of torn states
+    states = _states(files)
     if not states:  # Tune would start the experiment over with an empty config
         raise InputError(f"{exp} holds no saved Tune state (experiment_state-*.json): its driver ended before "
                          f"Tune's first save, so there is nothing to continue; start a new run without --resume")
@@ -104,8 +103,8 @@ def check_state(exp, meta: dict) -> list[str]:
         raise InputError(f"{f} is torn ({why}) and {exp} keeps no earlier complete Tune state to fall back to; "
                          f"nothing can be resumed: start a new run without --resume")
     for f, why in torn:
-        start = STATE.fullmatch(f.name).group(1)  # the driver run's start time, in each of its state files
-        for g in store.listdir(exp):
+        start = store.EXPERIMENT_STATE.fullmatch(f.name).group(1)  # the driver run's start, in each of its files
+        for g in files:
             if g.name.endswith((f"-{start}.json", f"-{start}.pkl")):
                 store.move(g, exp / (g.name + TORN))
         notes.append(f"note: {f} is torn ({why}); resuming from the previous complete state "

@@ -32,7 +32,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from sweeper.analysis.stats import no_spread
+from sweeper.analysis.stats import t_interval
 
 FIRST_SEEDS = 3     # seeds every configuration runs before its first look
 GROWTH = 1.5        # each planned look has about this many times the seeds of the last
@@ -140,21 +140,6 @@ class Verdict:
     hi: float
 
 
-def interval(d, level: float) -> tuple[float, float, float]:
-    """(mean, lo, hi) of the two-sided Student t-interval of the mean of d at `level`; lo, hi NaN below 2
-    values or when they are all equal (stats.no_spread: zero width would say nothing about the spread)."""
-    from scipy import stats  # here, not at the top: scipy is slow to import, and only a look needs it
-
-    d = np.asarray(d, dtype=float)  # (m,) paired differences
-    if len(d) == 0:
-        return math.nan, math.nan, math.nan
-    mean = float(d.mean())
-    if len(d) < 2 or no_spread(d):
-        return mean, math.nan, math.nan
-    half = float(stats.t.ppf(0.5 + level / 2.0, len(d) - 1)) * float(d.std(ddof=1)) / math.sqrt(len(d))
-    return mean, mean - half, mean + half
-
-
 def decide(lo: float, hi: float, margin: float | None) -> str:
     """"differs" if [lo, hi] excludes 0, "matches" if it lies inside (-margin, margin), else "open" (NaN: open)."""
     if lo > 0.0 or hi < 0.0:
@@ -174,7 +159,7 @@ def verdict(cell: dict, base: dict, plan: Plan) -> Verdict:
         if not all(s in cell and s in base for s in seeds):
             break
         d = [cell[s] - base[s] for s in seeds if math.isfinite(cell[s]) and math.isfinite(base[s])]
-        mean, lo, hi = interval(d, levels[k])
+        mean, lo, hi = t_interval(d, levels[k])
         status = decide(lo, hi, plan.match_margin)
         if status != "open":
             return Verdict(status, n, len(d), mean, lo, hi)
