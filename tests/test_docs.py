@@ -109,6 +109,17 @@ def test_a_sweep_that_stops_matches_uses_its_claims_margin():
     assert declared >= 1
 
 
+def test_every_committed_run_comes_from_a_commit_of_clean_code():
+    """A committed run reproduces from its commit only if nothing uncommitted ran: no "+dirty" commit (and
+    the command and machine that made it, for its reproduction)."""
+    for p in committed_runs.run_dirs():
+        run = committed_runs.read_run(p)
+        commit = run["meta"].get("commit") or ""
+        assert re.fullmatch(r"[0-9a-f]{40}", commit), f"{p.name}: commit {commit!r}; rerun it from a clean checkout"
+        assert run["machine"].get("command", "").startswith("python -m sweeper.run "), p.name
+        assert run["machine"].get("cpu"), p.name
+
+
 def test_every_claim_is_graded_on_two_disjoint_halves_of_its_seeds_or_says_why_not():
     runs = [committed_runs.read_run(p) for p in committed_runs.run_dirs()]
     for c, graded in docs.grade_claims(docs.load_claims(), runs):
