@@ -66,7 +66,7 @@ def identity(cfg: dict) -> tuple:
 
 
 def index(runs: list[dict]) -> dict[tuple, dict[int, tuple[list[str], dict]]]:
-    """{identity: {seed: ([the runs that hold it], trials.csv row)}} over the finished trials of every
+    """{identity: {seed: ([the runs whose copy of it counts], trials.csv row)}} over the finished trials of every
     committed run. A trial two runs on one kind of CPU hold is kept once (a metric one copy lacks is taken
     from the other); two such runs disagreeing on one of its final metrics is an error. Runs on different
     CPUs (machine.json's `cpu`) round differently, so their copies of a trial are two trajectories of one
@@ -83,9 +83,9 @@ def index(runs: list[dict]) -> dict[tuple, dict[int, tuple[list[str], dict]]]:
                 seen[seed] = ([run["name"]], dict(row))
                 continue
             holders, kept = seen[seed]
-            holders.append(run["name"])
-            if cpu_of[run["name"]] != cpu_of[holders[0]]:
+            if cpu_of[run["name"]] != cpu_of[holders[0]]:  # another trajectory, not used: not cited either
                 continue
+            holders.append(run["name"])
             for col in (k for k in row if k.startswith("final_")):
                 a, b = as_number(row.get(col)), as_number(kept.get(col))
                 if math.isnan(b):
