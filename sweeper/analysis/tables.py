@@ -212,6 +212,12 @@ def other_papers_notes(table: pd.DataFrame) -> list[str]:
     return out
 
 
+def _count_span(trials: pd.DataFrame, col: str) -> str:
+    """The counts in column `col` of the trials: "k", "lo-hi" where they differ, or "no finished trial"."""
+    v = sorted({int(x) for x in pd.to_numeric(trials.get(col, pd.Series(dtype=float)), errors="coerce").dropna()})
+    return "no finished trial" if not v else f"{v[0]}" if len(v) == 1 else f"{v[0]}-{v[-1]}"
+
+
 def fixmatch_note(trials: pd.DataFrame, rows=("method", "vd", "mur"), cols=()) -> list[str]:
     """FixMatch rows: FixMatch's own statistic (each trial's median test error over its last MEDIAN_LAST
     evaluations, as its scripts/extract_accuracy.py reports) beside the final error, the number of
@@ -231,18 +237,13 @@ def fixmatch_note(trials: pd.DataFrame, rows=("method", "vd", "mur"), cols=()) -
         where = f" ({col_label({k: py_value(final.at[i, k]) for k in col_keys})})" if many_cols else ""
         cells.append(f"{labels[i]}{where} {show(med.loc[i])} (final {show(final.loc[i])})")
     done = fm[fm["status"] == "finished"]
-    n_of = sorted({int(v) for v in pd.to_numeric(done.get("medlast_of", pd.Series(dtype=float)),
-                                                  errors="coerce").dropna()})
-    span = lambda v: "no finished trial" if not v else f"{v[0]}" if len(v) == 1 else f"{v[0]}-{v[-1]}"
-    n_in = sorted({int(v) for v in pd.to_numeric(done.get("medlast_n", pd.Series(dtype=float)),
-                                                  errors="coerce").dropna()})
-    evals = span(n_of)
+    n_in, n_of = (_count_span(done, col) for col in ("medlast_n", "medlast_of"))
     every = sorted({int(v) for v in done["eval_every"]}) if "eval_every" in done.columns else []
     period = f", one every {every[0]} steps" if len(every) == 1 else ""
     ls = pd.to_numeric(fm["label_seed"], errors="coerce") if "label_seed" in fm.columns else pd.Series([-1.0])
     ours = ("over seeds on one labeled split" if (ls >= 0).all() else "over seeds, each on its own labeled split")
     return [f"FixMatch's statistic (its scripts/extract_accuracy.py): each trial's median test error over its last "
-            f"{MEDIAN_LAST} evaluations, here {span(n_in)} (of {evals} evaluations{period}), mean ± std over seeds, "
+            f"{MEDIAN_LAST} evaluations, here {n_in} (of {n_of} evaluations{period}), mean ± std over seeds, "
             f"the final error "
             f"beside it: " + "; ".join(cells) + f". `--which median_last` tabulates it. FixMatch's published ± is "
             f"over five labeled splits; this table's is {ours}, so a Δ against the paper's FixMatch number sets "
