@@ -386,7 +386,6 @@ def finish(grid, sweep: Sweep, exp_dir, stop: GracefulStop) -> int:
     except KeyboardInterrupt:  # Ctrl+C or SIGTERM while the report is built: the state is saved
         print(f"interrupted while writing the report: the sweep's state is saved; `{resume_command(sweep.name, exp_dir)}` "
               f"finishes it and writes the report", file=sys.stderr)
-        stop.stopped.set()
         return exit_status(stopped=True)
     except (AggregateError, StorageError) as e:  # e.g. no trial reported anything, or the upload failed
         print(f"no report: {e}", file=sys.stderr)

@@ -106,7 +106,9 @@ def cpu_kernels() -> str | None:
                            capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return p.stdout.strip() or None if p.returncode == 0 else None
+    if p.returncode != 0:  # no torch here, or it failed to import
+        return None
+    return p.stdout.strip() or None
 
 
 def run_load(exp: Path) -> dict | None:
