@@ -27,6 +27,7 @@ import argparse
 import errno
 import json
 import os
+import pickle
 import shlex
 import shutil
 import sys
@@ -270,11 +271,11 @@ def run_sweep(args, sweep: Sweep, trials: list[dict], exp_dir, address: str | No
             return EXIT_BAD_INPUT
         try:
             grid = tuner.fit()
-        except (OSError, EOFError) as e:  # Tune lists the bucket once more after its loop: an outage still on ends here
-            if isinstance(exp_dir, Path) and disk_full(e, exp_dir):  # EOFError: Tune's 0-byte error.pkl
+        except (OSError, *UNREADABLE_PICKLE) as e:  # Tune lists the bucket once more after its loop: an outage
+            if isinstance(exp_dir, Path) and disk_full(e, exp_dir):  # still on ends here; Tune's cut error.pkl
                 storage_full(sweep, exp_dir)
                 return exit_status(storage=True)
-            if isinstance(exp_dir, Path) or isinstance(e, EOFError):
+            if isinstance(exp_dir, Path) or isinstance(e, UNREADABLE_PICKLE):
                 raise
             storage_lost(sweep, exp_dir, one_line(e))
             return exit_status(storage=True)
@@ -427,16 +428,20 @@ def error_line(error: BaseException) -> str:
     return one_line(cause if isinstance(cause, BaseException) else error)
 
 
+# What reading a pickle cut short raises: EOFError when it is empty, UnpicklingError when it stops midway
+UNREADABLE_PICKLE = (EOFError, pickle.UnpicklingError)
+
+
 def disk_full(e: BaseException, exp_dir: Path) -> bool:
     """Whether `e` comes from the experiment's disk running full: an OSError "No space left on device"
-    in its chain (a RayTaskError's cause included), or an EOFError (Tune reading the 0-byte error.pkl it
-    could not write) while that disk has less than LOW_SPACE bytes free."""
+    in its chain (a RayTaskError's cause included), or an UNREADABLE_PICKLE (Tune reading the error.pkl
+    it could not write in full) while that disk has less than LOW_SPACE bytes free."""
     seen = set()
     while e is not None and id(e) not in seen:
         seen.add(id(e))
         if isinstance(e, OSError) and (e.errno == errno.ENOSPC or "No space left on device" in str(e)):
             return True
-        if isinstance(e, EOFError):
+        if isinstance(e, UNREADABLE_PICKLE):
             return free_bytes(exp_dir) < LOW_SPACE
         e = getattr(e, "cause", None) or e.__cause__ or e.__context__
     return False

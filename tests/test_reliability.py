@@ -696,7 +696,7 @@ def test_a_trial_stopped_with_sigstop_is_named_stalled_and_ended_as_failed(tmp_p
 def test_a_full_disk_is_exit_4_with_one_line_and_the_resume_command(tmp_path):
     """Results on a 1.5 MB tmpfs: the trials' checkpoints fill it, Tune cannot store its errors (a 0-byte
     error.pkl, which its result grid then fails to read). The driver ends with exit 4 and one line naming
-    the folder, its free space and the --resume command, not an uncaught EOFError."""
+    the folder, its free space and the --resume command, not an uncaught EOFError or UnpicklingError."""
     disk = Path(tempfile.mkdtemp(prefix="rrfull", dir="/tmp"))
     mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1500k", "tmpfs", str(disk)], capture_output=True,
                            text=True)
@@ -719,7 +719,7 @@ def test_a_full_disk_is_exit_4_with_one_line_and_the_resume_command(tmp_path):
     last = log.strip().splitlines()[-1]
     assert last.startswith(f"error: no space left on the disk of {exp} (") and " MiB free)" in last, last
     assert last.endswith(f"`{sweeper_run.resume_command('ablation_radius', exp)}`"), last
-    assert "EOFError" not in log
+    assert "EOFError" not in log and "UnpicklingError" not in log
 
 
 def test_a_requested_stop_waits_until_no_trial_is_saving(monkeypatch):

@@ -506,3 +506,11 @@ def test_a_full_disk_is_told_from_other_errors(tmp_path, monkeypatch):
     assert not sweeper_run.disk_full(EOFError("Ran out of input"), tmp_path)  # with space left: another cause
     monkeypatch.setattr(sweeper_run, "free_bytes", lambda folder: 4096)
     assert sweeper_run.disk_full(EOFError("Ran out of input"), tmp_path)  # Tune's 0-byte error.pkl on a full disk
+    import pickle
+    try:  # the error.pkl cut midway, as the disk fills while Tune writes it
+        pickle.loads(pickle.dumps(ValueError("x" * 100))[:40])
+    except Exception as e:  # noqa: BLE001 (what the cut pickle raises is the thing under test)
+        cut = e
+    assert sweeper_run.disk_full(cut, tmp_path)
+    monkeypatch.setattr(sweeper_run, "free_bytes", lambda folder: 2**30)
+    assert not sweeper_run.disk_full(cut, tmp_path)  # with space left: another cause
