@@ -1,7 +1,7 @@
 """What a sweep's preset costs: its committed runs' wall time (docs/runs/), else the sweep's estimate.
 
-A committed run (`python -m sweeper.docs add`) holds the trial count (sweep.json's n_trials) and the
-wall time and machine it ran on (machine.json); that is the cost `sweeper.list` and `sweeper.run
+A committed run (`python -m sweeper.docs add`) holds its trials (trials.csv, one row each: a `--seeds
+auto` run's sweep.json n_trials counts only its first look's) and the wall time and machine it ran on (machine.json); that is the cost `sweeper.list` and `sweeper.run
 --dry-run` show. A preset with no committed run (every paper preset) shows "no committed run" and
 the sweep's planning estimate, `Sweep.minutes_per_trial`, labelled as one.
 
@@ -9,6 +9,7 @@ the sweep's planning estimate, `Sweep.minutes_per_trial`, labelled as one.
 """
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -25,9 +26,18 @@ def committed(sweep: str, preset: str, root: Path = ROOT) -> list[dict]:
         machine = json.loads((folder / "machine.json").read_text())
         if (meta.get("name"), meta.get("preset") or "paper") != (sweep, preset) or not machine.get("wall_min"):
             continue
-        out.append({"name": folder.name, "trials": meta.get("n_trials"), "wall_min": machine["wall_min"],
+        out.append({"name": folder.name, "trials": trial_count(folder, meta.get("n_trials")), "wall_min": machine["wall_min"],
                     "machine": machine_text({k: machine.get(k) for k in ("cpu", "cores")})})
     return out
+
+
+def trial_count(folder: Path, planned: int | None) -> int | None:
+    """The trials a committed run holds: the rows of its trials.csv, else sweep.json's `planned` count."""
+    table = folder / "trials.csv"
+    if not table.exists():
+        return planned
+    with table.open(newline="") as f:
+        return sum(1 for _ in csv.DictReader(f))
 
 
 def machine_text(m: dict) -> str:

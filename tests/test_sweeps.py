@@ -416,6 +416,10 @@ def test_a_cost_is_its_committed_runs_wall_time_else_no_committed_run(tmp_path):
     assert lines == ["committed run of the preset: 4.2 min for 7 trials on Test CPU, 3 cores "
                      "(docs/runs/ablation_kl-quick-s0-4)"]
     assert len(costs.cost_lines("ablation_kl", "quick", 35, 0.8, changed=True, root=tmp_path)) == 2
+    # a --seeds auto run: sweep.json plans the first look's 7 trials, trials.csv holds the 9 it ran
+    (folder / "trials.csv").write_text('trial_dir,note\n' + "".join(f't{i},"a\nb"\n' for i in range(9)))
+    assert costs.cost_lines("ablation_kl", "quick", 35, 0.8, root=tmp_path)[0].startswith(
+        "committed run of the preset: 4.2 min for 9 trials on")
     (lines,) = [costs.cost_lines("ablation_kl", "paper", 18, 140, root=tmp_path)]
     assert lines == ["no committed run; estimate 18 trials x 140 min = 42.0 trial-hours on one GPU per trial "
                      "(Sweep.minutes_per_trial, a planning value)"]  # 18 * 140 / 60 = 42
