@@ -27,7 +27,7 @@ import re
 import sys
 from pathlib import Path
 
-from sweeper.costs import machine_text
+from sweeper.costs import RUNS, machine_text, trial_count
 from sweeper.docgen import claims as claimlib
 from sweeper.docgen.benchmark_docs import GENERATED_NOTE, INSTALL, performance_md
 from sweeper.docgen.committed_runs import (ROOT, DocsError, add, check_disjoint, public_args, read_run, run_dirs,
@@ -89,6 +89,22 @@ def claims_table(graded: list[tuple[dict, dict | None]], link: str) -> str:
                       f"Each claim with its paired differences on both halves of its seeds: [{link}]({link})."])
 
 
+def cost_md(runs: list[dict], root: Path) -> list[str]:
+    """One row per committed run, by sweep: its trials, wall time and trial time (the trials' own wall
+    times summed: CPU time, one CPU per trial), from its machine.json; a blank where it was not recorded."""
+    rows = ["Trial-min: the trials' own wall times summed, the CPU time a run spent (each trial holds one CPU "
+            "thread); a blank where the run's machine.json does not record it.", "",
+            "| sweep | seeds | how | trials | wall min | trial-min | machine |", "|---|---|---|--:|--:|--:|---|"]
+    for run in sorted(runs, key=lambda r: (r["sweep"], r["seeds"][0])):
+        m, argv = run["machine"], run["meta"].get("argv") or []
+        how = "--seeds auto" if "auto" in argv else "fixed"
+        trials = m.get("trials") or trial_count(root / RUNS / run["name"], run["meta"].get("n_trials"))
+        rows.append(f"| `{run['sweep']}` | {run['seeds'][0]}-{run['seeds'][-1]} | {how} | {trials} | "
+                    f"{m['wall_min']:.1f} | {'' if m.get('trial_min') is None else format(m['trial_min'], '.1f')} | "
+                    f"{m.get('cpu', 'unknown CPU')} |")
+    return rows
+
+
 def shared_md(graded: list[tuple[dict, dict | None]]) -> list[str]:
     """The comparisons more than one claim cites, with the sweeps whose trials they pool."""
     seen: dict[tuple, tuple[list[str], list[str]]] = {}
@@ -129,7 +145,7 @@ def run_command(run: dict) -> str:
     return "python -m sweeper.run " + " ".join(args) if args else command(run["sweep"], run["preset"])
 
 
-def results_md(runs: list[dict], graded: list[tuple[dict, dict | None]]) -> str:
+def results_md(runs: list[dict], graded: list[tuple[dict, dict | None]], root: Path = ROOT) -> str:
     out = [GENERATED_NOTE, "# Results", "",
            "Every number here comes from a run summary committed under `docs/runs/` (a finished results",
            "folder's `sweep.json`, `summary.csv`, `table.md`, its per-seed `trials.csv` and the machine it ran",
@@ -164,6 +180,8 @@ def results_md(runs: list[dict], graded: list[tuple[dict, dict | None]]) -> str:
             "Seeds per half (power 0.8 at the pooled effect and spread), by the sweep that grades them; a",
             "comparison's seeds are split in two halves, so it needs twice as many in all, counting those it has:", "",
             *needs_md(graded)]
+    if runs:
+        out += ["", "### What the committed runs cost", "", *cost_md(runs, root)]
     if not runs:
         out += ["", "No run is committed yet: `python -m sweeper.docs add results/<sweep>-<stamp>` adds one."]
     for run in runs:
@@ -172,7 +190,8 @@ def results_md(runs: list[dict], graded: list[tuple[dict, dict | None]]) -> str:
                 f"- command: `{run_command(run)}`",
                 f"- machine: {machine_text(m)}",
                 *([f"- code: commit {run['meta']['commit']}"] if run["meta"].get("commit") else []),
-                f"- date: {m.get('date', 'unknown')}" + (f"; wall time {m['wall_min']:.1f} min" if m.get("wall_min") else ""),
+                f"- date: {m.get('date', 'unknown')}" + (f"; wall time {m['wall_min']:.1f} min" if m.get("wall_min") else "")
+                + (f"; {m['trials']} trials, {m['trial_min']:.1f} trial-min" if m.get("trial_min") is not None else ""),
                 f"- files: [`docs/runs/{run['name']}/`](runs/{run['name']}/)", ""]
         out.append(run["table"])
         for png in run["pngs"]:
@@ -258,7 +277,7 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
     runs = [read_run(p) for p in run_dirs(root)]
     check_disjoint(runs)
     graded = grade_claims(load_claims(root), runs)  # once, for RESULTS.md and the README
-    return {Path("docs/RESULTS.md"): results_md(runs, graded),
+    return {Path("docs/RESULTS.md"): results_md(runs, graded, root),
             Path("docs/PERFORMANCE.md"): performance_md(root),
             Path("README.md"): readme_md((root / "README.md").read_text(), runs, graded, root)}
 

@@ -251,7 +251,8 @@ def test_add_copies_a_finished_results_folder_with_its_machine(tmp_path):
     (exp / "table.md").write_text("| t |\n")
     (exp / "paired_diffs.png").write_bytes(b"\x89PNG")
     pd.DataFrame({"mur": ["none", "direct"], "lr": [0.1, 0.1], "seed": [3, 3], "status": ["finished"] * 2,
-                  "trial_dir": ["/x/a", "/x/b"], "final_test_error": [5.0, 4.25]}).to_parquet(exp / "trials.parquet")
+                  "trial_dir": ["/x/a", "/x/b"], "final_test_error": [5.0, 4.25],
+                  "wall_time_s": [90.0, float("nan")]}).to_parquet(exp / "trials.parquet")  # a trial with no time
     (exp / "optuna.db").write_bytes(b"big")  # not a committed file
     (exp / "live.json").write_text(json.dumps({"state": "ended", "updated": 0.0, "load_avg": [1.0, 4.0]}))
     dest = committed_runs.add(exp, root=tmp_path)
@@ -265,6 +266,7 @@ def test_add_copies_a_finished_results_folder_with_its_machine(tmp_path):
     assert m["command"] == "python -m sweeper.run ablation_radius --preset quick"
     assert m["cores"] >= 1 and m["cpu"] and m["torch"] and m["wall_min"] >= 0
     assert m["load_avg"] == {"mean": 2.5, "max": 4.0, "samples": 2}  # what the driver's heartbeats saw
+    assert (m["trials"], m["trial_min"]) == (2, 1.5)  # the trials' own times summed: 90 s
     # another sweep's run: trials.csv and summary.csv hold its numbers; the page inputs stay behind
     meta = json.loads((exp / "sweep.json").read_text())
     (exp / "sweep.json").write_text(json.dumps({**meta, "name": "table_svhn"}))
@@ -627,3 +629,23 @@ def test_a_result_file_that_names_its_benchmark_lands_in_that_benchmarks_section
     section = text.split("## Seeds in packs on a GPU", 1)[1]
     assert "| after | none | 8 | 5.00 | 40.00 | 4.00× |" in section
     assert "## Trainer throughput" not in text
+
+
+def test_the_cost_table_holds_each_committed_runs_trials_and_trial_time():
+    """RESULTS.md's cost rows against each run's own files: trials = trials.csv's rows, wall and trial
+    minutes = machine.json's, how = --seeds auto exactly where the recorded command says so."""
+    import csv
+
+    runs = [committed_runs.read_run(p) for p in committed_runs.run_dirs()]
+    rows = docs.cost_md(runs, committed_runs.ROOT)[4:]
+    assert len(rows) == len(runs)
+    by_key = {tuple(c.strip() for c in r.strip("|").split("|")[:2]): r for r in rows}
+    for run in runs:
+        folder = committed_runs.ROOT / "docs" / "runs" / run["name"]
+        with open(folder / "trials.csv", newline="") as f:
+            n = sum(1 for _ in csv.DictReader(f))
+        m = json.loads((folder / "machine.json").read_text())
+        cells = [c.strip() for c in by_key[(f"`{run['sweep']}`", f"{run['seeds'][0]}-{run['seeds'][-1]}")].strip("|").split("|")]
+        assert cells[2] == ("--seeds auto" if "--seeds auto" in m["command"] else "fixed"), run["name"]
+        assert int(cells[3]) == n and float(cells[4]) == m["wall_min"], run["name"]
+        assert cells[5] == ("" if "trial_min" not in m else f"{m['trial_min']:.1f}"), run["name"]

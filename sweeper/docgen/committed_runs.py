@@ -135,8 +135,21 @@ def machine_info(exp: Path, meta: dict) -> dict:
            "python": platform.python_version(),
            "date": datetime.fromtimestamp(end).strftime("%Y-%m-%d"), "wall_min": round((end - start) / 60, 1),
            "command": "python -m sweeper.run " + " ".join(public_args(meta.get("argv", [])))}
+    out.update(trial_time(exp))
     load = run_load(exp)
     return {**out, "load_avg": load} if load else out
+
+
+def trial_time(exp: Path) -> dict:
+    """{"trials": how many, "trial_min": their own wall times summed, in minutes} from the results
+    folder's trials.parquet: the CPU time a run spent (each trial holds one CPU), which its wall time
+    hides when trials run side by side. {} for a folder without trials.parquet."""
+    if not (exp / "trials.parquet").is_file():
+        return {}
+    import pandas as pd  # only `add` reads parquet
+
+    wall = pd.read_parquet(exp / "trials.parquet", columns=["wall_time_s"])["wall_time_s"]
+    return {"trials": int(len(wall)), "trial_min": round(float(wall.fillna(0).sum()) / 60, 1)}
 
 
 def write_trials_csv(exp: Path, dest: Path) -> None:
