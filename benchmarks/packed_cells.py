@@ -66,11 +66,21 @@ def worker(cell: int, seeds: int, steps: int | None) -> None:
     trials = cells(seeds, steps)[cell]
     cfgs = [TrainConfig.from_dict(t) for t in trials]
     t1 = time.perf_counter()
+    import trainables.trainer
+
+    tree = Path.cwd().resolve()  # run_side starts the worker in its checkout
+    if not Path(trainables.trainer.__file__).resolve().is_relative_to(tree):
+        raise SystemExit(f"error: trainables.trainer came from {trainables.trainer.__file__}, not from {tree}: "
+                         f"an installed copy shadows the checkout; run from a venv without the project installed")
     try:
-        from trainables.packed import pack_refusal, train_packed
-    except ImportError:  # the checkout before packs
+        from trainables import packed
+    except ImportError:
+        packed = None
+    # an editable install of the project serves trainables.packed from its own tree to a checkout without it
+    if packed is None or not Path(packed.__file__).resolve().is_relative_to(tree):  # the checkout before packs
         why = "this checkout has no trainables/packed.py"
     else:
+        pack_refusal, train_packed = packed.pack_refusal, packed.train_packed
         why = pack_refusal(cfgs) if cfgs[0].method != "labelspreading" else "LabelSpreading trains nothing to pack"
     if why is None:
         outs = train_packed(cfgs, log=None)
