@@ -66,11 +66,10 @@ def worker(cell: int, seeds: int, steps: int | None) -> None:
     trials = cells(seeds, steps)[cell]
     cfgs = [TrainConfig.from_dict(t) for t in trials]
     t1 = time.perf_counter()
-    import trainables.trainer
-
     tree = Path.cwd().resolve()  # run_side starts the worker in its checkout
-    if not Path(trainables.trainer.__file__).resolve().is_relative_to(tree):
-        raise SystemExit(f"error: trainables.trainer came from {trainables.trainer.__file__}, not from {tree}: "
+    trainer_file = sys.modules[train.__module__].__file__
+    if not Path(trainer_file).resolve().is_relative_to(tree):
+        raise SystemExit(f"error: trainables.trainer came from {trainer_file}, not from {tree}: "
                          f"an installed copy shadows the checkout; run from a venv without the project installed")
     try:
         from trainables import packed

@@ -1,8 +1,8 @@
 """What a sweep's preset costs: its committed runs' wall time (docs/runs/), else the sweep's estimate.
 
 A committed run (`python -m sweeper.docs add`) holds its trials (trials.csv, one row each: a `--seeds
-auto` run's sweep.json n_trials counts only its first look's) and the wall time and machine it ran on (machine.json); that is the cost `sweeper.list` and `sweeper.run
---dry-run` show. A preset with no committed run (every paper preset) shows "no committed run" and
+auto` run's sweep.json n_trials counts only its first look's) and the wall time and machine it ran on
+(machine.json); that is the cost `sweeper.list` and `sweeper.run --dry-run` show. A preset with no committed run (every paper preset) shows "no committed run" and
 the sweep's planning estimate, `Sweep.minutes_per_trial`, labelled as one.
 
     python -m sweeper.list
@@ -26,7 +26,8 @@ def committed(sweep: str, preset: str, root: Path = ROOT) -> list[dict]:
         machine = json.loads((folder / "machine.json").read_text())
         if (meta.get("name"), meta.get("preset") or "paper") != (sweep, preset) or not machine.get("wall_min"):
             continue
-        out.append({"name": folder.name, "trials": trial_count(folder, meta.get("n_trials")), "wall_min": machine["wall_min"],
+        out.append({"name": folder.name, "trials": trial_count(folder, meta.get("n_trials")),
+                    "wall_min": machine["wall_min"],
                     "machine": machine_text({k: machine.get(k) for k in ("cpu", "cores")})})
     return out
 

@@ -98,7 +98,7 @@ def cost_md(runs: list[dict], root: Path) -> list[str]:
     for run in sorted(runs, key=lambda r: (r["sweep"], r["seeds"][0])):
         m, argv = run["machine"], run["meta"].get("argv") or []
         how = "--seeds auto" if "auto" in argv else "fixed"
-        trials = m.get("trials") or trial_count(root / RUNS / run["name"], run["meta"].get("n_trials"))
+        trials = trial_count(root / RUNS / run["name"], run["meta"].get("n_trials"))  # one count: trials.csv's
         rows.append(f"| `{run['sweep']}` | {run['seeds'][0]}-{run['seeds'][-1]} | {how} | {trials} | "
                     f"{m['wall_min']:.1f} | {'' if m.get('trial_min') is None else format(m['trial_min'], '.1f')} | "
                     f"{m.get('cpu', 'unknown CPU')} |")
@@ -182,7 +182,7 @@ def results_md(runs: list[dict], graded: list[tuple[dict, dict | None]], root: P
             *needs_md(graded)]
     if runs:
         out += ["", "### What the committed runs cost", "", *cost_md(runs, root)]
-    if not runs:
+    else:
         out += ["", "No run is committed yet: `python -m sweeper.docs add results/<sweep>-<stamp>` adds one."]
     for run in runs:
         m = run["machine"]
