@@ -12,8 +12,9 @@
 #   4. vd:      MT+VD none/graphs                                                           <= 90 s
 #   5. bf16:    MT+VD+MUR in bf16 + channels_last, none/graphs                              <= 150 s
 #   6. pga, fixmatch: MT+MUR PGA 5 steps none/step, FixMatch none/graphs                    <= 120 s each
-#   7. packs:   MT+VD+MUR seeds/s in packs of PACKS (1,2,4,8) seeds against one seed, none/step
-#               (benchmarks/packed_gpu.py; alone: PARTS=packs TOTAL=440)                    <= 420 s
+#   7. packtests: a pack of 4 seeds equals 4 single trials on CUDA (tests/test_packed.py)   <= 60 s
+#   8. packs:   MT+VD+MUR seeds/s in packs of PACKS (1,2,4,8) seeds against one seed, none/step
+#               (benchmarks/packed_gpu.py; alone: PARTS=packtests,packs TOTAL=500)          <= 420 s
 # Each part has its own timeout and the benchmark rewrites its JSON after every row, so a part cut
 # short keeps what it measured; no part starts once TOTAL seconds are spent. PARTS picks the parts,
 # e.g. the rest of a run cut short, at once while inductor's cache is warm:
@@ -27,7 +28,7 @@ OUT=${OUT:-benchmarks/results/gpu}
 DEVICE=${DEVICE:-cuda}
 STEPS=${STEPS:-100}
 TOTAL=${TOTAL:-560}   # seconds for the whole script: a part gets min(its limit, what is left), none under 20 s
-PARTS=${PARTS:-mt,mur,tests,vd,bf16,pga,fixmatch,packs}   # which parts run
+PARTS=${PARTS:-mt,mur,tests,vd,bf16,pga,fixmatch,packtests,packs}   # which parts run
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 export PYTHONUNBUFFERED=1
@@ -67,6 +68,9 @@ want vd && bench 90 mt_vd --variants "MT+VD" --compile none,graphs
 want bf16 && bench 150 mt_vd_mur_bf16 --variants "MT+VD+MUR" --bf16 --channels-last --compile none,graphs
 want pga && bench 120 pga --variants "MT+MUR PGA 5 steps" --compile none,step   # graphs: ConfigError (fails on CUDA)
 want fixmatch && bench 120 fixmatch --family fixmatch --variants FM,FM+VD --compile none,graphs
+if [[ "$DEVICE" == cuda ]] && want packtests; then
+    cuda_tests 60 "pack equals singles" tests/test_packed.py -k cuda
+fi
 if want packs; then  # seeds per second of MT+VD+MUR in packs (benchmarks/packed_gpu.py); eager rows first
     if limit=$(limit_for 420); then
         echo "== packs (<= ${limit} s, at ${SECONDS} s)" | tee -a "$LOG"

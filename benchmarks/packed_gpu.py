@@ -152,8 +152,9 @@ def main(argv=None):
     if not (before / "trainables" / "trainer.py").is_file():
         ap.error(f"--before {before} holds no trainables/trainer.py; pass a checkout of this project "
                  f"(git worktree add --detach /tmp/before 2473a99)")
-    commit = lambda d: subprocess.run(["git", "-C", str(d), "rev-parse", "HEAD"], capture_output=True,
-                                      text=True).stdout.strip()
+    def commit(d):  # a copy without .git (a machine the tree was sent to) names its commit in BENCH_COMMIT
+        out = subprocess.run(["git", "-C", str(d), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+        return out.strip() or os.environ.get("BENCH_COMMIT", "unknown")
     import torch
 
     gpu = torch.cuda.get_device_name() if a.device == "cuda" and torch.cuda.is_available() else None

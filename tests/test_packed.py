@@ -33,16 +33,27 @@ def _close(a: dict, b: dict, tol=2e-4):
 
 # the random parts inside the network off; augmentation stays on (it is drawn from each seed's own generator)
 QUIET = dict(input_noise=0.0, dropout=0.0)
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
 @pytest.mark.parametrize("kw", [dict(method="mt"), dict(method="mt", mur="direct"),
                                 dict(method="mt", vd=True, mur="direct", entmin_coef=0.1, kl_coef=0.05)],
                          ids=["mt", "mt-mur", "mt-vd-mur"])
-def test_a_pack_of_four_equals_four_single_trials_without_network_noise(digits, kw):
-    extra = {**QUIET, **kw}
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
+def test_a_pack_of_four_equals_four_single_trials_without_network_noise(digits, kw, device):
+    # on CUDA, full fp32 on both sides: TF32 rounds a grouped and a single convolution differently
+    tf32 = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        _pack_against_singles(digits, {**QUIET, **kw, "device": device}, vd=kw.get("vd"))
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
+
+
+def _pack_against_singles(digits, extra, vd):
     cfgs = [_cfg(s, **extra) for s in SEEDS]
     pt = PackedTrainer(cfgs, digits)
-    if kw.get("vd"):  # VD samples its local-reparameterisation noise: compare with the noise switched off
+    if vd:  # VD samples its local-reparameterisation noise: compare with the noise switched off
         for net in [pt.student] + [t.student for t in pt.trainers]:
             for m in vd_layers(net):
                 m.sample = False
@@ -51,7 +62,7 @@ def test_a_pack_of_four_equals_four_single_trials_without_network_noise(digits, 
     pt._unpack()
     for s, cfg in zip(SEEDS, cfgs):
         single = Trainer(cfg, digits)
-        if kw.get("vd"):
+        if vd:
             for m in vd_layers(single.student):
                 m.sample = False
         for _ in range(4):
