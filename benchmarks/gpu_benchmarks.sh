@@ -21,7 +21,8 @@
 #     OUT=/tmp/gpu PARTS=vd,bf16,pga,fixmatch TOTAL=250 bash benchmarks/gpu_benchmarks.sh
 # To keep the figures, copy $OUT/<part>.json to benchmarks/results/trainer_throughput_<card>_graphs_<part>.json
 # (trainables/compile_policy.py's MEASURED_CUDA cites those files) and $OUT/gpu_benchmarks.log beside them;
-# $OUT/packed_gpu.json to benchmarks/results/packed_gpu_<card>.json.
+# $OUT/packed_gpu.json to benchmarks/results/packed_gpu_<card>.json. On a machine the tree was copied to,
+# set BENCH_COMMIT=<the commit> so packed_gpu.json names the code that ran.
 # A check that it runs, on the CPU:  DEVICE=cpu STEPS=2 TOTAL=90 OUT=/tmp/gb bash benchmarks/gpu_benchmarks.sh
 set -u
 OUT=${OUT:-benchmarks/results/gpu}

@@ -152,9 +152,11 @@ def main(argv=None):
     if not (before / "trainables" / "trainer.py").is_file():
         ap.error(f"--before {before} holds no trainables/trainer.py; pass a checkout of this project "
                  f"(git worktree add --detach /tmp/before 2473a99)")
-    def commit(d):  # a copy without .git (a machine the tree was sent to) names its commit in BENCH_COMMIT
+    def commit(d):  # a copy sent to another machine may carry no .git, or a stale one: BENCH_COMMIT names it
+        if os.environ.get("BENCH_COMMIT"):
+            return os.environ["BENCH_COMMIT"]
         out = subprocess.run(["git", "-C", str(d), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-        return out.strip() or os.environ.get("BENCH_COMMIT", "unknown")
+        return out.strip() or "unknown"
     import torch
 
     gpu = torch.cuda.get_device_name() if a.device == "cuda" and torch.cuda.is_available() else None

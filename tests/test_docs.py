@@ -594,11 +594,18 @@ def test_the_packed_tables_come_from_their_files():
            "after_commit": "b" * 40, "repeats": 3, "steps": 50, "warmup": 5, "complete": False,
            "rows": [{"side": "before", "compile": "none", "pack": 1, "steps_per_s": 10.0, "seeds_per_s": 10.0,
                      "vs_single_before": 1.0},
+                    {"side": "after", "compile": "none", "pack": 1, "steps_per_s": 16.0, "seeds_per_s": 16.0,
+                     "vs_single_before": 1.6},
                     {"side": "after", "compile": "none", "pack": 8, "steps_per_s": 5.0, "seeds_per_s": 40.0,
-                     "vs_single_before": 4.0}]}
+                     "vs_single_before": 4.0},
+                    {"side": "after", "compile": "step", "pack": 8, "steps_per_s": 6.0, "seeds_per_s": 48.0,
+                     "rounds": [5.5, 6.0, 6.5]}]}
     text = "\n".join(benchmark_docs.packed_gpu_md("g.json", gpu))
-    assert "| after | none | 8 | 5.00 | 40.00 | 4.00× |" in text and "(cut short: the rows measured)" in text
-    assert "Test GPU, 50 steps after 5 warm-up, median of 3; before aaaaaaa" in text
+    assert "| packed | none | 8 | 5.00 | 5.00–5.00 | 40.00 | 4.00× |" in text and "(cut short: the rows measured)" in text
+    assert "| packed | step | 8 | 6.00 | 5.50–6.50 | 48.00 |  |" in text
+    # 40 / 16; "step" has no pack of one in this file, so no ratio for it
+    assert "none: a pack of 8 trains 2.50× the seeds per second of a pack of one." in text and "step: a pack" not in text
+    assert "Test GPU, 50 steps after 5 warm-up, median of 3; single trainer from aaaaaaa, packed trainer from bbbbbbb" in text
 
 
 def test_the_quick_trial_profile_table_comes_from_its_file():
@@ -627,7 +634,7 @@ def test_a_result_file_that_names_its_benchmark_lands_in_that_benchmarks_section
                   "vs_single_before": 4.0}]}))
     text = benchmark_docs.performance_md(tmp_path)
     section = text.split("## Seeds in packs on a GPU", 1)[1]
-    assert "| after | none | 8 | 5.00 | 40.00 | 4.00× |" in section
+    assert "| packed | none | 8 | 5.00 | 5.00–5.00 | 40.00 | 4.00× |" in section
     assert "## Trainer throughput" not in text
 
 

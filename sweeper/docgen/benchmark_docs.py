@@ -218,14 +218,30 @@ def packed_cells_md(name: str, d: dict) -> list[str]:
 
 
 def packed_gpu_md(name: str, d: dict) -> list[str]:
-    """packed_gpu.py: seeds per second of one variant in packs, against one seed with the trainer before packs."""
-    out = [f"### `{name}`", "", f"{d['variant']}, {_device(d)}; before {d['before_commit'][:7]}, after "
-           f"{d['after_commit'][:7]}" + ("" if d.get("complete", True) else " (cut short: the rows measured)") + ".", "",
-           "| side | compile | seeds | steps/s | seeds/s | vs one seed before |", "|---|---|--:|--:|--:|--:|"]
+    """packed_gpu.py: seeds per second of one variant in packs (PackedTrainer), against one seed with the
+    single-seed Trainer."""
+    b, a = d["before_commit"][:7], d["after_commit"][:7]
+    code = f"commit {a}" if a == b else f"single trainer from {b}, packed trainer from {a}"
+    out = [f"### `{name}`", "", f"{d['variant']}, {_device(d)}; {code}"
+           + ("" if d.get("complete", True) else " (cut short: the rows measured)") + ".", "",
+           "| trainer | compile | seeds | steps/s | rounds' range | seeds/s | vs the single trainer |",
+           "|---|---|--:|--:|--:|--:|--:|"]
+    side = {"before": "single", "after": "packed"}
+    if d.get("note"):
+        out[4:4] = [d["note"], ""]
     for r in d["rows"]:
-        v = r.get("vs_single_before")
-        out.append(f"| {r['side']} | {r['compile']} | {r['pack']} | {_f(r['steps_per_s'], 2)} | "
-                   f"{_f(r['seeds_per_s'], 2)} | {'' if v is None else f'{v:.2f}×'} |")
+        v, rounds = r.get("vs_single_before"), r.get("rounds") or [r["steps_per_s"]]
+        out.append(f"| {side[r['side']]} | {r['compile']} | {r['pack']} | {_f(r['steps_per_s'], 2)} | "
+                   f"{_f(min(rounds), 2)}–{_f(max(rounds), 2)} | {_f(r['seeds_per_s'], 2)} | "
+                   f"{'' if v is None else f'{v:.2f}×'} |")
+    gains = []  # per compile mode: the largest pack's seeds/s over the pack of one, both with the pack trainer
+    for mode in dict.fromkeys(r["compile"] for r in d["rows"]):
+        after = {r["pack"]: r["seeds_per_s"] for r in d["rows"] if r["side"] == "after" and r["compile"] == mode}
+        if 1 in after and len(after) > 1:
+            top = max(after)
+            gains.append(f"{mode}: a pack of {top} trains {after[top] / after[1]:.2f}× the seeds per second of a pack of one")
+    if gains:
+        out += ["", "; ".join(gains) + "."]
     return out
 
 
