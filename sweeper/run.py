@@ -47,7 +47,7 @@ from trainables.files import one_line, refusal
 from sweeper import storage as store
 from sweeper.driver.lease import DriverLease
 from sweeper.driver.preflight import (InputError, check_address, check_baseline, check_credentials, check_data_dir,
-                                      check_device, check_resources, check_search, trial_configs)
+                                      check_device, check_resources, check_search, select_cells, trial_configs)
 from sweeper.driver.ray_session import credentials_from_each_node, env_set, start_ray, use_token_if_available
 from sweeper.driver.signals import signals_interrupt
 from sweeper.driver.stopping import GracefulStop, job_stop_note
@@ -135,6 +135,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--mlflow", default=None, metavar="URI",
                    help="log every trial as an MLflow run (experiment: the sweep folder's name) to this tracking "
                         "URI, e.g. http://127.0.0.1:5000; needs pip install -e '.[mlflow]' (sweeper/driver/mlflow_log.py)")
+    p.add_argument("--cells", action="append", default=[], metavar="KEY=VALUE",
+                   help="run only the cells whose config has KEY=VALUE (repeatable: all must hold), with the cells "
+                        "they are compared with, e.g. --cells mur_step_size=0.1: more seeds for a claim between "
+                        "two cells of a large sweep (--resume takes the same --cells)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a TrainConfig key in every trial, e.g. --set mur_radius=2 (repeatable; a "
                         "shorter run also needs its schedules: --set steps=600 --set lr_rampdown=150)")
@@ -304,6 +308,12 @@ def prepare(args):
             sweep = confirm_sweep(sweep, args.confirm, args.seeds)
         except ConfirmError as e:
             raise InputError(str(e)) from None
+    if args.cells:
+        sweep = select_cells(sweep, args.cells)
+    if exp_dir is not None and (args.cells or "--cells" in (meta.get("argv") or [])) and \
+            json.loads(json.dumps(sweep.variants)) != meta.get("variants"):
+        raise InputError(f"{exp_dir} was run with other cells (sweep.json's variants; its command: "
+                         f"{' '.join(meta.get('argv') or [])}); resume it with the --cells it started with")
     if exp_dir is not None:  # a --seeds auto run resumes with the plan it started with, or not at all
         from sweeper.seeds.auto_seeds import check_resume
         from sweeper.seeds.sequential import SequentialError

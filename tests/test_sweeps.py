@@ -435,5 +435,38 @@ def test_list_and_dry_run_show_the_committed_runs_wall_time(capsys):
     assert run_main(["ablation_radius", "--preset", "quick", "--dry-run"]) == 0
     out = capsys.readouterr().out
     for name, wall in walls.items():
-        n = json.loads((root / "docs" / "runs" / name / "sweep.json").read_text())["n_trials"]
+        # the trials it ran: trials.csv's rows (a --seeds auto run's sweep.json counts only its first look)
+        n = len((root / "docs" / "runs" / name / "trials.csv").read_text().strip().splitlines()) - 1
         assert f"cost: committed run of the preset: {wall:.1f} min for {n} trials" in out and name in out
+
+
+def _cell_keys(sweep, keys):
+    return sorted(tuple(TrainConfig.from_dict({**sweep.base, **v}).to_dict()[k] for k in keys) for v in sweep.variants)
+
+
+def test_cells_keeps_the_matching_cells_and_the_cell_they_are_compared_with():
+    from sweeper.driver.preflight import select_cells
+
+    full = get_sweep("ablation_mur_steps", "quick")
+    cut = select_cells(full, ["mur_step_size=0.1"])
+    keys = ("method", "mur", "mur_steps", "mur_step_size")
+    # GA at (0.1, 2) and (0.1, 5), PGA at (0.1, 2), and their baseline, direct MUR; not LabelSpreading
+    assert _cell_keys(cut, keys) == [("mt", "direct", 1, 1.0), ("mt", "ga", 2, 0.1), ("mt", "ga", 5, 0.1),
+                                     ("mt", "pga", 2, 0.1)]
+    two = select_cells(full, ["mur_step_size=0.1", "mur_steps=2"])  # every KEY=VALUE must hold
+    assert _cell_keys(two, keys) == [("mt", "direct", 1, 1.0), ("mt", "ga", 2, 0.1), ("mt", "pga", 2, 0.1)]
+    # a grid sweep: its grid points become variants; the trials are the full sweep's own, cut
+    radius = get_sweep("ablation_radius", "quick")
+    cut = select_cells(radius, ["mur_radius=4"])
+    assert cut.grid == {}
+    kept = [t for t in radius.trials() if any(all(t.get(k) == v for k, v in c.items()) for c in cut.variants)]
+    assert sorted(map(json.dumps, cut.trials())) == sorted(map(json.dumps, [
+        {**t} for t in kept if TrainConfig.from_dict(t).mur == "none" or t["mur_radius"] == 4]))
+
+
+@pytest.mark.parametrize("specs, msg", [(["foo=1"], "not TrainConfig fields"), (["mur_step_size=7"], "no cell"),
+                                        (["mur_step_size"], "give KEY=VALUE")])
+def test_cells_refuses_what_selects_nothing_in_one_line(specs, msg, capsys):
+    assert run_main(["ablation_mur_steps", "--preset", "quick", "--dry-run", *sum((["--cells", s] for s in specs), [])]) == 2
+    err = capsys.readouterr().err.strip()
+    assert msg in err and "\n" not in err

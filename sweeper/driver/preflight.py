@@ -1,8 +1,8 @@
 """The checks `python -m sweeper.run` makes before Ray starts: each one a one-line InputError naming the fix.
 
 No URI may carry credentials (checked first, before any URI is stored or printed); every trial's
-config is built from the sweep and the command line (`trial_configs`: --seeds, --seed-start, --set)
-and validated as a TrainConfig; a search must hold out a validation split and start inside its
+config is built from the sweep and the command line (`select_cells`: --cells; `trial_configs`: --seeds,
+--seed-start, --set) and validated as a TrainConfig; a search must hold out a validation split and start inside its
 ranges; the baseline must name config keys; the per-trial resources must be ones Ray accepts; a Ray
 address must answer. sweeper/run.py's `prepare` calls them in that order, and checks the results
 root (`storage.check`) before the address.
@@ -12,6 +12,7 @@ root (`storage.check`) before the address.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import socket
@@ -37,10 +38,15 @@ def _parse_override(s: str) -> tuple[str, object]:
     if k == "seed":
         raise InputError(f"--set {s} would give every trial one seed; seeds are a grid axis: "
                          f"--seeds N (how many) and --seed-start N (the first)")
+    return k, _value(v)
+
+
+def _value(v: str) -> object:
+    """A command-line value as JSON reads it (2, 0.1, true), else the string itself (mt, direct)."""
     try:
-        return k, json.loads(v)
+        return json.loads(v)
     except json.JSONDecodeError:
-        return k, v
+        return v
 
 
 def trial_configs(sweep: Sweep, args: argparse.Namespace) -> list[dict]:
@@ -62,6 +68,40 @@ def trial_configs(sweep: Sweep, args: argparse.Namespace) -> list[dict]:
     keys = list(dict.fromkeys(k for t in trials for k in t))
     defaults = TrainConfig().to_dict()
     return [{k: t[k] if k in t else defaults[k] for k in keys} for t in trials]
+
+
+def select_cells(sweep: Sweep, specs: list[str]) -> Sweep:
+    """The sweep cut to the cells (variant x grid point) whose config has every KEY=VALUE of `specs`
+    (--cells), each with the cell it is compared with (Sweep.baseline, within its baseline_within
+    keys; baseline_for rows), so that its paired differences and --seeds auto still work. The kept
+    cells become explicit variants and the grid empties: sweep.json then records the run's own cells.
+    InputError where a key is no TrainConfig field or no cell matches. Why: a claim between two cells
+    of a large sweep (neither of them the baseline) needs more seeds of those cells alone."""
+    if any("=" not in s for s in specs):
+        raise InputError(f"--cells {' '.join(specs)}: give KEY=VALUE, e.g. --cells mur_step_size=0.1")
+    want = {k: _value(v) for k, v in (s.split("=", 1) for s in specs)}
+    known = {f.name for f in fields(TrainConfig)}
+    bad = sorted(k for k in want if k not in known)
+    if bad:
+        raise InputError(f"--cells names {bad}, not TrainConfig fields; write e.g. --cells mur_step_size=0.1")
+    keys = list(sweep.grid)
+    cells = [{**v, **dict(zip(keys, vals))} for v in sweep.variants
+             for vals in itertools.product(*(sweep.grid[k] for k in keys))]
+    full = [TrainConfig.from_dict({**sweep.base, **c}).to_dict() for c in cells]
+    hit = [all(f[k] == v for k, v in want.items()) for f in full]
+    if not any(hit):
+        raise InputError(f"--cells {' '.join(specs)}: no cell of sweep {sweep.name} has those values; "
+                         f"see its cells with --dry-run")
+    keep = list(hit)
+    for i, f in enumerate(full):
+        if not hit[i]:
+            continue
+        for j, g in enumerate(full):  # the cells cell i is compared with
+            base = sweep.baseline_for.get(f["method"]) or sweep.baseline or {}
+            if base and all(g[k] == v for k, v in base.items()) and \
+                    all(g[k] == f[k] for k in sweep.baseline_within):
+                keep[j] = True
+    return replace(sweep, variants=[c for c, k in zip(cells, keep) if k], grid={})
 
 
 def check_search(sweep: Sweep, trials: list[dict]) -> None:
