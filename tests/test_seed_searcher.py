@@ -247,3 +247,25 @@ def test_resume_refuses_another_plan_before_ray_starts(tmp_path, monkeypatch, ca
         sweep, trials, exp_dir, _ = run.prepare(run.parse_args(["ablation_radius", "--resume", str(exp_ok),
                                                                 "--storage", str(tmp_path / "ok"), *ok]))
         assert exp_dir == exp_ok
+
+
+def test_resume_keeps_the_cells_the_run_started_with(tmp_path, monkeypatch, capsys):
+    """A run started with --cells resumes with the same --cells; with others, or with none (the whole
+    sweep), it is exit 2 with one line naming the command it started with. Ray never starts."""
+    from dataclasses import asdict
+
+    import sweeper.run as run
+    from sweeper.driver.preflight import select_cells
+
+    cut = json.loads(json.dumps(asdict(select_cells(get_sweep("ablation_radius", "quick"), ["mur_radius=4"])),
+                                default=str))
+    argv0 = ["sweeper/run.py", "ablation_radius", "--preset", "quick", "--cells", "mur_radius=4"]
+    exp = stored_auto_run(tmp_path, variants=cut["variants"], grid={}, argv=argv0)
+    monkeypatch.setattr(run, "start_ray", lambda *a, **k: pytest.fail("Ray started"))
+    for asked in (["--cells", "mur_radius=1"], []):
+        assert run.main(["ablation_radius", "--resume", str(exp), "--storage", str(tmp_path), *asked]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "other cells" in err and "--cells mur_radius=4" in err
+    sweep, trials, exp_dir, _ = run.prepare(run.parse_args(["ablation_radius", "--resume", str(exp), "--storage",
+                                                            str(tmp_path), "--cells", "mur_radius=4"]))
+    assert exp_dir == exp and {t["mur_radius"] for t in trials if t["mur"] != "none"} == {4.0}
