@@ -278,6 +278,28 @@ def test_add_copies_a_finished_results_folder_with_its_machine(tmp_path):
         committed_runs.add(exp, root=tmp_path)
 
 
+def test_add_refuses_trials_that_left_their_sweeps_definition_and_writes_nothing(tmp_path):
+    """A --set that changes what trials do (steps here) would make trials.csv, which records only the keys a
+    sweep varies, pass them off as the sweep's own cells; one that changes no number (data_dir) is fine."""
+    import pandas as pd
+
+    exp = tmp_path / "results" / "ablation_radius-20000101-000000"
+    exp.mkdir(parents=True)
+    (exp / "sweep.json").write_text(json.dumps({"name": "ablation_radius", "preset": "quick",
+                                                "base": {"method": "mt", "steps": 1000},
+                                                "variants": [{"mur": "none"}, {"mur": "direct"}], "argv": []}))
+    (exp / "summary.csv").write_text("method,seeds\nmt,\"3\"\n")
+    (exp / "table.md").write_text("| t |\n")
+    rows = {"mur": ["none", "direct"], "method": ["mt", "mt"], "seed": [3, 3], "status": ["finished"] * 2,
+            "data_dir": ["/elsewhere", "/elsewhere"], "final_test_error": [5.0, 4.25], "wall_time_s": [1.0, 1.0]}
+    pd.DataFrame({**rows, "steps": [1000, 1000]}).to_parquet(exp / "trials.parquet")
+    assert committed_runs.add(exp, root=tmp_path / "ok").is_dir()
+    pd.DataFrame({**rows, "steps": [30, 30]}).to_parquet(exp / "trials.parquet")
+    with pytest.raises(committed_runs.DocsError, match="ran steps=30 where sweep ablation_radius sets 1000"):
+        committed_runs.add(exp, root=tmp_path)
+    assert not (tmp_path / "docs").exists()
+
+
 def test_a_committed_command_drops_the_machines_paths_but_keeps_every_other_argument():
     from sweeper.docgen.committed_runs import public_args
     argv = ["/home/u/p/sweeper/run.py", "ablation_radius", "--storage", "/tmp/r", "--preset", "quick",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import platform
 import shutil
@@ -167,6 +168,38 @@ def write_trials_csv(exp: Path, dest: Path) -> None:
     out.to_csv(dest, index=False, float_format="%.6g")
 
 
+def _same(a, b) -> bool:
+    if isinstance(a, (bool, str)) or isinstance(b, (bool, str)) or a is None or b is None:
+        return str(a).lower() == str(b).lower()
+    try:
+        return math.isclose(float(a), float(b), rel_tol=1e-9)
+    except (TypeError, ValueError):  # lists (noise shapes and the like)
+        return list(a) == list(b)
+
+
+def check_cells_as_defined(exp: Path, meta: dict) -> None:
+    """DocsError where a trial's config leaves its sweep's definition (a --set that changes what trials
+    do): trials.csv records only the keys the sweep varies, so the claims would read such trials as the
+    sweep's own cells and pool them with runs of those. Keys that change no number (NOT_COMPARED:
+    data_dir, device, compile, ...) may differ."""
+    import pandas as pd  # only `add` reads parquet
+
+    from trainables.config import NOT_COMPARED, train_config_defaults
+
+    defaults, base = train_config_defaults(), meta.get("base") or {}
+    varied = {k for v in meta.get("variants") or [] for k in v} | set(meta.get("grid") or {})
+    trials = pd.read_parquet(exp / "trials.parquet")
+    for k in trials.columns:
+        if k not in defaults or k in varied or k in NOT_COMPARED:
+            continue
+        want = base.get(k, defaults[k])
+        off = [v for v in trials[k].dropna() if not _same(v, want)]
+        if off:
+            raise DocsError(f"{exp}: its trials ran {k}={off[0]!r} where sweep {meta['name']} sets {want!r} (a --set); "
+                            f"the claims would read them as the sweep's own cells: commit runs of the sweep as "
+                            f"defined, or make the variation a sweep of its own in search_spaces/")
+
+
 def add(exp: Path, root: Path = ROOT) -> Path:
     """Copy the small top-level files of a finished local results folder into docs/runs/ (+ machine.json)."""
     missing = [n for n in RUN_FILES if not (exp / n).is_file()]
@@ -174,6 +207,8 @@ def add(exp: Path, root: Path = ROOT) -> Path:
         raise DocsError(f"{exp}: no {', '.join(missing)}; give a finished local results folder "
                         f"(results/<sweep>-<stamp>, after the sweep printed its table)")
     meta = json.loads((exp / "sweep.json").read_text())
+    if (exp / "trials.parquet").is_file():
+        check_cells_as_defined(exp, meta)
     with open(exp / "summary.csv", newline="") as f:
         seeds = sorted({int(s) for r in csv.DictReader(f) for s in (r.get("seeds") or "").split(",") if s.strip()})
     dest = root / RUNS / f"{meta['name']}-{meta.get('preset') or 'paper'}-{seed_span(seeds)}"
