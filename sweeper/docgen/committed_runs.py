@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import os
 import platform
 import shutil
@@ -168,15 +167,6 @@ def write_trials_csv(exp: Path, dest: Path) -> None:
     out.to_csv(dest, index=False, float_format="%.6g")
 
 
-def _same(a, b) -> bool:
-    if isinstance(a, (bool, str)) or isinstance(b, (bool, str)) or a is None or b is None:
-        return str(a).lower() == str(b).lower()
-    try:
-        return math.isclose(float(a), float(b), rel_tol=1e-9)
-    except (TypeError, ValueError):  # lists (noise shapes and the like)
-        return list(a) == list(b)
-
-
 def check_cells_as_defined(exp: Path, meta: dict) -> None:
     """DocsError where a trial's config leaves its sweep's definition (a --set that changes what trials
     do): trials.csv records only the keys the sweep varies, so the claims would read such trials as the
@@ -184,16 +174,18 @@ def check_cells_as_defined(exp: Path, meta: dict) -> None:
     data_dir, device, compile, ...) may differ."""
     import pandas as pd  # only `add` reads parquet
 
-    from trainables.config import NOT_COMPARED, train_config_defaults
+    from sweeper.docgen.evidence import DEFAULTS as defaults, typed
+    from trainables.config import NOT_COMPARED
 
-    defaults, base = train_config_defaults(), meta.get("base") or {}
+    base = meta.get("base") or {}
     varied = {k for v in meta.get("variants") or [] for k in v} | set(meta.get("grid") or {})
     trials = pd.read_parquet(exp / "trials.parquet")
     for k in trials.columns:
         if k not in defaults or k in varied or k in NOT_COMPARED:
             continue
         want = base.get(k, defaults[k])
-        off = [v for v in trials[k].dropna() if not _same(v, want)]
+        # compared as the claims identify a trial (evidence.typed): a value they would read as the sweep's own
+        off = [v for v in trials[k].dropna() if typed(k, v.tolist() if hasattr(v, "tolist") else v) != typed(k, want)]
         if off:
             raise DocsError(f"{exp}: its trials ran {k}={off[0]!r} where sweep {meta['name']} sets {want!r} (a --set); "
                             f"the claims would read them as the sweep's own cells: commit runs of the sweep as "

@@ -96,8 +96,8 @@ def select_cells(sweep: Sweep, specs: list[str]) -> Sweep:
     for i, f in enumerate(full):
         if not hit[i]:
             continue
+        base = sweep.baseline_for.get(f["method"]) or sweep.baseline or {}
         for j, g in enumerate(full):  # the cells cell i is compared with
-            base = sweep.baseline_for.get(f["method"]) or sweep.baseline or {}
             if base and all(g[k] == v for k, v in base.items()) and \
                     all(g[k] == f[k] for k in sweep.baseline_within):
                 keep[j] = True
