@@ -58,11 +58,6 @@ def worker(warmup: int) -> None:
         print(time.perf_counter() - t0, flush=True)
 
 
-def cpu_name() -> str:
-    with open("/proc/cpuinfo") as f:
-        return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), platform.machine())
-
-
 def start(tree: Path, warmup: int) -> tuple[subprocess.Popen, dict]:
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
     p = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", "--warmup", str(warmup)],
@@ -92,8 +87,8 @@ def main(argv=None):
         ap.error(f"--before {before} holds no trainables/trainer.py; pass a checkout of this project "
                  f"(git worktree add --detach /tmp/before <commit>)")
     here = Path(__file__).resolve().parents[1]
-    commit = lambda d: subprocess.run(["git", "-C", str(d), "rev-parse", "HEAD"], capture_output=True,
-                                      text=True).stdout.strip()
+    sys.path.insert(0, str(here))  # the parent only: a --before worker's tree may predate provenance.py
+    from benchmarks.provenance import commit, cpu_name
     (pb, info_b), (pa, info_a) = start(before, a.warmup), start(here, a.warmup)
     sps = {(v, side): [] for v in VARIANTS for side in ("before", "after")}
     for i in range(a.rounds):

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from cpu_step import cpu_name  # noqa: E402
+from benchmarks.provenance import commit, cpu_name  # noqa: E402
 
 SWEEP, CONFIGS = "mur_vs_vat", 10  # the quick preset's 10 configs (MT/MUT with MUR, RR, VAT; LabelSpreading)
 TRIVIAL = ["--set", "steps=2", "--set", "eval_every=1", "--set", "lr_rampup=0", "--set", "lr_rampdown=1",
@@ -125,11 +125,6 @@ def one_size(n: int, storage: Path, extra: list[str], tree: Path = ROOT) -> dict
 GROWTH = ("wall_s", "fit_s", "fit_per_trial_s", "driver_cpu_s", "driver_cpu_per_trial_s", "state_saves",
           "state_save_s", "finish_s", "peak_rss_mb", "load_trials_s", "load_history_s",
           "report_s", "stored_mb", "stored_files", "experiment_state_kb")
-
-
-def commit(tree: Path) -> str | None:
-    out = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True)
-    return out.stdout.strip() or None
 
 
 def main(argv=None) -> int:

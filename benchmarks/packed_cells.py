@@ -105,15 +105,6 @@ def run_side(tree: Path, cell: int, seeds: int, steps: int | None) -> dict:
     return {**json.loads(p.stdout.strip().splitlines()[-1]), "wall_s": wall, "load_1min": load}
 
 
-def commit(tree: Path) -> str:
-    return subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-
-
-def cpu_name() -> str:
-    with open("/proc/cpuinfo") as f:
-        return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), platform.machine())
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--before", default=None, help="a checkout of the project to compare against (outside the repo)")
@@ -135,6 +126,7 @@ def main(argv=None):
     if a.seeds < 1 or a.rounds < 1:
         ap.error("--seeds and --rounds must be >= 1")
     sys.path.insert(0, str(here))
+    from benchmarks.provenance import commit, cpu_name  # the parent only: a --before worker's tree may predate it
     all_cells = cells(a.seeds, a.steps)
     which = [int(c) for c in a.cells.split(",")] if a.cells else list(range(len(all_cells)))
     bad = [c for c in which if not 0 <= c < len(all_cells)]

@@ -148,15 +148,12 @@ def main(argv=None):
     if a.worker:
         return worker(a.worker, packs, modes, a.device, a.warmup, a.steps, a.repeats)
     here = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(here))  # the parent only: a --before worker's tree may predate provenance.py
+    from benchmarks.provenance import commit
     before = Path(a.before).resolve() if a.before else here
     if not (before / "trainables" / "trainer.py").is_file():
         ap.error(f"--before {before} holds no trainables/trainer.py; pass a checkout of this project "
                  f"(git worktree add --detach /tmp/before 2473a99)")
-    def commit(d):  # a copy sent to another machine may carry no .git, or a stale one: BENCH_COMMIT names it
-        if os.environ.get("BENCH_COMMIT"):
-            return os.environ["BENCH_COMMIT"]
-        out = subprocess.run(["git", "-C", str(d), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-        return out.strip() or "unknown"
     import torch
 
     gpu = torch.cuda.get_device_name() if a.device == "cuda" and torch.cuda.is_available() else None

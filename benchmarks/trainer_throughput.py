@@ -42,6 +42,7 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.provenance import ROOT, commit, cpu_name
 from search_spaces.common import CIFAR
 from search_spaces.fixmatch import FIXMATCH_CIFAR, FIXMATCH_QUICK
 from trainables.config import COMPILE_MODES, TrainConfig
@@ -116,14 +117,6 @@ def bench(cfg: TrainConfig, data: Dataset, warmup: int, steps: int, repeats: int
             "warmup_extra_s": (t1 - t0) - warmup / sps}  # build + warm-up beyond steady-state steps
 
 
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
-
-
 def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--device", default="cpu")
@@ -164,7 +157,7 @@ def main(argv=None):
     if any(m != "none" for m in modes):  # compile_s needs two timed steps (graphs: three, Trainer._timed_steps)
         warmup = max(warmup, 3 if "graphs" in modes else 2)
     rows = []
-    meta = {"machine": machine, "device": a.device, "cpu": cpu_name(),
+    meta = {"machine": machine, "device": a.device, "cpu": cpu_name(), "commit": commit(ROOT),
             "gpu": torch.cuda.get_device_name() if cuda else None,
             "torch_version": str(torch.__version__), "python_version": platform.python_version(),
             "threads": torch.get_num_threads(), "bf16": a.bf16, "channels_last": a.channels_last,

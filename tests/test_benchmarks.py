@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,21 @@ def test_packed_gpu_refuses_bad_packs_and_modes_before_any_work(capsys):
             pg.main(argv)
         assert e.value.code == 2
     assert "--compile takes none, model, step" in capsys.readouterr().err
+
+
+def test_a_benchmark_names_each_checkout_by_its_own_commit_and_bench_commit_only_this_one(tmp_path, monkeypatch):
+    """BENCH_COMMIT names this checkout (a copy on another machine may carry a stale .git); a --before
+    checkout keeps the commit git gives it, and a folder outside git gives None rather than a guess."""
+    from benchmarks.provenance import ROOT, commit
+
+    other = tmp_path / "other"
+    other.mkdir()
+    git = lambda *a: subprocess.run(["git", "-C", str(other), *a], check=True, capture_output=True, text=True)
+    git("init", "-q")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x")
+    head = git("rev-parse", "HEAD").stdout.strip()
+    monkeypatch.setenv("BENCH_COMMIT", "f" * 40)
+    assert commit(ROOT) == "f" * 40
+    assert commit(other) == head != "f" * 40
+    monkeypatch.delenv("BENCH_COMMIT")
+    assert commit(tmp_path / "nowhere") is None
