@@ -5,6 +5,7 @@ are classified as declared, and the README and docs stay a landing page plus lin
 """
 import csv
 import json
+import shutil
 import re
 from dataclasses import fields
 from pathlib import Path
@@ -227,6 +228,12 @@ def test_overlapping_seed_sets_and_unmatched_cells_are_errors(tmp_path):
               {(m, s + 2): v for (m, s), v in values.items()})
     with pytest.raises(committed_runs.DocsError, match="share seeds"):
         docs.generated(root)
+    # a --cells run of another cell (random) beside the baseline on seeds 2-4 is no second copy: it may stay
+    shutil.rmtree(root / "docs" / "runs" / "ablation_radius-quick-s2-4")
+    write_run(root, "ablation_radius-quick-s2-4", "ablation_radius",
+              {(m, s): 5.0 + s for m in ("none", "random") for s in (2, 3, 4)})
+    with pytest.raises(claimlib.ClaimError, match="no finished trial is the cell"):
+        docs.generated(root)
 
 
 def test_check_reports_a_hand_edited_generated_file(tmp_path):
@@ -276,6 +283,37 @@ def test_add_copies_a_finished_results_folder_with_its_machine(tmp_path):
     with pytest.raises(committed_runs.DocsError, match="no table.md"):
         (exp / "table.md").unlink()
         committed_runs.add(exp, root=tmp_path)
+
+
+def test_add_never_replaces_another_committed_run_over_the_same_seeds(tmp_path):
+    """Two `--cells` runs over seeds 3-4 (different cells, one folder name) both stay committed, and the
+    second does not overwrite the first's trials; adding a run again (same command, same commit)
+    refreshes its own folder instead of making a third."""
+    import pandas as pd
+
+    def results(name, cells, errors):
+        exp = tmp_path / "results" / name
+        exp.mkdir(parents=True)
+        (exp / "sweep.json").write_text(json.dumps({
+            "name": "ablation_radius", "preset": "quick", "base": {"method": "mt"}, "commit": "c" * 40,
+            "variants": [{"mur": "none"}, {"mur": "direct"}],
+            "argv": ["/x/run.py", "ablation_radius", "--preset", "quick", "--cells", cells, "--storage", "/x"]}))
+        (exp / "summary.csv").write_text("method,seeds\nmt,\"3,4\"\n")
+        (exp / "table.md").write_text("| t |\n")
+        pd.DataFrame({"mur": ["none", "direct"], "method": ["mt", "mt"], "seed": [3, 3], "status": ["finished"] * 2,
+                      "final_test_error": errors, "wall_time_s": [1.0, 1.0]}).to_parquet(exp / "trials.parquet")
+        return exp
+
+    first = committed_runs.add(results("a", "mur=none", [5.0, 4.0]), root=tmp_path)
+    kept = (first / "trials.csv").read_text()
+    second = committed_runs.add(results("b", "mur=direct", [6.5, 7.5]), root=tmp_path)
+    assert (first.name, second.name) == ("ablation_radius-quick-s3-4", "ablation_radius-quick-s3-4-2")
+    assert (first / "trials.csv").read_text() == kept and ",4\n" in kept
+    assert ",6.5\n" in (second / "trials.csv").read_text()
+    (second / "trials.csv").write_text("stale\n")
+    assert committed_runs.add(tmp_path / "results" / "b", root=tmp_path) == second  # the same run again
+    assert ",6.5\n" in (second / "trials.csv").read_text()
+    assert sorted(p.name for p in (tmp_path / "docs" / "runs").iterdir()) == [first.name, second.name]
 
 
 def test_add_refuses_trials_that_left_their_sweeps_definition_and_writes_nothing(tmp_path):

@@ -3,9 +3,10 @@
 `python -m sweeper.docs add results/<sweep>-<stamp>` copies a results folder's small files (sweep.json
 without the machine's paths, summary.csv, table.md, the PNGs the docs show; for the quick start also
 table.csv and trials.parquet, which its report picture's page reads) into
-docs/runs/<sweep>-<preset>-s<first>-<last>/, with trials.csv (one row per trial, what the claims read)
+docs/runs/<sweep>-<preset>-s<first>-<last>/ (-2, -3, ... where another run has that span), with trials.csv (one row per trial, what the claims read)
 and machine.json (the machine `add` runs on, the run's dates, the load the driver saw). `read_run` reads one back for
-sweeper/docs.py; runs of one sweep count as evidence only on disjoint seeds (`check_disjoint`).
+sweeper/docs.py; runs of one sweep share a seed only where they ran different cells on it, as `--cells`
+runs do (`check_disjoint`).
 
     python -m sweeper.docs add results/ablation_radius-<stamp>
 """
@@ -57,11 +58,24 @@ def runs_of(runs: list[dict], sweep: str, preset: str) -> list[dict]:
 
 
 def check_disjoint(runs: list[dict]) -> None:
+    """DocsError where two runs of one sweep share seeds and, on them, one run's cells are all among the
+    other's: a second copy of a run. Runs of different cells on one seed span (`--cells`) may share
+    seeds, and the baseline cell both ran: evidence.index counts each of its trials once."""
+    from sweeper.docgen.evidence import full_config, identity
+
+    def cells(run: dict, seeds: set[int]) -> set[tuple]:
+        return {identity(full_config(row, run["meta"])) for row in run["trials"] if int(row["seed"]) in seeds}
+
     for i, a in enumerate(runs):
         for b in runs[i + 1:]:
-            if (a["sweep"], a["preset"]) == (b["sweep"], b["preset"]) and set(a["seeds"]) & set(b["seeds"]):
-                raise DocsError(f"docs/runs/{a['name']} and docs/runs/{b['name']} share seeds; "
-                                f"keep one of them (runs of one sweep count as evidence only on disjoint seeds)")
+            shared = set(a["seeds"]) & set(b["seeds"])
+            if (a["sweep"], a["preset"]) != (b["sweep"], b["preset"]) or not shared:
+                continue
+            ours, theirs = cells(a, shared), cells(b, shared)
+            if ours <= theirs or theirs <= ours:
+                raise DocsError(f"docs/runs/{a['name']} and docs/runs/{b['name']} share seeds and ran the same cells "
+                                f"on them; keep one of them (runs of one sweep share a seed only where they ran "
+                                f"different cells on it, as --cells runs do)")
 
 
 def seed_span(seeds: list[int]) -> str:
@@ -192,6 +206,23 @@ def check_cells_as_defined(exp: Path, meta: dict) -> None:
                             f"defined, or make the variation a sweep of its own in search_spaces/")
 
 
+def destination(runs: Path, name: str, meta: dict) -> Path:
+    """The folder under docs/runs/ a run goes to: the one that already holds it (the same command from the
+    same commit: adding it again refreshes it), else the first free of NAME, NAME-2, NAME-3, ... Two runs
+    over one seed span (`--cells` runs of different cells, say) both stay: a committed run is never
+    replaced by another. One that a new run supersedes goes with `git rm -r`."""
+    def same_run(folder: Path) -> bool:
+        try:
+            old = json.loads((folder / "sweep.json").read_text())
+        except (OSError, ValueError):
+            return False
+        return (old.get("argv"), old.get("commit")) == (meta.get("argv"), meta.get("commit"))
+
+    taken = [name] + [f"{name}-{i}" for i in range(2, 1000)]
+    found = [runs / n for n in taken if (runs / n).exists()]
+    return next((f for f in found if same_run(f)), next(runs / n for n in taken if not (runs / n).exists()))
+
+
 def add(exp: Path, root: Path = ROOT) -> Path:
     """Copy the small top-level files of a finished local results folder into docs/runs/ (+ machine.json)."""
     missing = [n for n in RUN_FILES if not (exp / n).is_file()]
@@ -203,7 +234,8 @@ def add(exp: Path, root: Path = ROOT) -> Path:
         check_cells_as_defined(exp, meta)
     with open(exp / "summary.csv", newline="") as f:
         seeds = sorted({int(s) for r in csv.DictReader(f) for s in (r.get("seeds") or "").split(",") if s.strip()})
-    dest = root / RUNS / f"{meta['name']}-{meta.get('preset') or 'paper'}-{seed_span(seeds)}"
+    meta["argv"] = ["sweeper.run", *public_args(meta.get("argv", []))]  # no path of the machine that ran it
+    dest = destination(root / RUNS, f"{meta['name']}-{meta.get('preset') or 'paper'}-{seed_span(seeds)}", meta)
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
@@ -216,7 +248,6 @@ def add(exp: Path, root: Path = ROOT) -> Path:
             shutil.copyfile(exp / "table.csv", dest / "table.csv")
         if (exp / "trials.parquet").is_file():  # without the machine's paths
             public_trials(exp / "trials.parquet", dest / "trials.parquet")
-    meta["argv"] = ["sweeper.run", *public_args(meta.get("argv", []))]  # no path of the machine that ran it
     (dest / "sweep.json").write_text(json.dumps(meta, indent=1) + "\n")
     (dest / "machine.json").write_text(json.dumps(machine_info(exp, meta), indent=1) + "\n")
     return dest
