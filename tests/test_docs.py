@@ -706,13 +706,20 @@ def test_the_cost_table_holds_each_committed_runs_trials_and_trial_time():
     runs = [committed_runs.read_run(p) for p in committed_runs.run_dirs()]
     rows = docs.cost_md(runs, committed_runs.ROOT)[4:]
     assert len(rows) == len(runs)
-    by_key = {tuple(c.strip() for c in r.strip("|").split("|")[:2]): r for r in rows}
+    by_key = {}  # (sweep, seeds, --cells of the how column) -> its row; --cells runs may share a seed span
+    for r in rows:
+        c = [x.strip() for x in r.strip("|").split("|")]
+        by_key[(c[0], c[1], c[2].partition(", --cells ")[2])] = r
+    assert len(by_key) == len(rows)
     for run in runs:
         folder = committed_runs.ROOT / "docs" / "runs" / run["name"]
         with open(folder / "trials.csv", newline="") as f:
             n = sum(1 for _ in csv.DictReader(f))
         m = json.loads((folder / "machine.json").read_text())
-        cells = [c.strip() for c in by_key[(f"`{run['sweep']}`", f"{run['seeds'][0]}-{run['seeds'][-1]}")].strip("|").split("|")]
-        assert cells[2] == ("--seeds auto" if "--seeds auto" in m["command"] else "fixed"), run["name"]
+        words = m["command"].split()
+        given = " ".join(v for a, v in zip(words, words[1:]) if a == "--cells")
+        cells = [c.strip() for c in by_key[(f"`{run['sweep']}`", f"{run['seeds'][0]}-{run['seeds'][-1]}",
+                                             given)].strip("|").split("|")]
+        assert cells[2].partition(",")[0] == ("--seeds auto" if "--seeds auto" in m["command"] else "fixed"), run["name"]
         assert int(cells[3]) == n and float(cells[4]) == m["wall_min"], run["name"]
         assert cells[5] == ("" if "trial_min" not in m else f"{m['trial_min']:.1f}"), run["name"]
