@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sweeper.docgen.committed_runs import cpu_model  # noqa: E402
+from sweeper.driver.provenance import cpu_name  # noqa: E402
 from sweeper.driver.live import load_average  # noqa: E402
 
 TEST = "tests/test_e2e.py::test_ray_job_stop_keeps_what_finished_and_resume_finishes_every_trial"
@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     lines = [x[x.index(MARK):] for x in proc.stdout.splitlines() if MARK in x]
     if proc.returncode != 0 or not lines:
         sys.exit(f"the job-stop test failed ({proc.returncode}); nothing written:\n{proc.stdout[-3000:]}")
-    out = {"benchmark": "job_stop", "test": TEST, "machine": f"{cpu_model()}, {os.cpu_count()} CPUs",
+    out = {"benchmark": "job_stop", "test": TEST, "machine": f"{cpu_name()}, {os.cpu_count()} CPUs",
            "load_avg_before": load_before, "load_avg_after": load_average(),
            "test_wall_s": round(wall, 1), "stops": json.loads(lines[-1])["stops"]}
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")

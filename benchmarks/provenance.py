@@ -1,24 +1,17 @@
-"""Where a benchmark ran: the CPU's name and the commit of a checkout, one rule for every script.
+"""Where a benchmark ran: the CPU's name (sweeper/driver/provenance.py's rule, the one committed runs
+record) and the commit of a checkout, one rule for every script.
 
 Standard library only: the scripts that measure a GPU run where neither Ray nor pandas is installed.
 """
 from __future__ import annotations
 
 import os
-import platform
 import subprocess
 from pathlib import Path
 
+from sweeper.driver.provenance import cpu_name  # noqa: F401  (the scripts' one import of both rules)
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def cpu_name() -> str:
-    """This machine's CPU as /proc/cpuinfo names it, else what platform knows."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
 
 
 def commit(tree: Path) -> str | None:

@@ -26,6 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.provenance import cpu_name  # noqa: E402
+
 
 def _init():
     import torch
@@ -58,14 +60,6 @@ def _sweeper_run(sweep: str, flags: list[str], keys: list[str]):
     return t_ray, t_loop, {tuple(r[k] for k in keys): r["final_test_error"] for _, r in df.iterrows()}
 
 
-def _cpu_name() -> str:
-    try:
-        names = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")]
-        return f"{len(names)} x {names[0]}"
-    except (OSError, IndexError):
-        return f"{os.cpu_count()} CPUs"
-
-
 def _direct(trials: list[dict], workers: int):
     """Wall time of the trials in a spawn pool of `workers` processes, and [(config, final error)]."""
     t0 = time.perf_counter()
@@ -90,7 +84,7 @@ def main(argv=None):
     keys = [k for k in sweep.grid] + ["seed"]
     variants = {"direct": None, "ray": [], **({"ray_dashboard": ["--dashboard"]} if a.dashboard else {})}
     print(f"{a.sweep} --preset quick: {len(trials)} trials, {workers} at a time, {a.rounds} rounds, "
-          f"{_cpu_name()}", flush=True)
+          f"{os.cpu_count()} x {cpu_name()}", flush=True)
     runs = {v: [] for v in variants}  # variant -> [{"s": wall, "loop_s": Tune's loop}]
     ray_errs = []  # {(grid values, seed): final test error} per Ray run
     for r in range(a.rounds):
@@ -107,7 +101,7 @@ def main(argv=None):
             print(f"  round {r + 1} {v:<14} {t:7.1f} s{loop}", flush=True)
     same = all(err[tuple(c[k] for k in keys)] == e for err in ray_errs for c, e in direct)
     total = {v: sum(x["s"] for x in runs[v]) for v in variants}
-    res = {"sweep": a.sweep, "trials": len(trials), "workers": workers, "machine": _cpu_name(), "rounds": a.rounds,
+    res = {"sweep": a.sweep, "trials": len(trials), "workers": workers, "machine": f"{os.cpu_count()} x {cpu_name()}", "rounds": a.rounds,
            "runs": runs, "identical_final_errors": same}
     for v in variants:
         if v == "direct":

@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sweeper.docgen.committed_runs import cpu_model  # noqa: E402
+from sweeper.driver.provenance import cpu_name  # noqa: E402
 from sweeper.driver.live import load_average  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "install.json"
@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args(argv)
     out = json.loads(args.out.read_text()) if args.out.is_file() else {}
-    machine = f"{cpu_model()}, {os.cpu_count()} cores, Linux {os.uname().machine}"
+    machine = f"{cpu_name()}, {os.cpu_count()} cores, Linux {os.uname().machine}"
     fast = time_suite(FAST)
     out.update({"fast_suite": {**fast, "machine": machine, "date": date.today().isoformat()}})
     if args.whole:

@@ -144,3 +144,28 @@ def test_a_benchmark_names_each_checkout_by_its_own_commit_and_bench_commit_only
     assert commit(other) == head != "f" * 40
     monkeypatch.delenv("BENCH_COMMIT")
     assert commit(tmp_path / "nowhere") is None
+
+
+def test_benchmarks_and_committed_runs_name_the_cpu_by_one_rule(monkeypatch):
+    """The name is /proc/cpuinfo's first "model name" (read here with a regex), so a benchmark's machine and
+    a committed run's machine.json say the same for one machine; without /proc, what platform knows."""
+    import builtins
+    import platform
+    import re
+
+    from benchmarks import provenance as bench
+    from sweeper.docgen import committed_runs
+    from sweeper.driver import provenance
+
+    assert bench.cpu_name is provenance.cpu_name and committed_runs.cpu_name is provenance.cpu_name
+    try:
+        text = open("/proc/cpuinfo").read()
+    except OSError:
+        text = ""
+    m = re.search(r"^model name\s*:\s*(.*?)\s*$", text, re.M)
+    if m:
+        assert provenance.cpu_name() == m.group(1)
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda p, *a, **k: (_ for _ in ()).throw(OSError("no /proc"))
+                        if str(p) == "/proc/cpuinfo" else real_open(p, *a, **k))
+    assert provenance.cpu_name() == (platform.processor() or platform.machine())

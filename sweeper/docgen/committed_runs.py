@@ -23,6 +23,7 @@ from pathlib import Path
 
 from sweeper.docgen import claims as claimlib
 from sweeper.costs import ROOT, RUNS, machine_text
+from sweeper.driver.provenance import cpu_name
 from sweeper.docgen.picture import QUICKSTART, public_trials
 
 RUN_FILES = ("sweep.json", "summary.csv", "table.md")  # and, for the quick start only, its picture's inputs
@@ -63,8 +64,14 @@ def check_disjoint(runs: list[dict]) -> None:
     seeds, and the baseline cell both ran: evidence.index counts each of its trials once."""
     from sweeper.docgen.evidence import full_config, identity
 
+    by_seed: dict[str, dict[int, set]] = {}  # run name -> seed -> its trials' identities, built once per run
+
     def cells(run: dict, seeds: set[int]) -> set[tuple]:
-        return {identity(full_config(row, run["meta"])) for row in run["trials"] if int(row["seed"]) in seeds}
+        if run["name"] not in by_seed:
+            table = by_seed[run["name"]] = {}
+            for row in run["trials"]:
+                table.setdefault(int(row["seed"]), set()).add(identity(full_config(row, run["meta"])))
+        return set().union(*(by_seed[run["name"]].get(s, set()) for s in seeds))
 
     for i, a in enumerate(runs):
         for b in runs[i + 1:]:
@@ -93,17 +100,6 @@ def public_args(argv: list[str]) -> list[str]:
         elif not a.startswith("--storage="):
             out.append(a)
     return out
-
-
-def cpu_model() -> str:
-    """This machine's CPU as /proc/cpuinfo names it, else what platform knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def cpu_kernels() -> str | None:
@@ -139,7 +135,7 @@ def run_load(exp: Path) -> dict | None:
 def machine_info(exp: Path, meta: dict) -> dict:
     """The machine this runs on (`add`, or a benchmark reading a results folder made here: where the sweep
     is expected to have run), the run's dates, and the load it ran under where the driver sampled it."""
-    cpu = cpu_model()
+    cpu = cpu_name()
     try:
         torch = version("torch")
     except PackageNotFoundError:
