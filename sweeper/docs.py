@@ -120,22 +120,53 @@ def shared_md(graded: list[tuple[dict, dict | None]]) -> list[str]:
     return [f"- {'; '.join(names)}: one grade, on the trials of {', '.join(sweeps)}" for names, sweeps in seen.values()]
 
 
-def needs_md(graded: list[tuple[dict, dict | None]]) -> list[str]:
-    """Per sweep, the undecided claims it grades and the most seeds per half they need."""
-    by: dict[str, list[tuple[str, int | None]]] = {}
+def trial_cost(runs: list[dict]) -> dict[tuple[str, str], float]:
+    """Trial-min per trial of each (sweep, preset), over its committed runs that record their trials' time."""
+    spent: dict[tuple[str, str], list[float]] = {}
+    for run in runs:
+        m = run["machine"]
+        if m.get("trial_min") is not None and m.get("trials"):
+            t = spent.setdefault((run["sweep"], run["preset"]), [0.0, 0.0])
+            t[0], t[1] = t[0] + m["trial_min"], t[1] + m["trials"]
+    return {k: t / n for k, (t, n) in spent.items()}
+
+
+def missing(g: dict) -> tuple[int, int] | None:
+    """(seeds still to run, configurations to train on each) for an undecided claim to reach the seeds per
+    half its undecided comparisons need: twice the count, less the pairs each holds; None where a count is
+    unknown or past claims.MAX_NEED."""
+    views = [v for v in g["cells"] if v["verdict"] == "undecided"]
+    if not views or any(v["need"][0] is None or v["need"][0] > claimlib.MAX_NEED for v in views):
+        return None
+    seeds = max(max(0, 2 * v["need"][0] - v["pooled"]["n"]) for v in views)
+    configs = {repr(sorted(x.items())) for v in views for x in (v["cell"], v["ref"])}
+    return seeds, len(configs)
+
+
+def needs_md(graded: list[tuple[dict, dict | None]], runs: list[dict]) -> list[str]:
+    """Per sweep, the undecided claims it grades, the most seeds per half they need, and what running the
+    missing seeds would cost at the sweep's committed trial-min per trial."""
+    cost = trial_cost(runs)
+    by: dict[str, list[tuple[str, int | None, str]]] = {}
     for c, g in graded:
         if g is not None and g["verdict"] == "undecided":
-            by.setdefault(c["sweep"], []).append((c["claim"], g["need"][0]))
+            more, rate = missing(g), cost.get((c["sweep"], c["preset"]))
+            plan = ""
+            if more is not None:
+                seeds, configs = more
+                plan = f": {seeds:,} more seeds of {configs} cells, {seeds * configs:,} trials" + (
+                    f" ≈ {seeds * configs * rate:,.0f} trial-min" if rate is not None else "")
+            by.setdefault(c["sweep"], []).append((c["claim"], g["need"][0], plan))
     if not by:
         return ["No claim is undecided."]
     out = []
     for sweep, items in by.items():
-        ns = [n for _, n in items if n is not None]
+        ns = [n for _, n, _ in items if n is not None]
         top = (f"at most {max(ns)} seeds per half" if max(ns) <= claimlib.MAX_NEED else
                f"more than {claimlib.MAX_NEED} seeds per half for some") if ns else "no seed count follows"
         out.append(f"- `{sweep}` ({top}): " + "; ".join(
-            f"{name} ({'?' if n is None else n if n <= claimlib.MAX_NEED else f'>{claimlib.MAX_NEED}'})"
-            for name, n in items))
+            f"{name} ({'?' if n is None else n if n <= claimlib.MAX_NEED else f'>{claimlib.MAX_NEED}'}{plan})"
+            for name, n, plan in items))
     return out
 
 
@@ -180,8 +211,11 @@ def results_md(runs: list[dict], graded: list[tuple[dict, dict | None]], root: P
     out += ["", "### Claims that share evidence", "", *shared_md(graded),
             "", "### What the undecided claims need", "",
             "Seeds per half (power 0.8 at the pooled effect and spread), by the sweep that grades them; a",
-            "comparison's seeds are split in two halves, so it needs twice as many in all, counting those it has:", "",
-            *needs_md(graded)]
+            "comparison's seeds are split in two halves, so it needs twice as many in all, counting those it has.",
+            "Beside each, the seeds still to run on every cell its undecided comparisons name, and their price at",
+            "the sweep's committed trial-min per trial (a planning figure: cells differ in cost, and the estimate",
+            "of the seeds needed moves as seeds come in):", "",
+            *needs_md(graded, runs)]
     if runs:
         out += ["", "### What the committed runs cost", "", *cost_md(runs, root)]
     else:

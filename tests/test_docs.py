@@ -723,3 +723,31 @@ def test_the_cost_table_holds_each_committed_runs_trials_and_trial_time():
         assert cells[2].partition(",")[0] == ("--seeds auto" if "--seeds auto" in m["command"] else "fixed"), run["name"]
         assert int(cells[3]) == n and float(cells[4]) == m["wall_min"], run["name"]
         assert cells[5] == ("" if "trial_min" not in m else f"{m['trial_min']:.1f}"), run["name"]
+
+
+def test_the_undecided_claims_need_lists_the_seeds_still_to_run_and_their_price():
+    """Twice the seeds per half, less the pairs held, on every configuration the undecided comparisons name
+    (a reference two cells share counts once), priced at the sweep's trial-min per trial over the runs that
+    record it: 68 per half at 106 pairs is 30 seeds x 2 cells = 60 trials, at (30 + 10) / (50 + 30) = 0.5."""
+    def view(cell, ref, need, n, verdict="undecided"):
+        return {"verdict": verdict, "need": (need, "yes"), "pooled": {"n": n}, "cell": cell, "ref": ref}
+
+    direct = {"mur": "direct"}
+    one = ({"claim": "GA beats direct", "sweep": "ablation_mur_steps", "preset": "quick"},
+           {"verdict": "undecided", "need": (68, "yes"), "cells": [view({"mur": "ga"}, direct, 68, 106)]})
+    two = ({"claim": "both beat direct", "sweep": "ablation_mur_steps", "preset": "quick"},
+           {"verdict": "undecided", "need": (20, "yes"),
+            "cells": [view({"mur": "ga"}, direct, 20, 30), view({"mur": "pga"}, direct, 12, 10),
+                      view({"mur": "x"}, direct, None, 10, verdict="yes")]})
+    unknown = ({"claim": "VD matches", "sweep": "fixmatch", "preset": "quick"},
+               {"verdict": "undecided", "need": (None, ""), "cells": [view({"vd": 1}, {"vd": 0}, None, 10)]})
+    runs = [{"sweep": "ablation_mur_steps", "preset": "quick", "machine": {"trial_min": 30.0, "trials": 50}},
+            {"sweep": "ablation_mur_steps", "preset": "quick", "machine": {"trial_min": 10.0, "trials": 30}},
+            {"sweep": "ablation_mur_steps", "preset": "quick", "machine": {"trials": 40}},  # no trial times
+            {"sweep": "ablation_mur_steps", "preset": "paper", "machine": {"trial_min": 900.0, "trials": 3}}]
+    lines = docs.needs_md([one, two, unknown], runs)
+    assert "GA beats direct (68: 30 more seeds of 2 cells, 60 trials ≈ 30 trial-min)" in lines[0]
+    # max(2*20 - 30, 2*12 - 10) = 14 seeds on ga, pga and direct
+    assert "both beat direct (20: 14 more seeds of 3 cells, 42 trials ≈ 21 trial-min)" in lines[0]
+    assert lines[1] == "- `fixmatch` (no seed count follows): VD matches (?)"
+    assert docs.needs_md([one], [])[0].endswith("(68: 30 more seeds of 2 cells, 60 trials)")  # no price known
