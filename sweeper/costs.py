@@ -2,7 +2,8 @@
 
 A committed run (`python -m sweeper.docs add`) holds its trials (trials.csv, one row each: a `--seeds
 auto` run's sweep.json n_trials counts only its first look's) and the wall time and machine it ran on
-(machine.json); that is the cost `sweeper.list` and `sweeper.run --dry-run` show. A preset with no committed run (every paper preset) shows "no committed run" and
+(machine.json); that is the cost `sweeper.list` and `sweeper.run --dry-run` show, and a command that
+changes the trials (--seeds, --cells, --set) is priced at those runs' trial-min per trial. A preset with no committed run (every paper preset) shows "no committed run" and
 the sweep's planning estimate, `Sweep.minutes_per_trial`, labelled as one.
 
     python -m sweeper.list
@@ -27,9 +28,16 @@ def committed(sweep: str, preset: str, root: Path = ROOT) -> list[dict]:
         if (meta.get("name"), meta.get("preset") or "paper") != (sweep, preset) or not machine.get("wall_min"):
             continue
         out.append({"name": folder.name, "trials": trial_count(folder, meta.get("n_trials")),
-                    "wall_min": machine["wall_min"],
+                    "wall_min": machine["wall_min"], "trial_min": machine.get("trial_min"),
                     "machine": machine_text({k: machine.get(k) for k in ("cpu", "cores")})})
     return out
+
+
+def per_trial(runs: list[dict]) -> float | None:
+    """Trial-min per trial (each trial's own wall time, one CPU thread each) over the runs ({"trials",
+    "trial_min"}) that record their trials' times; None where none does."""
+    timed = [r for r in runs if r.get("trial_min") is not None and r.get("trials")]
+    return sum(r["trial_min"] for r in timed) / sum(r["trials"] for r in timed) if timed else None
 
 
 def trial_count(folder: Path, planned: int | None) -> int | None:
@@ -72,5 +80,9 @@ def cost_lines(sweep: str, preset: str, n_trials: int, minutes_per_trial: float,
         return [f"{NO_RUN}; {estimate_text(n_trials, minutes_per_trial, preset)}"]
     out = [f"committed run of the preset: {run_text(r)}" for r in runs]
     if changed:
-        out.append(f"this command changes its trials: {estimate_text(n_trials, minutes_per_trial, preset)}")
+        rate = per_trial(runs)
+        out.append("this command changes its trials: " + (
+            f"{n_trials} trials x {rate:.2f} trial-min (its committed runs' trial-min per trial) = "
+            f"{n_trials * rate / 60:.1f} trial-hours" if rate is not None else
+            estimate_text(n_trials, minutes_per_trial, preset)))
     return out

@@ -27,7 +27,7 @@ import re
 import sys
 from pathlib import Path
 
-from sweeper.costs import RUNS, machine_text, trial_count
+from sweeper.costs import RUNS, machine_text, per_trial, trial_count
 from sweeper.docgen import claims as claimlib
 from sweeper.docgen.benchmark_docs import GENERATED_NOTE, INSTALL, performance_md
 from sweeper.docgen.committed_runs import (ROOT, DocsError, add, check_disjoint, public_args, read_run, run_dirs,
@@ -122,13 +122,11 @@ def shared_md(graded: list[tuple[dict, dict | None]]) -> list[str]:
 
 def trial_cost(runs: list[dict]) -> dict[tuple[str, str], float]:
     """Trial-min per trial of each (sweep, preset), over its committed runs that record their trials' time."""
-    spent: dict[tuple[str, str], list[float]] = {}
+    by: dict[tuple[str, str], list[dict]] = {}
     for run in runs:
-        m = run["machine"]
-        if m.get("trial_min") is not None and m.get("trials"):
-            t = spent.setdefault((run["sweep"], run["preset"]), [0.0, 0.0])
-            t[0], t[1] = t[0] + m["trial_min"], t[1] + m["trials"]
-    return {k: t / n for k, (t, n) in spent.items()}
+        by.setdefault((run["sweep"], run["preset"]), []).append(run["machine"])
+    rates = {k: per_trial(ms) for k, ms in by.items()}
+    return {k: r for k, r in rates.items() if r is not None}
 
 
 def missing(g: dict) -> tuple[int, int] | None:
@@ -276,7 +274,7 @@ def install_md(root: Path = ROOT) -> str:
                "the fast tests' time is not measured yet (`python benchmarks/test_times.py`); ")
     return (f"Measured on {d['machine']}, Python {d['python']}, torch {d['torch']} ({d['date']}; [`{INSTALL}`]"
             f"({INSTALL})): the virtual environment takes {d['venv_mib'] / 1024:.1f} GiB (`{d['venv_command']}`)"
-            + (f", most of it torch's CUDA stack ({largest})" if parts else "") + f"; " + fast_md +
+            + (f", most of it torch's CUDA stack ({largest})" if parts else "") + "; " + fast_md +
             f"every test took {d['test_suite_s'] / 60:.0f} min ({d['test_suite_s']:,} s), {d['test_suite_source']}.")
 
 

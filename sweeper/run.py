@@ -216,7 +216,7 @@ def print_dry_run(sweep: Sweep, trials: list[dict], args) -> None:
     from sweeper.costs import cost_lines
 
     n = sweep.search["num_samples"] if sweep.search else len(trials)
-    for line in cost_lines(sweep.name, args.preset, n, sweep.minutes_per_trial, bool(args.seeds or args.set)):
+    for line in cost_lines(sweep.name, args.preset, n, sweep.minutes_per_trial, bool(args.seeds or args.set or args.cells)):
         print(f"cost: {line}")
 
 

@@ -415,7 +415,19 @@ def test_a_cost_is_its_committed_runs_wall_time_else_no_committed_run(tmp_path):
     lines = costs.cost_lines("ablation_kl", "quick", 35, 0.8, root=tmp_path)
     assert lines == ["committed run of the preset: 4.2 min for 7 trials on Test CPU, 3 cores "
                      "(docs/runs/ablation_kl-quick-s0-4)"]
-    assert len(costs.cost_lines("ablation_kl", "quick", 35, 0.8, changed=True, root=tmp_path)) == 2
+    assert costs.cost_lines("ablation_kl", "quick", 35, 0.8, changed=True, root=tmp_path)[1] == (
+        "this command changes its trials: estimate 35 trials x 0.8 min = 0.5 trial-hours on a 2-core CPU "
+        "machine (Sweep.minutes_per_trial, a planning value)")  # no run records its trials' times
+    (folder / "machine.json").write_text(json.dumps({"cpu": "Test CPU", "cores": 3, "wall_min": 4.25,
+                                                     "trial_min": 4.9}))
+    other = tmp_path / "docs" / "runs" / "ablation_kl-quick-s5-9"
+    other.mkdir()
+    (other / "sweep.json").write_text(json.dumps({"name": "ablation_kl", "preset": "quick", "n_trials": 3}))
+    (other / "machine.json").write_text(json.dumps({"cpu": "Test CPU", "cores": 3, "wall_min": 1.0,
+                                                    "trial_min": 1.1}))
+    assert costs.cost_lines("ablation_kl", "quick", 40, 0.8, changed=True, root=tmp_path)[2] == (
+        "this command changes its trials: 40 trials x 0.60 trial-min (its committed runs' trial-min per "
+        "trial) = 0.4 trial-hours")  # (4.9 + 1.1) / (7 + 3) = 0.6 a trial; 40 * 0.6 / 60 = 0.4
     # a --seeds auto run: sweep.json plans the first look's 7 trials, trials.csv holds the 9 it ran
     (folder / "trials.csv").write_text('trial_dir,note\n' + "".join(f't{i},"a\nb"\n' for i in range(9)))
     assert costs.cost_lines("ablation_kl", "quick", 35, 0.8, root=tmp_path)[0].startswith(
