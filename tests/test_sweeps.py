@@ -476,6 +476,15 @@ def test_cells_keeps_the_matching_cells_and_the_cell_they_are_compared_with():
         {**t} for t in kept if TrainConfig.from_dict(t).mur == "none" or t["mur_radius"] == 4]))
 
 
+def test_cells_keeps_the_row_baseline_for_names_for_a_cell_of_another_method():
+    """VAT alone is compared with MUT (Sweep.baseline_for), a row of another method than its own: --cells
+    method=vat trains both, the pair the tables grade."""
+    from sweeper.driver.preflight import select_cells
+
+    cut = select_cells(get_sweep("mur_vs_vat", "quick"), ["method=vat"])
+    assert _cell_keys(cut, ("method", "mur")) == [("mut", "direct"), ("vat", "none")]
+
+
 @pytest.mark.parametrize("specs, msg", [(["foo=1"], "not TrainConfig fields"), (["mur_step_size=7"], "no cell"),
                                         (["mur_step_size"], "give KEY=VALUE")])
 def test_cells_refuses_what_selects_nothing_in_one_line(specs, msg, capsys):

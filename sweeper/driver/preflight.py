@@ -72,9 +72,10 @@ def trial_configs(sweep: Sweep, args: argparse.Namespace) -> list[dict]:
 
 def select_cells(sweep: Sweep, specs: list[str]) -> Sweep:
     """The sweep cut to the cells (variant x grid point) whose config has every KEY=VALUE of `specs`
-    (--cells), each with the cell it is compared with (Sweep.baseline, within its baseline_within
-    keys; baseline_for rows), so that its paired differences and --seeds auto still work. The kept
-    cells become explicit variants and the grid empties: sweep.json then records the run's own cells.
+    (--cells), each with the cell it is compared with by the tables' rule (analysis.paired.baseline_cells:
+    Sweep.baseline within its baseline_within keys, else the baseline_for row), so that its paired
+    differences and --seeds auto still work. The kept cells become explicit variants and the grid
+    empties: sweep.json then records the run's own cells.
     InputError where a key is no TrainConfig field or no cell matches. Why: a claim between two cells
     of a large sweep (neither of them the baseline) needs more seeds of those cells alone."""
     if any("=" not in s for s in specs):
@@ -92,15 +93,18 @@ def select_cells(sweep: Sweep, specs: list[str]) -> Sweep:
     if not any(hit):
         raise InputError(f"--cells {' '.join(specs)}: no cell of sweep {sweep.name} has those values; "
                          f"see its cells with --dry-run")
+    import pandas as pd  # the tables' pairing rule, so a cut sweep's tables pair what it ran
+
+    from sweeper.analysis.aggregate import NON_GROUP_KEYS
+    from sweeper.analysis.paired import baseline_cells
+
+    frame = pd.DataFrame([{k: v for k, v in f.items() if k not in NON_GROUP_KEYS} for f in full])
+    pairs, _ = baseline_cells(frame, sweep.baseline, sweep.rows, sweep.cols, sweep.baseline_within,
+                              sweep.baseline_for)
     keep = list(hit)
-    for i, f in enumerate(full):
-        if not hit[i]:
-            continue
-        base = sweep.baseline_for.get(f["method"]) or sweep.baseline or {}
-        for j, g in enumerate(full):  # the cells cell i is compared with
-            if base and all(g[k] == v for k, v in base.items()) and \
-                    all(g[k] == f[k] for k in sweep.baseline_within):
-                keep[j] = True
+    for i in range(len(full)):  # the cell each kept one is compared with
+        if hit[i] and pairs.get(i) is not None:
+            keep[pairs[i]] = True
     return replace(sweep, variants=[c for c, k in zip(cells, keep) if k], grid={})
 
 
