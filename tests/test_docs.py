@@ -751,3 +751,5 @@ def test_the_undecided_claims_need_lists_the_seeds_still_to_run_and_their_price(
     assert "both beat direct (20: 14 more seeds of 3 cells, 42 trials ≈ 21 trial-min)" in lines[0]
     assert lines[1] == "- `fixmatch` (no seed count follows): VD matches (?)"
     assert docs.needs_md([one], [])[0].endswith("(68: 30 more seeds of 2 cells, 60 trials)")  # no price known
+    one[1]["cells"][0]["pooled"]["n"] = 140  # 70 per half, more than the 68 asked for, and still undecided
+    assert docs.needs_md([one], runs)[0].endswith("(68: it holds that many already and both halves did not decide)")
