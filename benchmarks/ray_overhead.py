@@ -83,8 +83,9 @@ def main(argv=None):
     workers = os.cpu_count() or 2
     keys = [k for k in sweep.grid] + ["seed"]
     variants = {"direct": None, "ray": [], **({"ray_dashboard": ["--dashboard"]} if a.dashboard else {})}
-    print(f"{a.sweep} --preset quick: {len(trials)} trials, {workers} at a time, {a.rounds} rounds, "
-          f"{os.cpu_count()} x {cpu_name()}", flush=True)
+    machine = f"{os.cpu_count()} x {cpu_name()}"
+    print(f"{a.sweep} --preset quick: {len(trials)} trials, {workers} at a time, {a.rounds} rounds, {machine}",
+          flush=True)
     runs = {v: [] for v in variants}  # variant -> [{"s": wall, "loop_s": Tune's loop}]
     ray_errs = []  # {(grid values, seed): final test error} per Ray run
     for r in range(a.rounds):
@@ -101,7 +102,7 @@ def main(argv=None):
             print(f"  round {r + 1} {v:<14} {t:7.1f} s{loop}", flush=True)
     same = all(err[tuple(c[k] for k in keys)] == e for err in ray_errs for c, e in direct)
     total = {v: sum(x["s"] for x in runs[v]) for v in variants}
-    res = {"sweep": a.sweep, "trials": len(trials), "workers": workers, "machine": f"{os.cpu_count()} x {cpu_name()}", "rounds": a.rounds,
+    res = {"sweep": a.sweep, "trials": len(trials), "workers": workers, "machine": machine, "rounds": a.rounds,
            "runs": runs, "identical_final_errors": same}
     for v in variants:
         if v == "direct":

@@ -3,8 +3,9 @@
 A committed run (`python -m sweeper.docs add`) holds its trials (trials.csv, one row each: a `--seeds
 auto` run's sweep.json n_trials counts only its first look's) and the wall time and machine it ran on
 (machine.json); that is the cost `sweeper.list` and `sweeper.run --dry-run` show, and a command that
-changes the trials (--seeds, --cells, --set) is priced at those runs' trial-min per trial. A preset with no committed run (every paper preset) shows "no committed run" and
-the sweep's planning estimate, `Sweep.minutes_per_trial`, labelled as one.
+changes the trials (--seeds, --cells, --set) is priced at those runs' trial-min per trial. A preset with
+no committed run (every paper preset) shows "no committed run" and the sweep's planning estimate,
+`Sweep.minutes_per_trial`, labelled as one.
 
     python -m sweeper.list
 """
