@@ -138,7 +138,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cells", action="append", default=[], metavar="KEY=VALUE",
                    help="run only the cells whose config has KEY=VALUE (repeatable: all must hold), with the cells "
                         "they are compared with, e.g. --cells mur_step_size=0.1: more seeds for a claim between "
-                        "two cells of a large sweep (--resume takes the same --cells)")
+                        "two cells of a large sweep; alternatives joined by '|', the pairs of one by ',', e.g. "
+                        "--cells 'vd=true,mur=none|vd=false,mur=direct' (--resume takes the same --cells)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a TrainConfig key in every trial, e.g. --set mur_radius=2 (repeatable; a "
                         "shorter run also needs its schedules: --set steps=600 --set lr_rampdown=150)")

@@ -5,8 +5,9 @@ are classified as declared, and the README and docs stay a landing page plus lin
 """
 import csv
 import json
-import shutil
 import re
+import shlex
+import shutil
 from dataclasses import fields
 from pathlib import Path
 
@@ -698,6 +699,23 @@ def test_a_result_file_that_names_its_benchmark_lands_in_that_benchmarks_section
     assert "## Trainer throughput" not in text
 
 
+def _cells_of(row: str) -> list[str]:
+    """A Markdown table row's cells: split at the pipes that are not escaped."""
+    return re.split(r"(?<!\\)\|", row.strip()[1:-1])
+
+
+def test_the_cost_table_escapes_the_pipe_of_cells_alternatives(tmp_path):
+    """A --cells value with alternatives ("a|b") stays inside its column: the row keeps 7 cells."""
+    run = {"sweep": "table_svhn", "seeds": [36, 145], "name": "table_svhn-quick-s36-145",
+           "machine": {"wall_min": 90.0, "trial_min": 180.0, "cpu": "AMD EPYC"},
+           "meta": {"n_trials": 330, "argv": ["run.py", "table_svhn", "--cells",
+                                              "vd=true,mur=none|vd=false,mur=direct", "--seeds", "110"]}}
+    row = docs.cost_md([run], tmp_path)[-1]
+    cells = [c.strip() for c in _cells_of(row)]
+    assert len(cells) == 7 and cells[2] == "fixed, --cells vd=true,mur=none\\|vd=false,mur=direct"
+    assert cells[3] == "330" and cells[5] == "180.0"
+
+
 def test_the_cost_table_holds_each_committed_runs_trials_and_trial_time():
     """RESULTS.md's cost rows against each run's own files: trials = trials.csv's rows, wall and trial
     minutes = machine.json's, how = --seeds auto exactly where the recorded command says so."""
@@ -708,7 +726,7 @@ def test_the_cost_table_holds_each_committed_runs_trials_and_trial_time():
     assert len(rows) == len(runs)
     by_key = {}  # (sweep, seeds, --cells of the how column) -> its row; --cells runs may share a seed span
     for r in rows:
-        c = [x.strip() for x in r.strip("|").split("|")]
+        c = [x.strip().replace("\\|", "|") for x in _cells_of(r)]
         by_key[(c[0], c[1], c[2].partition(", --cells ")[2])] = r
     assert len(by_key) == len(rows)
     for run in runs:
@@ -716,10 +734,10 @@ def test_the_cost_table_holds_each_committed_runs_trials_and_trial_time():
         with open(folder / "trials.csv", newline="") as f:
             n = sum(1 for _ in csv.DictReader(f))
         m = json.loads((folder / "machine.json").read_text())
-        words = m["command"].split()
+        words = shlex.split(m["command"])
         given = " ".join(v for a, v in zip(words, words[1:]) if a == "--cells")
-        cells = [c.strip() for c in by_key[(f"`{run['sweep']}`", f"{run['seeds'][0]}-{run['seeds'][-1]}",
-                                             given)].strip("|").split("|")]
+        cells = [c.strip() for c in _cells_of(by_key[(f"`{run['sweep']}`", f"{run['seeds'][0]}-{run['seeds'][-1]}",
+                                                      given)])]
         assert cells[2].partition(",")[0] == ("--seeds auto" if "--seeds auto" in m["command"] else "fixed"), run["name"]
         assert int(cells[3]) == n and float(cells[4]) == m["wall_min"], run["name"]
         assert cells[5] == ("" if "trial_min" not in m else f"{m['trial_min']:.1f}"), run["name"]

@@ -476,6 +476,23 @@ def test_cells_keeps_the_matching_cells_and_the_cell_they_are_compared_with():
         {**t} for t in kept if TrainConfig.from_dict(t).mur == "none" or t["mur_radius"] == 4]))
 
 
+def test_cells_alternatives_admit_two_cells_without_their_combination():
+    """Pi + VD against Pi + MUR: "|" joins alternatives, "," the pairs of one; neither Pi + VD + MUR nor
+    LabelSpreading is trained, the Pi baseline is. The same cells as two single-cell cuts, merged."""
+    from sweeper.driver.preflight import select_cells
+
+    full = get_sweep("table_svhn", "quick")
+    keys = ("method", "vd", "mur")
+    both = _cell_keys(select_cells(full, ["vd=true,mur=none|vd=false,mur=direct"]), keys)
+    assert both == [("pi", False, "direct"), ("pi", False, "none"), ("pi", True, "none")]
+    singles = {k for s in (["vd=true", "mur=none"], ["vd=false", "mur=direct"])
+               for k in _cell_keys(select_cells(full, s), keys)}
+    assert both == sorted(singles)
+    # specs still AND together: the second keeps only the VD alternative's cell (and its baseline)
+    assert _cell_keys(select_cells(full, ["vd=true,mur=none|vd=false,mur=direct", "vd=true"]), keys) == \
+        [("pi", False, "none"), ("pi", True, "none")]
+
+
 def test_cells_keeps_the_row_baseline_for_names_for_a_cell_of_another_method():
     """VAT alone is compared with MUT (Sweep.baseline_for), a row of another method than its own: --cells
     method=vat trains both, the pair the tables grade."""
@@ -486,7 +503,9 @@ def test_cells_keeps_the_row_baseline_for_names_for_a_cell_of_another_method():
 
 
 @pytest.mark.parametrize("specs, msg", [(["foo=1"], "not TrainConfig fields"), (["mur_step_size=7"], "no cell"),
-                                        (["mur_step_size"], "give KEY=VALUE")])
+                                        (["mur_step_size"], "give KEY=VALUE"),
+                                        (["mur_steps=2|mur_step_size"], "give KEY=VALUE"),
+                                        (["mur_steps=2,=1"], "give KEY=VALUE")])
 def test_cells_refuses_what_selects_nothing_in_one_line(specs, msg, capsys):
     assert run_main(["ablation_mur_steps", "--preset", "quick", "--dry-run", *sum((["--cells", s] for s in specs), [])]) == 2
     err = capsys.readouterr().err.strip()

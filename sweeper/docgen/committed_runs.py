@@ -16,6 +16,7 @@ import csv
 import json
 import os
 import platform
+import shlex
 import shutil
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -144,7 +145,7 @@ def machine_info(exp: Path, meta: dict) -> dict:
     out = {"cpu": cpu, "cores": os.cpu_count(), "torch": torch, "cpu_kernels": cpu_kernels(),
            "python": platform.python_version(),
            "date": datetime.fromtimestamp(end).strftime("%Y-%m-%d"), "wall_min": round((end - start) / 60, 1),
-           "command": "python -m sweeper.run " + " ".join(public_args(meta.get("argv", [])))}
+           "command": "python -m sweeper.run " + shlex.join(public_args(meta.get("argv", [])))}
     out.update(trial_time(exp))
     load = run_load(exp)
     return {**out, "load_avg": load} if load else out

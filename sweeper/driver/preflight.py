@@ -71,25 +71,28 @@ def trial_configs(sweep: Sweep, args: argparse.Namespace) -> list[dict]:
 
 
 def select_cells(sweep: Sweep, specs: list[str]) -> Sweep:
-    """The sweep cut to the cells (variant x grid point) whose config has every KEY=VALUE of `specs`
-    (--cells), each with the cell it is compared with by the tables' rule (analysis.paired.baseline_cells:
-    Sweep.baseline within its baseline_within keys, else the baseline_for row), so that its paired
-    differences and --seeds auto still work. The kept cells become explicit variants and the grid
-    empties: sweep.json then records the run's own cells.
-    InputError where a key is no TrainConfig field or no cell matches. Why: a claim between two cells
-    of a large sweep (neither of them the baseline) needs more seeds of those cells alone."""
-    if any("=" not in s for s in specs):
-        raise InputError(f"--cells {' '.join(specs)}: give KEY=VALUE, e.g. --cells mur_step_size=0.1")
-    want = {k: _value(v) for k, v in (s.split("=", 1) for s in specs)}
+    """The sweep cut to the cells (variant x grid point) that every spec of `specs` (--cells) admits, each
+    with the cell it is compared with by the tables' rule (analysis.paired.baseline_cells: Sweep.baseline
+    within its baseline_within keys, else the baseline_for row), so that its paired differences and --seeds
+    auto still work. A spec is KEY=VALUE, or alternatives joined by "|", each KEY=VALUE pairs joined by
+    ",": "vd=true,mur=none|vd=false,mur=direct" admits those two cells and no cell with both or neither.
+    The kept cells become explicit variants and the grid empties: sweep.json then records the run's own
+    cells. InputError where a key is no TrainConfig field or no cell matches. Why: a claim between two
+    cells of a large sweep (neither of them the baseline) needs more seeds of those cells alone."""
+    alts = [[[term.split("=", 1) for term in alt.split(",")] for alt in s.split("|")] for s in specs]
+    if any(len(term) != 2 or not term[0] for spec in alts for alt in spec for term in alt):
+        raise InputError(f"--cells {' '.join(specs)}: give KEY=VALUE (alternatives joined by '|', pairs of one "
+                         f"alternative by ','), e.g. --cells mur_step_size=0.1")
+    want = [[{k: _value(v) for k, v in alt} for alt in spec] for spec in alts]  # every spec, any alternative
     known = {f.name for f in fields(TrainConfig)}
-    bad = sorted(k for k in want if k not in known)
+    bad = sorted({k for spec in want for alt in spec for k in alt} - known)
     if bad:
         raise InputError(f"--cells names {bad}, not TrainConfig fields; write e.g. --cells mur_step_size=0.1")
     keys = list(sweep.grid)
     cells = [{**v, **dict(zip(keys, vals))} for v in sweep.variants
              for vals in itertools.product(*(sweep.grid[k] for k in keys))]
     full = [TrainConfig.from_dict({**sweep.base, **c}).to_dict() for c in cells]
-    hit = [all(f[k] == v for k, v in want.items()) for f in full]
+    hit = [all(any(all(f[k] == v for k, v in alt.items()) for alt in spec) for spec in want) for f in full]
     if not any(hit):
         raise InputError(f"--cells {' '.join(specs)}: no cell of sweep {sweep.name} has those values; "
                          f"see its cells with --dry-run")
