@@ -407,6 +407,33 @@ def test_a_baseline_that_matches_no_row_is_a_note_not_a_crash(table_built):
     assert notes[0].startswith("No differences: no row of this table matches the sweep's baseline {'method': 'pi'}")
 
 
+def test_a_cells_run_without_the_baseline_row_still_pairs_a_baseline_for_cell():
+    """mur_vs_vat cut to VAT (--cells method=vat) trains VAT and MUT, the row Sweep.baseline_for names for
+    it, but not the sweep's baseline (MT + VAT's point): VAT is still compared with MUT, MUT with nothing,
+    and a note says the baseline row did not run. With neither pairable, the old single note."""
+    import pandas as pd
+
+    from search_spaces import get_sweep
+    from sweeper.analysis.aggregate import NON_GROUP_KEYS
+    from sweeper.analysis.paired import baseline_cells
+    from sweeper.driver.preflight import select_cells
+    from trainables.config import TrainConfig
+
+    cut = select_cells(get_sweep("mur_vs_vat", "quick"), ["method=vat"])
+    cfgs = [TrainConfig.from_dict({**cut.base, **v}).to_dict() for v in cut.variants]
+    frame = pd.DataFrame([{k: v for k, v in c.items() if k not in NON_GROUP_KEYS} for c in cfgs])
+    pairs, notes = baseline_cells(frame, cut.baseline, cut.rows, cut.cols, cut.baseline_within, cut.baseline_for)
+    method = {i: c["method"] for i, c in enumerate(cfgs)}
+    assert sorted(method.values()) == ["mut", "vat"] and not any(
+        all(cfgs[i][k] == v for k, v in cut.baseline.items()) for i in method)
+    assert {method[i]: method[j] for i, j in pairs.items()} == {"vat": "mut"}
+    assert notes[0].startswith("The sweep's baseline row") and "1 of 2 cells" in notes[0]
+    alone = frame[[m == "mut" for m in frame["method"]]]
+    assert baseline_cells(alone, cut.baseline, cut.rows, cut.cols, cut.baseline_within, cut.baseline_for) == \
+        ({}, [f"No differences: no row of this table matches the sweep's baseline {cut.baseline}; fix "
+              f"Sweep.baseline (in sweep.json for this folder) to the config of one table row."])
+
+
 def test_delta_only_where_the_run_followed_the_papers_protocol(tmp_path):
     """2000-step runs of Table 1's cells: the paper's value is shown, Δ is not, and the reason is."""
     exp, _ = make_table_exp(tmp_path, steps=2000)

@@ -106,9 +106,6 @@ def baseline_cells(summary: pd.DataFrame, baseline: dict | None, rows=("method",
                     f"fix Sweep.baseline (in sweep.json for this folder) to the config of one table row."]
     cfgs = cell_configs(summary)
     is_base = [all(same_value(cfg[k], v) for k, v in baseline.items()) for cfg in cfgs]
-    if not any(is_base):
-        return {}, [f"No differences: no row of this table matches the sweep's baseline {baseline}; "
-                    f"fix Sweep.baseline (in sweep.json for this folder) to the config of one table row."]
     labels = row_labels(summary, rows, cols)
     _, col_keys = layout_keys(summary, rows, cols)
     idx = list(summary.index)
@@ -125,7 +122,14 @@ def baseline_cells(summary: pd.DataFrame, baseline: dict | None, rows=("method",
             ambiguous.append(f"{labels[i]} ({', '.join(labels[j] for j in cand)})")
         if len(cand) == 1:
             pairs[i] = cand[0]
-    return pairs, pairing_notes(cells, base, col_keys, ambiguous)
+    if not base and not pairs:
+        return {}, [f"No differences: no row of this table matches the sweep's baseline {baseline}; "
+                    f"fix Sweep.baseline (in sweep.json for this folder) to the config of one table row."]
+    notes = pairing_notes(cells, base, col_keys, ambiguous)
+    if not base:  # a --cells run without the baseline row: the cells with a row of their own still pair
+        notes.insert(0, f"The sweep's baseline row {baseline} did not run; {len(pairs)} of {len(idx)} cells are "
+                        f"compared with their own method's base row or the row Sweep.baseline_for names.")
+    return pairs, notes
 
 
 @dataclass
