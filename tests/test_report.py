@@ -427,7 +427,7 @@ def test_a_cells_run_without_the_baseline_row_still_pairs_a_baseline_for_cell():
     assert sorted(method.values()) == ["mut", "vat"] and not any(
         all(cfgs[i][k] == v for k, v in cut.baseline.items()) for i in method)
     assert {method[i]: method[j] for i, j in pairs.items()} == {"vat": "mut"}
-    assert notes[0].startswith("The sweep's baseline row") and "1 of 2 cells" in notes[0]
+    assert notes[0].startswith("The sweep's baseline row") and "1 of 2 cells have a difference" in notes[0]
     alone = frame[[m == "mut" for m in frame["method"]]]
     assert baseline_cells(alone, cut.baseline, cut.rows, cut.cols, cut.baseline_within, cut.baseline_for) == \
         ({}, [f"No differences: no row of this table matches the sweep's baseline {cut.baseline}; fix "

@@ -127,8 +127,8 @@ def baseline_cells(summary: pd.DataFrame, baseline: dict | None, rows=("method",
                     f"fix Sweep.baseline (in sweep.json for this folder) to the config of one table row."]
     notes = pairing_notes(cells, base, col_keys, ambiguous)
     if not base:  # a --cells run without the baseline row: the cells with a row of their own still pair
-        notes.insert(0, f"The sweep's baseline row {baseline} did not run; {len(pairs)} of {len(idx)} cells are "
-                        f"compared with their own method's base row or the row Sweep.baseline_for names.")
+        notes.insert(0, f"The sweep's baseline row {baseline} did not run; {len(pairs)} of {len(idx)} cells have a "
+                        f"difference, from their own method's base row or the row Sweep.baseline_for names.")
     return pairs, notes
 
 
