@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -176,7 +177,7 @@ def needs_md(graded: list[tuple[dict, dict | None]], runs: list[dict]) -> list[s
 def run_command(run: dict) -> str:
     argv = run["meta"].get("argv") or []
     args = public_args(argv)
-    return "python -m sweeper.run " + " ".join(args) if args else command(run["sweep"], run["preset"])
+    return "python -m sweeper.run " + shlex.join(args) if args else command(run["sweep"], run["preset"])
 
 
 def results_md(runs: list[dict], graded: list[tuple[dict, dict | None]], root: Path = ROOT) -> str:

@@ -704,6 +704,19 @@ def _cells_of(row: str) -> list[str]:
     return re.split(r"(?<!\\)\|", row.strip()[1:-1])
 
 
+def test_each_runs_command_pastes_into_a_shell_as_it_ran():
+    """RESULTS.md's command line of every committed run, split as a shell splits it, is the run's own
+    arguments (a --cells value with '|' is quoted, not a pipe)."""
+    from sweeper.docgen.committed_runs import public_args
+
+    runs = [committed_runs.read_run(p) for p in committed_runs.run_dirs()]
+    assert any("|" in a for r in runs for a in r["meta"].get("argv") or [])
+    for run in runs:
+        argv = run["meta"].get("argv") or []
+        if argv:
+            assert shlex.split(docs.run_command(run))[3:] == public_args(argv), run["name"]
+
+
 def test_the_cost_table_escapes_the_pipe_of_cells_alternatives(tmp_path):
     """A --cells value with alternatives ("a|b") stays inside its column: the row keeps 7 cells."""
     run = {"sweep": "table_svhn", "seeds": [36, 145], "name": "table_svhn-quick-s36-145",
