@@ -249,6 +249,20 @@ def test_a_cell_naming_two_configurations_or_none_is_an_error():
         claims.configuration([run], {"method": "vd", "kl_coef": 0.2}, "here")
 
 
+def test_a_cell_key_its_trials_csv_lacks_is_read_from_the_rows_variant():
+    """trials.csv holds the keys a run varies; vd=False, which every variant of this run names and its base
+    does not, is read from the variant the row ran, so the cell {"vd": False, ...} finds its trials, and
+    vd=True finds none."""
+    meta = {"base": {}, "variants": [{"method": "mt", "vd": False, "mur": m} for m in ("none", "direct")]}
+    rows = [{"mur": m, "seed": "0", "status": "finished", "final_test_error": v} for m, v in (("none", "5"),
+                                                                                           ("direct", "4"))]
+    run = {"name": "x", "meta": meta, "trials": rows}
+    assert claims.values(rows, {"vd": False, "mur": "direct"}, meta, "test_error", "here") == {0: 4.0}
+    assert claims.configuration([run], {"method": "mt", "vd": False, "mur": "none"}, "here")
+    with pytest.raises(claims.ClaimError, match="no finished trial is the cell"):
+        claims.configuration([run], {"vd": True, "mur": "none"}, "here")
+
+
 @pytest.mark.parametrize("edit, match", [
     ({"direction": "matches"}, "margin"),
     ({"effect": None}, "effect"),

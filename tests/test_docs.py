@@ -317,6 +317,32 @@ def test_add_never_replaces_another_committed_run_over_the_same_seeds(tmp_path):
     assert sorted(p.name for p in (tmp_path / "docs" / "runs").iterdir()) == [first.name, second.name]
 
 
+def test_trials_csv_names_a_key_every_cell_shares_when_the_base_does_not_hold_it(tmp_path):
+    """A --cells run whose cells all have mur=none (MT and MT + VD): mur is no key its trials vary, and its
+    base leaves it out, so trials.csv must hold it for the claims to find the cell {"mur": "none"}."""
+    import pandas as pd
+
+    from sweeper.docgen import claims as claimlib
+
+    exp = tmp_path / "results" / "few_labels-20000101-000000"
+    exp.mkdir(parents=True)
+    (exp / "sweep.json").write_text(json.dumps({
+        "name": "few_labels", "preset": "quick", "base": {"lr": 0.1},
+        "variants": [{"method": "mt", "vd": False, "mur": "none"}, {"method": "mt", "vd": True, "mur": "none"}],
+        "argv": ["/x/run.py", "few_labels", "--preset", "quick", "--cells", "vd=true"]}))
+    (exp / "summary.csv").write_text("method,seeds\nmt,\"3\"\n")
+    (exp / "table.md").write_text("| t |\n")
+    pd.DataFrame({"method": ["mt", "mt"], "vd": [False, True], "mur": ["none", "none"], "lr": [0.1, 0.1],
+                  "seed": [3, 3], "status": ["finished"] * 2, "final_test_error": [9.0, 5.5],
+                  "wall_time_s": [1.0, 1.0]}).to_parquet(exp / "trials.parquet")
+    dest = committed_runs.add(exp, root=tmp_path)
+    assert (dest / "trials.csv").read_text().splitlines() == [
+        "method,mur,vd,seed,status,final_test_error", "mt,none,False,3,finished,9", "mt,none,True,3,finished,5.5"]
+    trials = claimlib.read_trials(dest)
+    assert claimlib.values(trials, {"method": "mt", "vd": True, "mur": "none"}, {"base": {"lr": 0.1}}, "test_error", "x") == \
+        {3: 5.5}
+
+
 def test_add_refuses_trials_that_left_their_sweeps_definition_and_writes_nothing(tmp_path):
     """A --set that changes what trials do (steps here) would make trials.csv, which records only the keys a
     sweep varies, pass them off as the sweep's own cells; one that changes no number (data_dir) is fine."""

@@ -129,18 +129,25 @@ def _same(have, want) -> bool:
     return str(have) == str(want)
 
 
-def _rows(trials: list[dict], cell: dict, base: dict) -> list[dict]:
-    """The finished rows of `trials` that are `cell` (a key the sweep does not vary is read from its base)."""
-    return [t for t in trials if t.get("status") in (None, "", "finished")
-            and all(_same(t[k] if k in t else base.get(k), v) for k, v in cell.items())]
+def _rows(trials: list[dict], cell: dict, configs: list[dict]) -> list[dict]:
+    """The finished rows of `trials` that are `cell`, read off each row's full configuration (`configs`,
+    evidence.full_config: a key its trials.csv lacks comes from its variant, the sweep's base or the default)."""
+    return [t for t, c in zip(trials, configs) if t.get("status") in (None, "", "finished")
+            and all(_same(c.get(k), v) for k, v in cell.items())]
 
 
-def values(trials: list[dict], cell: dict, base: dict, metric: str, where: str) -> dict[int, float]:
-    """{seed: final metric} of the finished trials that are `cell`. A cell must name one configuration:
-    two trials of one seed in it are an error naming the keys to add."""
+def run_configs(run: dict) -> list[dict]:
+    """Each trials.csv row's full configuration (committed_runs.read_run computes them once per run)."""
+    return run["configs"] if "configs" in run else [full_config(t, run["meta"]) for t in run["trials"]]
+
+
+def values(trials: list[dict], cell: dict, meta: dict, metric: str, where: str,
+           configs: list[dict] | None = None) -> dict[int, float]:
+    """{seed: final metric} of the finished trials that are `cell` (`meta`: the run's sweep.json). A cell
+    must name one configuration: two trials of one seed in it are an error naming the keys to add."""
     col = METRICS[metric]
     out: dict[int, float] = {}
-    for t in _rows(trials, cell, base):
+    for t in _rows(trials, cell, configs if configs is not None else [full_config(t, meta) for t in trials]):
         seed = int(t["seed"])
         if seed in out:
             raise ClaimError(f"{where}: cell {cell} holds several trials of seed {seed}; name the keys that tell "
@@ -161,9 +168,9 @@ def configuration(runs: list[dict], cell: dict, where: str) -> tuple:
     """The one full configuration (evidence.identity) that `cell` names in `runs` (its claim's sweep)."""
     ids = set()
     for run in runs:
-        rows = _rows(run["trials"], cell, run["meta"].get("base") or {})
-        values(run["trials"], cell, run["meta"].get("base") or {}, "test_error", where)  # one trial per seed
-        ids |= {identity(full_config(r, run["meta"])) for r in rows}
+        configs = run_configs(run)
+        values(run["trials"], cell, run["meta"], "test_error", where, configs)  # one trial per seed
+        ids |= {identity(c) for t, c in zip(run["trials"], configs) if _rows([t], cell, [c])}
     if not ids:
         raise ClaimError(f"{where}: no finished trial is the cell {cell}; fix the claim's cells or against")
     if len(ids) > 1:

@@ -23,6 +23,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from sweeper.docgen import claims as claimlib
+from sweeper.docgen.evidence import full_config
 from sweeper.costs import ROOT, RUNS, machine_text
 from sweeper.driver.provenance import cpu_name
 from sweeper.docgen.picture import QUICKSTART, public_trials
@@ -48,10 +49,11 @@ def read_run(folder: Path) -> dict:
     with open(folder / "summary.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     seeds = sorted({int(s) for r in rows for s in (r.get("seeds") or "").split(",") if s.strip()})
+    trials = claimlib.read_trials(folder)
     return {"folder": folder, "name": folder.name, "sweep": meta["name"], "preset": meta.get("preset") or "paper",
             "meta": meta, "machine": json.loads((folder / "machine.json").read_text()), "rows": rows,
             "table": (folder / "table.md").read_text().strip(), "seeds": seeds,
-            "trials": claimlib.read_trials(folder),
+            "trials": trials, "configs": [full_config(t, meta) for t in trials],
             "pngs": sorted(p.name for p in folder.glob("*.png"))}
 
 
@@ -164,15 +166,18 @@ def trial_time(exp: Path) -> dict:
 
 
 def write_trials_csv(exp: Path, dest: Path) -> None:
-    """One row per trial of the results folder: the config keys its trials vary, seed, status and the final
-    metrics the claims read (claims.METRICS), from trials.parquet."""
+    """One row per trial of the results folder: the config keys its trials vary and every key its cells
+    name (a --cells run may keep cells that share one, e.g. mur=none, which its base does not hold), seed,
+    status and the final metrics the claims read (claims.METRICS), from trials.parquet."""
     import pandas as pd  # only `add` reads parquet; the docs test never calls it
 
     trials = pd.read_parquet(exp / "trials.parquet")
     meta = json.loads((exp / "sweep.json").read_text())
     config = [k for k in (meta.get("base") or {}) if k in trials.columns]
-    keys = sorted({k for v in meta.get("variants") or [] for k in v} | set(meta.get("grid") or {}) | set(config))
-    varying = [k for k in keys if k in trials.columns and k != "seed" and trials[k].astype(str).nunique() > 1]
+    named = {k for v in meta.get("variants") or [] for k in v} | set(meta.get("grid") or {})
+    keys = sorted(named | set(config))
+    varying = [k for k in keys if k in trials.columns and k != "seed"
+               and (k in named and k not in (meta.get("base") or {}) or trials[k].astype(str).nunique() > 1)]
     metrics = [c for c in claimlib.METRICS.values() if c in trials.columns]
     out = trials[[*varying, "seed", "status", *metrics]].sort_values([*varying, "seed"], kind="stable")
     out.to_csv(dest, index=False, float_format="%.6g")
