@@ -24,15 +24,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shlex
 import sys
 from pathlib import Path
 
 from sweeper.costs import RUNS, machine_text, per_trial, trial_count
 from sweeper.docgen import claims as claimlib
 from sweeper.docgen.benchmark_docs import GENERATED_NOTE, INSTALL, performance_md
-from sweeper.docgen.committed_runs import (ROOT, DocsError, add, check_disjoint, public_args, read_run, run_dirs,
-                                           runs_of)
+from sweeper.docgen.committed_runs import (ROOT, DocsError, add, check_disjoint, command_line, public_args, read_run,
+                                           run_dirs, runs_of)
 from sweeper.docgen.picture import PAGE_INPUTS, QUICKSTART, PictureError, picture_is_current, write_picture
 from trainables.files import one_line
 
@@ -176,8 +175,7 @@ def needs_md(graded: list[tuple[dict, dict | None]], runs: list[dict]) -> list[s
 
 def run_command(run: dict) -> str:
     argv = run["meta"].get("argv") or []
-    args = public_args(argv)
-    return "python -m sweeper.run " + shlex.join(args) if args else command(run["sweep"], run["preset"])
+    return command_line(argv) if public_args(argv) else command(run["sweep"], run["preset"])
 
 
 def results_md(runs: list[dict], graded: list[tuple[dict, dict | None]], root: Path = ROOT) -> str:

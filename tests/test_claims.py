@@ -243,7 +243,8 @@ def _trials(rows):
 def test_a_cell_naming_two_configurations_or_none_is_an_error():
     rows = [("vd", k, 0, "finished", 4.0) for k in (0.01, 0.5)] + [("mt", 0.05, 0, "finished", 5.0)]
     with pytest.raises(claims.ClaimError, match="several trials of seed 0"):
-        claims.values(_trials(rows), {"method": "vd"}, {}, "test_error", "here")
+        claims.values(_trials(rows), claims.run_configs({"meta": {}, "trials": _trials(rows)}), {"method": "vd"},
+                      "test_error", "here")
     run = {"name": "x", "meta": {"base": {}}, "trials": _trials(rows)}
     with pytest.raises(claims.ClaimError, match="no finished trial is the cell"):
         claims.configuration([run], {"method": "vd", "kl_coef": 0.2}, "here")
@@ -257,7 +258,8 @@ def test_a_cell_key_its_trials_csv_lacks_is_read_from_the_rows_variant():
     rows = [{"mur": m, "seed": "0", "status": "finished", "final_test_error": v} for m, v in (("none", "5"),
                                                                                            ("direct", "4"))]
     run = {"name": "x", "meta": meta, "trials": rows}
-    assert claims.values(rows, {"vd": False, "mur": "direct"}, meta, "test_error", "here") == {0: 4.0}
+    configs = claims.run_configs(run)
+    assert claims.values(rows, configs, {"vd": False, "mur": "direct"}, "test_error", "here") == {0: 4.0}
     assert claims.configuration([run], {"method": "mt", "vd": False, "mur": "none"}, "here")
     with pytest.raises(claims.ClaimError, match="no finished trial is the cell"):
         claims.configuration([run], {"vd": True, "mur": "none"}, "here")

@@ -317,9 +317,10 @@ def test_add_never_replaces_another_committed_run_over_the_same_seeds(tmp_path):
     assert sorted(p.name for p in (tmp_path / "docs" / "runs").iterdir()) == [first.name, second.name]
 
 
-def test_trials_csv_names_a_key_every_cell_shares_when_the_base_does_not_hold_it(tmp_path):
-    """A --cells run whose cells all have mur=none (MT and MT + VD): mur is no key its trials vary, and its
-    base leaves it out, so trials.csv must hold it for the claims to find the cell {"mur": "none"}."""
+def test_a_key_every_cell_of_a_run_shares_is_found_though_trials_csv_leaves_it_out(tmp_path):
+    """A --cells run whose cells all have mur=none (MT and MT + VD), a key its base leaves out: trials.csv
+    holds only vd, the key its trials vary, and the claims still find the cell {"mur": "none"} (read from
+    the row's variant in sweep.json), with the value that trial ran."""
     import pandas as pd
 
     from sweeper.docgen import claims as claimlib
@@ -337,10 +338,11 @@ def test_trials_csv_names_a_key_every_cell_shares_when_the_base_does_not_hold_it
                   "wall_time_s": [1.0, 1.0]}).to_parquet(exp / "trials.parquet")
     dest = committed_runs.add(exp, root=tmp_path)
     assert (dest / "trials.csv").read_text().splitlines() == [
-        "method,mur,vd,seed,status,final_test_error", "mt,none,False,3,finished,9", "mt,none,True,3,finished,5.5"]
-    trials = claimlib.read_trials(dest)
-    assert claimlib.values(trials, {"method": "mt", "vd": True, "mur": "none"}, {"base": {"lr": 0.1}}, "test_error", "x") == \
-        {3: 5.5}
+        "vd,seed,status,final_test_error", "False,3,finished,9", "True,3,finished,5.5"]
+    run = committed_runs.read_run(dest)
+    cell = {"method": "mt", "vd": True, "mur": "none"}
+    assert claimlib.values(run["trials"], run["configs"], cell, "test_error", "x") == {3: 5.5}
+    assert claimlib.values(run["trials"], run["configs"], {**cell, "mur": "direct"}, "test_error", "x") == {}
 
 
 def test_add_refuses_trials_that_left_their_sweeps_definition_and_writes_nothing(tmp_path):
@@ -730,17 +732,27 @@ def _cells_of(row: str) -> list[str]:
     return re.split(r"(?<!\\)\|", row.strip()[1:-1])
 
 
+def _shell_words(command: str) -> list[str]:
+    """A command line's words as a POSIX shell reads them, its control operators ('|', ';', '&') words of
+    their own, so an unquoted pipe shows."""
+    lex = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lex.whitespace_split = True
+    return list(lex)
+
+
 def test_each_runs_command_pastes_into_a_shell_as_it_ran():
-    """RESULTS.md's command line of every committed run, split as a shell splits it, is the run's own
-    arguments (a --cells value with '|' is quoted, not a pipe)."""
+    """RESULTS.md's and machine.json's command line of every committed run, read as a shell reads it, is
+    the run's own arguments: a --cells value with '|' is quoted, not a pipe."""
     from sweeper.docgen.committed_runs import public_args
 
     runs = [committed_runs.read_run(p) for p in committed_runs.run_dirs()]
     assert any("|" in a for r in runs for a in r["meta"].get("argv") or [])
+    assert _shell_words("python -m sweeper.run t --cells a=1|b=2")[-3:] == ["a=1", "|", "b=2"]  # seen unquoted
     for run in runs:
         argv = run["meta"].get("argv") or []
         if argv:
-            assert shlex.split(docs.run_command(run))[3:] == public_args(argv), run["name"]
+            assert _shell_words(docs.run_command(run))[3:] == public_args(argv), run["name"]
+            assert _shell_words(run["machine"]["command"])[3:] == public_args(argv), run["name"]
 
 
 def test_the_cost_table_escapes_the_pipe_of_cells_alternatives(tmp_path):

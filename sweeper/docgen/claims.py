@@ -129,10 +129,10 @@ def _same(have, want) -> bool:
     return str(have) == str(want)
 
 
-def _rows(trials: list[dict], cell: dict, configs: list[dict]) -> list[dict]:
-    """The finished rows of `trials` that are `cell`, read off each row's full configuration (`configs`,
-    evidence.full_config: a key its trials.csv lacks comes from its variant, the sweep's base or the default)."""
-    return [t for t, c in zip(trials, configs) if t.get("status") in (None, "", "finished")
+def _matches(trials: list[dict], configs: list[dict], cell: dict) -> list[tuple[dict, dict]]:
+    """(row, its full configuration) of the finished rows of `trials` that are `cell`; `configs` are the
+    rows' evidence.full_config, so a key a trials.csv lacks comes from the row's variant, base or default."""
+    return [(t, c) for t, c in zip(trials, configs) if t.get("status") in (None, "", "finished")
             and all(_same(c.get(k), v) for k, v in cell.items())]
 
 
@@ -141,13 +141,12 @@ def run_configs(run: dict) -> list[dict]:
     return run["configs"] if "configs" in run else [full_config(t, run["meta"]) for t in run["trials"]]
 
 
-def values(trials: list[dict], cell: dict, meta: dict, metric: str, where: str,
-           configs: list[dict] | None = None) -> dict[int, float]:
-    """{seed: final metric} of the finished trials that are `cell` (`meta`: the run's sweep.json). A cell
-    must name one configuration: two trials of one seed in it are an error naming the keys to add."""
+def values(trials: list[dict], configs: list[dict], cell: dict, metric: str, where: str) -> dict[int, float]:
+    """{seed: final metric} of the finished trials that are `cell` (`configs`: run_configs). A cell must
+    name one configuration: two trials of one seed in it are an error naming the keys to add."""
     col = METRICS[metric]
     out: dict[int, float] = {}
-    for t in _rows(trials, cell, configs if configs is not None else [full_config(t, meta) for t in trials]):
+    for t, _ in _matches(trials, configs, cell):
         seed = int(t["seed"])
         if seed in out:
             raise ClaimError(f"{where}: cell {cell} holds several trials of seed {seed}; name the keys that tell "
@@ -169,8 +168,8 @@ def configuration(runs: list[dict], cell: dict, where: str) -> tuple:
     ids = set()
     for run in runs:
         configs = run_configs(run)
-        values(run["trials"], cell, run["meta"], "test_error", where, configs)  # one trial per seed
-        ids |= {identity(c) for t, c in zip(run["trials"], configs) if _rows([t], cell, [c])}
+        values(run["trials"], configs, cell, "test_error", where)  # one trial per seed
+        ids |= {identity(c) for _, c in _matches(run["trials"], configs, cell)}
     if not ids:
         raise ClaimError(f"{where}: no finished trial is the cell {cell}; fix the claim's cells or against")
     if len(ids) > 1:

@@ -92,6 +92,11 @@ def seed_span(seeds: list[int]) -> str:
     return f"s{seeds[0]}-{seeds[-1]}" if seeds else "s-"
 
 
+def command_line(argv: list[str]) -> str:
+    """The shell command that reruns a recorded sweeper.run argv (quoted: a --cells value may hold '|')."""
+    return "python -m sweeper.run " + shlex.join(public_args(argv))
+
+
 def public_args(argv: list[str]) -> list[str]:
     """sweeper.run's arguments without the script path and `--storage`: both are paths of the machine
     that ran the sweep, and neither changes a number."""
@@ -147,7 +152,7 @@ def machine_info(exp: Path, meta: dict) -> dict:
     out = {"cpu": cpu, "cores": os.cpu_count(), "torch": torch, "cpu_kernels": cpu_kernels(),
            "python": platform.python_version(),
            "date": datetime.fromtimestamp(end).strftime("%Y-%m-%d"), "wall_min": round((end - start) / 60, 1),
-           "command": "python -m sweeper.run " + shlex.join(public_args(meta.get("argv", [])))}
+           "command": command_line(meta.get("argv", []))}
     out.update(trial_time(exp))
     load = run_load(exp)
     return {**out, "load_avg": load} if load else out
@@ -166,18 +171,16 @@ def trial_time(exp: Path) -> dict:
 
 
 def write_trials_csv(exp: Path, dest: Path) -> None:
-    """One row per trial of the results folder: the config keys its trials vary and every key its cells
-    name (a --cells run may keep cells that share one, e.g. mur=none, which its base does not hold), seed,
-    status and the final metrics the claims read (claims.METRICS), from trials.parquet."""
+    """One row per trial of the results folder: the config keys its trials vary, seed, status and the final
+    metrics the claims read (claims.METRICS), from trials.parquet. A key every trial shares is read back
+    from sweep.json (evidence.full_config: the row's variant, the base, the default)."""
     import pandas as pd  # only `add` reads parquet; the docs test never calls it
 
     trials = pd.read_parquet(exp / "trials.parquet")
     meta = json.loads((exp / "sweep.json").read_text())
     config = [k for k in (meta.get("base") or {}) if k in trials.columns]
-    named = {k for v in meta.get("variants") or [] for k in v} | set(meta.get("grid") or {})
-    keys = sorted(named | set(config))
-    varying = [k for k in keys if k in trials.columns and k != "seed"
-               and (k in named and k not in (meta.get("base") or {}) or trials[k].astype(str).nunique() > 1)]
+    keys = sorted({k for v in meta.get("variants") or [] for k in v} | set(meta.get("grid") or {}) | set(config))
+    varying = [k for k in keys if k in trials.columns and k != "seed" and trials[k].astype(str).nunique() > 1]
     metrics = [c for c in claimlib.METRICS.values() if c in trials.columns]
     out = trials[[*varying, "seed", "status", *metrics]].sort_values([*varying, "seed"], kind="stable")
     out.to_csv(dest, index=False, float_format="%.6g")
