@@ -140,6 +140,10 @@ def parser() -> argparse.ArgumentParser:
                         "they are compared with, e.g. --cells mur_step_size=0.1: more seeds for a claim between "
                         "two cells of a large sweep; alternatives joined by '|', the pairs of one by ',', e.g. "
                         "--cells 'vd=true,mur=none|vd=false,mur=direct' (--resume takes the same --cells)")
+    p.add_argument("--cells-only", action="store_true",
+                   help="with --cells and fixed seeds: train the cells --cells names and not the cells they are "
+                        "compared with, for a claim between two named cells (the run's own table then lacks "
+                        "those differences; the claims pair its trials with every committed run's)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a TrainConfig key in every trial, e.g. --set mur_radius=2 (repeatable; a "
                         "shorter run also needs its schedules: --set steps=600 --set lr_rampdown=150)")
@@ -309,12 +313,17 @@ def prepare(args):
             sweep = confirm_sweep(sweep, args.confirm, args.seeds)
         except ConfirmError as e:
             raise InputError(str(e)) from None
+    if args.cells_only and not args.cells:
+        raise InputError("--cells-only keeps the cells --cells names; add --cells KEY=VALUE, or drop --cells-only")
+    if args.cells_only and args.seeds == "auto":
+        raise InputError("--seeds auto decides each cell against the cell it is compared with, which --cells-only "
+                         "leaves out; give fixed seeds (--seeds N --seed-start S), or drop --cells-only")
     if args.cells:
-        sweep = select_cells(sweep, args.cells)
+        sweep = select_cells(sweep, args.cells, compared=not args.cells_only)
     if exp_dir is not None and (args.cells or "--cells" in (meta.get("argv") or [])) and \
             json.loads(json.dumps(sweep.variants)) != meta.get("variants"):
         raise InputError(f"{exp_dir} was run with other cells (sweep.json's variants; its command: "
-                         f"{' '.join(meta.get('argv') or [])}); resume it with the --cells it started with")
+                         f"{' '.join(meta.get('argv') or [])}); resume it with the --cells (and --cells-only) it started with")
     if exp_dir is not None:  # a --seeds auto run resumes with the plan it started with, or not at all
         from sweeper.seeds.auto_seeds import check_resume
         from sweeper.seeds.sequential import SequentialError

@@ -430,8 +430,9 @@ def test_a_cells_run_without_the_baseline_row_still_pairs_a_baseline_for_cell():
     assert notes[0].startswith("The sweep's baseline row") and "1 of 2 cells have a difference" in notes[0]
     alone = frame[[m == "mut" for m in frame["method"]]]
     assert baseline_cells(alone, cut.baseline, cut.rows, cut.cols, cut.baseline_within, cut.baseline_for) == \
-        ({}, [f"No differences: no row of this table matches the sweep's baseline {cut.baseline}; fix "
-              f"Sweep.baseline (in sweep.json for this folder) to the config of one table row."])
+        ({}, [f"No differences: no row of this table matches the sweep's baseline {cut.baseline}; a run with "
+              f"--cells-only leaves it out, elsewhere fix Sweep.baseline (in sweep.json for this folder) to the "
+              f"config of one table row."])
 
 
 def test_delta_only_where_the_run_followed_the_papers_protocol(tmp_path):

@@ -493,6 +493,31 @@ def test_cells_alternatives_admit_two_cells_without_their_combination():
         [("pi", False, "none"), ("pi", True, "none")]
 
 
+def test_cells_only_trains_the_named_cells_and_not_the_cell_they_are_compared_with(capsys):
+    """Pi + VD against Pi + MUR on fixed seeds needs no Pi: --cells-only leaves the baseline out, the
+    named cells' trials are the full cut's own (same configs and seeds), and the dry run counts them."""
+    from sweeper.driver.preflight import select_cells
+
+    full = get_sweep("table_svhn", "quick")
+    spec = ["vd=true,mur=none|vd=false,mur=direct"]
+    only, cut = select_cells(full, spec, compared=False), select_cells(full, spec)
+    assert _cell_keys(only, ("method", "vd", "mur")) == [("pi", False, "direct"), ("pi", True, "none")]
+    named = [t for t in cut.trials()
+             if (TrainConfig.from_dict(t).vd, TrainConfig.from_dict(t).mur) in {(True, "none"), (False, "direct")}]
+    assert sorted(map(json.dumps, only.trials())) == sorted(map(json.dumps, named)) and named
+    assert run_main(["table_svhn", "--preset", "quick", "--dry-run", "--cells", spec[0], "--cells-only",
+                     "--seeds", "3", "--seed-start", "146"]) == 0
+    out = capsys.readouterr().out
+    assert "6 trials = 2 configs x 3 seeds" in out
+
+
+@pytest.mark.parametrize("extra, msg", [([], "add --cells"), (["--cells", "vd=true", "--seeds", "auto"], "--seeds auto")])
+def test_cells_only_refuses_what_it_cannot_serve_in_one_line(extra, msg, capsys):
+    assert run_main(["table_svhn", "--preset", "quick", "--dry-run", "--cells-only", *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert msg in err and "\n" not in err
+
+
 def test_cells_keeps_the_row_baseline_for_names_for_a_cell_of_another_method():
     """VAT alone is compared with MUT (Sweep.baseline_for), a row of another method than its own: --cells
     method=vat trains both, the pair the tables grade."""

@@ -122,9 +122,10 @@ def baseline_cells(summary: pd.DataFrame, baseline: dict | None, rows=("method",
             ambiguous.append(f"{labels[i]} ({', '.join(labels[j] for j in cand)})")
         if len(cand) == 1:
             pairs[i] = cand[0]
-    if not base and not pairs:
-        return {}, [f"No differences: no row of this table matches the sweep's baseline {baseline}; "
-                    f"fix Sweep.baseline (in sweep.json for this folder) to the config of one table row."]
+    if not base and not pairs:  # a --cells-only run leaves the baseline out on purpose
+        return {}, [f"No differences: no row of this table matches the sweep's baseline {baseline}; a run "
+                    f"with --cells-only leaves it out, elsewhere fix Sweep.baseline (in sweep.json for this "
+                    f"folder) to the config of one table row."]
     notes = pairing_notes(cells, base, col_keys, ambiguous)
     if not base:  # a --cells run without the baseline row: the cells with a row of their own still pair
         notes.insert(0, f"The sweep's baseline row {baseline} did not run; {len(pairs)} of {len(idx)} cells have a "

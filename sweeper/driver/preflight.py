@@ -70,11 +70,12 @@ def trial_configs(sweep: Sweep, args: argparse.Namespace) -> list[dict]:
     return [{k: t[k] if k in t else defaults[k] for k in keys} for t in trials]
 
 
-def select_cells(sweep: Sweep, specs: list[str]) -> Sweep:
+def select_cells(sweep: Sweep, specs: list[str], compared: bool = True) -> Sweep:
     """The sweep cut to the cells (variant x grid point) that every spec of `specs` (--cells) admits, each
     with the cell it is compared with by the tables' rule (analysis.paired.baseline_cells: Sweep.baseline
     within its baseline_within keys, else the baseline_for row), so that its paired differences and --seeds
-    auto still work. A spec is KEY=VALUE, or alternatives joined by "|", each KEY=VALUE pairs joined by
+    auto still work; `compared=False` (--cells-only) keeps the admitted cells alone, for a fixed-seed claim
+    between two of them that needs no third cell trained again. A spec is KEY=VALUE, or alternatives joined by "|", each KEY=VALUE pairs joined by
     ",": "vd=true,mur=none|vd=false,mur=direct" admits those two cells and no cell with both or neither.
     The kept cells become explicit variants and the grid empties: sweep.json then records the run's own
     cells. InputError where a key is no TrainConfig field or no cell matches. Why: a claim between two
@@ -96,6 +97,8 @@ def select_cells(sweep: Sweep, specs: list[str]) -> Sweep:
     if not any(hit):
         raise InputError(f"--cells {' '.join(specs)}: no cell of sweep {sweep.name} has those values; "
                          f"see its cells with --dry-run")
+    if not compared:
+        return replace(sweep, variants=[c for c, h in zip(cells, hit) if h], grid={})
     import pandas as pd  # the tables' pairing rule, so a cut sweep's tables pair what it ran
 
     from sweeper.analysis.aggregate import NON_GROUP_KEYS
