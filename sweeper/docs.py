@@ -2,7 +2,7 @@
 
 docs/RESULTS.md comes from the run summaries in docs/runs/<sweep>-<preset>-s<first>-<last>/ (each
 holds a finished results folder's sweep.json, summary.csv, table.md, trials.csv (one row per trial:
-the keys it varies, seed, status, final metrics), the PNGs the docs show, and machine.json), the claims
+the keys it varies, seed, status, final metrics, its wall time), the PNGs the docs show, and machine.json), the claims
 from docs/claims.json, docs/PERFORMANCE.md from benchmarks/results/*.json, and the README's install
 figures (benchmarks/results/install.json), quick-start excerpt and claims table from the same files
 (between the markers
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -32,6 +33,7 @@ from sweeper.docgen import claims as claimlib
 from sweeper.docgen.benchmark_docs import GENERATED_NOTE, INSTALL, performance_md
 from sweeper.docgen.committed_runs import (ROOT, DocsError, add, check_disjoint, command_line, public_args, read_run,
                                            run_dirs, runs_of)
+from sweeper.docgen.evidence import as_number
 from sweeper.docgen.picture import PAGE_INPUTS, QUICKSTART, PictureError, picture_is_current, write_picture
 from trainables.files import one_line
 
@@ -130,21 +132,31 @@ def trial_cost(runs: list[dict]) -> dict[tuple[str, str], float]:
     return {k: r for k, r in rates.items() if r is not None}
 
 
-def missing(g: dict) -> tuple[int, int] | None:
-    """(seeds still to run, configurations to train on each) for an undecided claim to reach the seeds per
-    half its undecided comparisons need: twice the count, less the pairs each holds; None where a count is
-    unknown or past claims.MAX_NEED."""
+def missing(g: dict) -> tuple[int, list[dict]] | None:
+    """(seeds still to run, the configurations to train them on) for an undecided claim to reach the seeds
+    per half its undecided comparisons need: twice the count, less the pairs each holds; None where a count
+    is unknown or past claims.MAX_NEED."""
     views = [v for v in g["cells"] if v["verdict"] == "undecided"]
     if not views or any(v["need"][0] is None or v["need"][0] > claimlib.MAX_NEED for v in views):
         return None
     seeds = max(max(0, 2 * v["need"][0] - v["pooled"]["n"]) for v in views)
-    configs = {repr(sorted(x.items())) for v in views for x in (v["cell"], v["ref"])}
-    return seeds, len(configs)
+    configs = {repr(sorted(x.items())): x for v in views for x in (v["cell"], v["ref"])}
+    return seeds, list(configs.values())
+
+
+def cell_minutes(runs: list[dict], sweep: str, preset: str, cell: dict) -> float | None:
+    """A cell's mean trial-min over the finished trials of the sweep's committed runs that record their own
+    wall time (trials.csv's wall_time_s); None where none does."""
+    times = [as_number(t.get("wall_time_s")) for r in runs if (r["sweep"], r["preset"]) == (sweep, preset)
+             for t, _ in claimlib.matches(r["trials"], claimlib.run_configs(r), cell)]
+    times = [t for t in times if math.isfinite(t)]
+    return sum(times) / len(times) / 60 if times else None
 
 
 def needs_md(graded: list[tuple[dict, dict | None]], runs: list[dict]) -> list[str]:
     """Per sweep, the undecided claims it grades, the most seeds per half they need, and what running the
-    missing seeds would cost at the sweep's committed trial-min per trial."""
+    missing seeds of their cells alone (`--cells-only`) would cost: each cell at its own committed trial-min
+    per trial, else at the sweep's."""
     cost = trial_cost(runs)
     by: dict[str, list[tuple[str, int | None, str]]] = {}
     for c, g in graded:
@@ -155,8 +167,10 @@ def needs_md(graded: list[tuple[dict, dict | None]], runs: list[dict]) -> list[s
                 plan = ": it holds that many already and both halves did not decide"
             elif more is not None:
                 seeds, configs = more
-                plan = f": {seeds:,} more seeds of {configs} cells, {seeds * configs:,} trials" + (
-                    f" ≈ {seeds * configs * rate:,.0f} trial-min" if rate is not None else "")
+                per = [cell_minutes(runs, c["sweep"], c["preset"], x) for x in configs]
+                per = [rate if m is None else m for m in per]
+                plan = f": {seeds:,} more seeds of {len(configs)} cells, {seeds * len(configs):,} trials" + (
+                    f" ≈ {seeds * sum(per):,.0f} trial-min" if None not in per else "")
             by.setdefault(c["sweep"], []).append((c["claim"], g["need"][0], plan))
     if not by:
         return ["No claim is undecided."]
@@ -212,9 +226,10 @@ def results_md(runs: list[dict], graded: list[tuple[dict, dict | None]], root: P
             "", "### What the undecided claims need", "",
             "Seeds per half (power 0.8 at the pooled effect and spread), by the sweep that grades them; a",
             "comparison's seeds are split in two halves, so it needs twice as many in all, counting those it has.",
-            "Beside each, the seeds still to run on every cell its undecided comparisons name, and their price at",
-            "the sweep's committed trial-min per trial (a planning figure: cells differ in cost, and the estimate",
-            "of the seeds needed moves as seeds come in):", "",
+            "Beside each, the seeds still to run on every cell its undecided comparisons name, and their price",
+            "with those cells alone (`--cells-only`): each cell at the mean trial-min of its committed trials that",
+            "record their time, else at the sweep's trial-min per trial (a planning figure: the estimate of the",
+            "seeds needed moves as seeds come in):", "",
             *needs_md(graded, runs)]
     if runs:
         out += ["", "### What the committed runs cost", "", *cost_md(runs, root)]

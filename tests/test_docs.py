@@ -269,7 +269,7 @@ def test_add_copies_a_finished_results_folder_with_its_machine(tmp_path):
                                                        "sweep.json", "table.md", "trials.csv", "trials.parquet"]
     # the per-seed values the claims read: varying keys, seed, status, final metrics; no machine paths
     assert (dest / "trials.csv").read_text().splitlines() == [
-        "mur,seed,status,final_test_error", "direct,3,finished,4.25", "none,3,finished,5"]
+        "mur,seed,status,final_test_error,wall_time_s", "direct,3,finished,4.25,", "none,3,finished,5,90"]
     m = json.loads((dest / "machine.json").read_text())
     assert m["command"] == "python -m sweeper.run ablation_radius --preset quick"
     assert m["cores"] >= 1 and m["cpu"] and m["torch"] and m["wall_min"] >= 0
@@ -309,11 +309,11 @@ def test_add_never_replaces_another_committed_run_over_the_same_seeds(tmp_path):
     kept = (first / "trials.csv").read_text()
     second = committed_runs.add(results("b", "mur=direct", [6.5, 7.5]), root=tmp_path)
     assert (first.name, second.name) == ("ablation_radius-quick-s3-4", "ablation_radius-quick-s3-4-2")
-    assert (first / "trials.csv").read_text() == kept and ",4\n" in kept
-    assert ",6.5\n" in (second / "trials.csv").read_text()
+    assert (first / "trials.csv").read_text() == kept and ",4," in kept
+    assert ",6.5," in (second / "trials.csv").read_text()
     (second / "trials.csv").write_text("stale\n")
     assert committed_runs.add(tmp_path / "results" / "b", root=tmp_path) == second  # the same run again
-    assert ",6.5\n" in (second / "trials.csv").read_text()
+    assert ",6.5," in (second / "trials.csv").read_text()
     assert sorted(p.name for p in (tmp_path / "docs" / "runs").iterdir()) == [first.name, second.name]
 
 
@@ -338,7 +338,7 @@ def test_a_key_every_cell_of_a_run_shares_is_found_though_trials_csv_leaves_it_o
                   "wall_time_s": [1.0, 1.0]}).to_parquet(exp / "trials.parquet")
     dest = committed_runs.add(exp, root=tmp_path)
     assert (dest / "trials.csv").read_text().splitlines() == [
-        "vd,seed,status,final_test_error", "False,3,finished,9", "True,3,finished,5.5"]
+        "vd,seed,status,final_test_error,wall_time_s", "False,3,finished,9,1", "True,3,finished,5.5,1"]
     run = committed_runs.read_run(dest)
     cell = {"method": "mt", "vd": True, "mur": "none"}
     assert claimlib.values(run["trials"], run["configs"], cell, "test_error", "x") == {3: 5.5}
@@ -796,8 +796,10 @@ def test_the_cost_table_holds_each_committed_runs_trials_and_trial_time():
 
 def test_the_undecided_claims_need_lists_the_seeds_still_to_run_and_their_price():
     """Twice the seeds per half, less the pairs held, on every configuration the undecided comparisons name
-    (a reference two cells share counts once), priced at the sweep's trial-min per trial over the runs that
-    record it: 68 per half at 106 pairs is 30 seeds x 2 cells = 60 trials, at (30 + 10) / (50 + 30) = 0.5."""
+    (a reference two cells share counts once): 68 per half at 106 pairs is 30 seeds x 2 cells = 60 trials.
+    Each cell is priced at the mean of its committed trials' own times (finished ones that record it), else
+    at the sweep's trial-min per trial over the runs that record it, (30 + 10) / (50 + 30) = 0.5. GA's
+    finished timed trials took 120 s and 60 s (1.5 min), direct's 30 s (0.5 min), PGA has none (0.5)."""
     def view(cell, ref, need, n, verdict="undecided"):
         return {"verdict": verdict, "need": (need, "yes"), "pooled": {"n": n}, "cell": cell, "ref": ref}
 
@@ -810,14 +812,21 @@ def test_the_undecided_claims_need_lists_the_seeds_still_to_run_and_their_price(
                       view({"mur": "x"}, direct, None, 10, verdict="yes")]})
     unknown = ({"claim": "VD matches", "sweep": "fixmatch", "preset": "quick"},
                {"verdict": "undecided", "need": (None, ""), "cells": [view({"vd": 1}, {"vd": 0}, None, 10)]})
-    runs = [{"sweep": "ablation_mur_steps", "preset": "quick", "machine": {"trial_min": 30.0, "trials": 50}},
-            {"sweep": "ablation_mur_steps", "preset": "quick", "machine": {"trial_min": 10.0, "trials": 30}},
-            {"sweep": "ablation_mur_steps", "preset": "quick", "machine": {"trials": 40}},  # no trial times
-            {"sweep": "ablation_mur_steps", "preset": "paper", "machine": {"trial_min": 900.0, "trials": 3}}]
+    timed = [("ga", "finished", "120"), ("ga", "finished", "60"), ("ga", "finished", ""), ("ga", "failed", "6000"),
+             ("direct", "finished", "30"), ("pga", "finished", "")]
+    runs = [{"sweep": "ablation_mur_steps", "preset": "quick", "machine": {"trial_min": 30.0, "trials": 50}, "trials": []},
+            {"sweep": "ablation_mur_steps", "preset": "quick", "machine": {"trial_min": 10.0, "trials": 30}, "trials": []},
+            {"sweep": "ablation_mur_steps", "preset": "quick", "machine": {"trials": 40}, "trials": []},  # no times
+            {"sweep": "ablation_mur_steps", "preset": "quick", "machine": {"trials": 6},
+             "trials": [{"mur": m, "seed": str(i), "status": st, "wall_time_s": w} for i, (m, st, w) in enumerate(timed)],
+             "configs": [{"mur": m} for m, _, _ in timed]},
+            {"sweep": "ablation_mur_steps", "preset": "paper", "machine": {"trial_min": 900.0, "trials": 3},
+             "trials": [{"mur": "ga", "seed": "0", "status": "finished", "wall_time_s": "9000"}],
+             "configs": [{"mur": "ga"}]}]  # another preset's trials price nothing here
     lines = docs.needs_md([one, two, unknown], runs)
-    assert "GA beats direct (68: 30 more seeds of 2 cells, 60 trials ≈ 30 trial-min)" in lines[0]
-    # max(2*20 - 30, 2*12 - 10) = 14 seeds on ga, pga and direct
-    assert "both beat direct (20: 14 more seeds of 3 cells, 42 trials ≈ 21 trial-min)" in lines[0]
+    assert "GA beats direct (68: 30 more seeds of 2 cells, 60 trials ≈ 60 trial-min)" in lines[0]
+    # max(2*20 - 30, 2*12 - 10) = 14 seeds on ga, pga and direct: 14 x (1.5 + 0.5 + 0.5)
+    assert "both beat direct (20: 14 more seeds of 3 cells, 42 trials ≈ 35 trial-min)" in lines[0]
     assert lines[1] == "- `fixmatch` (no seed count follows): VD matches (?)"
     assert docs.needs_md([one], [])[0].endswith("(68: 30 more seeds of 2 cells, 60 trials)")  # no price known
     one[1]["cells"][0]["pooled"]["n"] = 140  # 70 per half, more than the 68 asked for, and still undecided

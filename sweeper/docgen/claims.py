@@ -129,7 +129,7 @@ def _same(have, want) -> bool:
     return str(have) == str(want)
 
 
-def _matches(trials: list[dict], configs: list[dict], cell: dict) -> list[tuple[dict, dict]]:
+def matches(trials: list[dict], configs: list[dict], cell: dict) -> list[tuple[dict, dict]]:
     """(row, its full configuration) of the finished rows of `trials` that are `cell`; `configs` are the
     rows' evidence.full_config, so a key a trials.csv lacks comes from the row's variant, base or default."""
     return [(t, c) for t, c in zip(trials, configs) if t.get("status") in (None, "", "finished")
@@ -146,7 +146,7 @@ def values(trials: list[dict], configs: list[dict], cell: dict, metric: str, whe
     name one configuration: two trials of one seed in it are an error naming the keys to add."""
     col = METRICS[metric]
     out: dict[int, float] = {}
-    for t, _ in _matches(trials, configs, cell):
+    for t, _ in matches(trials, configs, cell):
         seed = int(t["seed"])
         if seed in out:
             raise ClaimError(f"{where}: cell {cell} holds several trials of seed {seed}; name the keys that tell "
@@ -169,7 +169,7 @@ def configuration(runs: list[dict], cell: dict, where: str) -> tuple:
     for run in runs:
         configs = run_configs(run)
         values(run["trials"], configs, cell, "test_error", where)  # one trial per seed
-        ids |= {identity(c) for _, c in _matches(run["trials"], configs, cell)}
+        ids |= {identity(c) for _, c in matches(run["trials"], configs, cell)}
     if not ids:
         raise ClaimError(f"{where}: no finished trial is the cell {cell}; fix the claim's cells or against")
     if len(ids) > 1:

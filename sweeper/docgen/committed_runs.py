@@ -171,9 +171,10 @@ def trial_time(exp: Path) -> dict:
 
 
 def write_trials_csv(exp: Path, dest: Path) -> None:
-    """One row per trial of the results folder: the config keys its trials vary, seed, status and the final
-    metrics the claims read (claims.METRICS), from trials.parquet. A key every trial shares is read back
-    from sweep.json (evidence.full_config: the row's variant, the base, the default)."""
+    """One row per trial of the results folder: the config keys its trials vary, seed, status, the final
+    metrics the claims read (claims.METRICS) and the trial's own wall time, from trials.parquet. A key
+    every trial shares is read back from sweep.json (evidence.full_config: the row's variant, the base,
+    the default)."""
     import pandas as pd  # only `add` reads parquet; the docs test never calls it
 
     trials = pd.read_parquet(exp / "trials.parquet")
@@ -182,7 +183,8 @@ def write_trials_csv(exp: Path, dest: Path) -> None:
     keys = sorted({k for v in meta.get("variants") or [] for k in v} | set(meta.get("grid") or {}) | set(config))
     varying = [k for k in keys if k in trials.columns and k != "seed" and trials[k].astype(str).nunique() > 1]
     metrics = [c for c in claimlib.METRICS.values() if c in trials.columns]
-    out = trials[[*varying, "seed", "status", *metrics]].sort_values([*varying, "seed"], kind="stable")
+    timed = ["wall_time_s"] if "wall_time_s" in trials.columns else []  # what a cell costs (docs.needs_md)
+    out = trials[[*varying, "seed", "status", *metrics, *timed]].sort_values([*varying, "seed"], kind="stable")
     out.to_csv(dest, index=False, float_format="%.6g")
 
 

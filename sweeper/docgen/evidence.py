@@ -18,7 +18,7 @@ import math
 from trainables.config import NOT_COMPARED, applies, train_config_defaults
 
 DEFAULTS = train_config_defaults()
-ROW_KEYS = ("seed", "status")  # trials.csv columns that are not configuration (with the final_* metrics)
+ROW_KEYS = ("seed", "status", "wall_time_s")  # trials.csv columns that are not configuration (nor final_*)
 
 
 class EvidenceError(ValueError):
