@@ -27,6 +27,7 @@ from browser import need_chromium, open_page
 from conftest import write_trial
 from test_report import make_search_exp, make_table_exp, reports
 
+from sweeper.costs import machine_text
 from sweeper.docgen import committed_runs
 from sweeper.analysis.html import LIVE, STALE_S, parse_markdown_table, sweep_state
 from sweeper.report import build_report, main
@@ -337,7 +338,7 @@ def test_the_heartbeat_keeps_the_load_it_saw_at_each_beat(tmp_path, monkeypatch)
     beat = json.loads((tmp_path / LIVE).read_text())
     assert beat["state"] == "ended" and beat["load_avg"] == [1.5, 3.25, 2.0]
     assert committed_runs.run_load(tmp_path) == {"mean": 2.25, "max": 3.25, "samples": 3}
-    assert "1-minute load average 2.25 (at most 3.25) while it ran" in committed_runs.machine_text(
+    assert "1-minute load average 2.25 (at most 3.25) while it ran" in machine_text(
         {"cpu": "c", "load_avg": committed_runs.run_load(tmp_path)})
     (tmp_path / LIVE).write_text(json.dumps({"state": "ended", "updated": 0.0}))  # a run from before sampling
     assert committed_runs.run_load(tmp_path) is None

@@ -27,7 +27,6 @@ from sweeper import storage
 from sweeper.driver import tune_state, tuner
 from sweeper.driver.lease import DriverLease, LeaseHeld
 from sweeper.driver.preflight import InputError
-from trainables.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICK = ["ablation_radius", "--preset", "quick"]

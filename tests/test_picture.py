@@ -17,7 +17,6 @@ import pytest
 from browser import need_chromium, open_page
 from conftest import write_trial
 from search_spaces import get_sweep
-from sweeper import docs
 from sweeper.docgen import committed_runs, picture
 from sweeper.report import build_report
 

@@ -6,7 +6,6 @@ experiment recorded when it started. Each planted pickle would create a marker f
 """
 import gzip
 import io
-import json
 import os
 import pickle
 import shlex
@@ -16,7 +15,6 @@ import pytest
 from tinydata import write_cifar10
 
 from sweeper import run as sweeper_run
-from sweeper import storage
 from trainables import safe_pickle
 from trainables.datafiles import DataError, check_readable, read_raw
 

@@ -44,7 +44,7 @@ from trainables import schedules
 from trainables.config import ConfigError, TrainConfig
 from trainables.data import Dataset
 from trainables.mur import entropy, frozen_bn_stats, virtual_point
-from trainables.trainer import TERMS, Diverged, Trainer, param_groups, resolve_device
+from trainables.trainer import Diverged, Trainer, param_groups, resolve_device
 from trainables.variational import K1, K2, K3, VDConv2d, VDLinear, mean_weights, vd_layers
 
 PACK_METHODS = ("mt",)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from sweeper.docgen import claims as claimlib
 from sweeper.docgen.evidence import full_config
-from sweeper.costs import ROOT, RUNS, machine_text
+from sweeper.costs import ROOT, RUNS
 from sweeper.driver.provenance import cpu_name
 from sweeper.docgen.picture import QUICKSTART, public_trials
 
