@@ -103,11 +103,30 @@ def cost_md(runs: list[dict], root: Path) -> list[str]:
         cells = [v for a, v in zip(argv, argv[1:]) if a == "--cells"]
         # two runs over one seed span: told apart; a "|" of --cells' alternatives escaped for the table
         how += f", --cells {' '.join(cells)}".replace("|", "\\|") if cells else ""
+        how += ", --cells-only" if "--cells-only" in argv else ""
         trials = trial_count(root / RUNS / run["name"], run["meta"].get("n_trials"))  # one count: trials.csv's
         rows.append(f"| `{run['sweep']}` | {run['seeds'][0]}-{run['seeds'][-1]} | {how} | {trials} | "
                     f"{m['wall_min']:.1f} | {'' if m.get('trial_min') is None else format(m['trial_min'], '.1f')} | "
                     f"{m.get('cpu', 'unknown CPU')} |")
     return rows
+
+
+def sweep_cost_md(runs: list[dict], root: Path) -> list[str]:
+    """cost_md's rows summed per sweep and over all: runs, trials, wall minutes, and trial-min over the runs
+    whose machine.json records it (how many do, beside it)."""
+    totals: dict[str, list] = {}  # sweep: [runs, trials, wall min, trial-min, runs that record it]
+    for run in runs:
+        m, t = run["machine"], totals.setdefault(run["sweep"], [0, 0, 0.0, 0.0, 0])
+        timed = m.get("trial_min") is not None
+        for i, v in enumerate((1, trial_count(root / RUNS / run["name"], run["meta"].get("n_trials")) or 0,
+                               m["wall_min"], m.get("trial_min") or 0.0, int(timed))):
+            t[i] += v
+    totals = {f"`{k}`": totals[k] for k in sorted(totals)}
+    totals["**all**"] = [sum(t[i] for t in totals.values()) for i in range(5)]
+    return ["Sweep by sweep: the rows above summed, trial-min over the runs that record it.", "",
+            "| sweep | runs | trials | wall min | trial-min | runs with trial-min |", "|---|--:|--:|--:|--:|--:|",
+            *(f"| {k} | {n} | {trials} | {wall:.1f} | {format(cpu, '.1f') if timed else ''} | {timed} |"
+              for k, (n, trials, wall, cpu, timed) in totals.items())]
 
 
 def shared_md(graded: list[tuple[dict, dict | None]]) -> list[str]:
@@ -232,7 +251,7 @@ def results_md(runs: list[dict], graded: list[tuple[dict, dict | None]], root: P
             "seeds needed moves as seeds come in):", "",
             *needs_md(graded, runs)]
     if runs:
-        out += ["", "### What the committed runs cost", "", *cost_md(runs, root)]
+        out += ["", "### What the committed runs cost", "", *cost_md(runs, root), "", *sweep_cost_md(runs, root)]
     else:
         out += ["", "No run is committed yet: `python -m sweeper.docs add results/<sweep>-<stamp>` adds one."]
     for run in runs:

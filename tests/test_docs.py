@@ -767,6 +767,20 @@ def test_the_cost_table_escapes_the_pipe_of_cells_alternatives(tmp_path):
     assert cells[3] == "330" and cells[5] == "180.0"
 
 
+def test_the_sweep_by_sweep_costs_sum_the_runs_and_leave_untimed_runs_out_of_trial_min(tmp_path):
+    """Two runs of a (25 + 40 trials, 4.0 + 6.5 wall min, trial-min only on the first: 7.5), one of b
+    (10 trials, 2.0 min, none timed: a blank, not 0); all: 75 trials, 12.5 min, 7.5 trial-min from 1 run."""
+    def run(sweep, name, n, wall, cpu=None):
+        m = {"wall_min": wall, **({"trial_min": cpu} if cpu is not None else {})}
+        return {"sweep": sweep, "name": name, "machine": m, "meta": {"n_trials": n}}
+
+    rows = docs.sweep_cost_md([run("b", "b-1", 10, 2.0), run("a", "a-1", 25, 4.0, 7.5), run("a", "a-2", 40, 6.5)],
+                              tmp_path)
+    body = [[c.strip() for c in _cells_of(r)] for r in rows[4:]]
+    assert body == [["`a`", "2", "65", "10.5", "7.5", "1"], ["`b`", "1", "10", "2.0", "", "0"],
+                    ["**all**", "3", "75", "12.5", "7.5", "1"]]
+
+
 def test_the_cost_table_holds_each_committed_runs_trials_and_trial_time():
     """RESULTS.md's cost rows against each run's own files: trials = trials.csv's rows, wall and trial
     minutes = machine.json's, how = --seeds auto exactly where the recorded command says so."""
