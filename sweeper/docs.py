@@ -2,11 +2,10 @@
 
 docs/RESULTS.md comes from the run summaries in docs/runs/<sweep>-<preset>-s<first>-<last>/ (each
 holds a finished results folder's sweep.json, summary.csv, table.md, trials.csv (one row per trial:
-the keys it varies, seed, status, final metrics, its wall time), the PNGs the docs show, and machine.json), the claims
-from docs/claims.json, docs/PERFORMANCE.md from benchmarks/results/*.json, and the README's install
-figures (benchmarks/results/install.json), quick-start excerpt and claims table from the same files
-(between the markers
-`<!-- generated: NAME -->` and `<!-- end -->`).
+the keys it varies, seed, status, final metrics, its wall time), the PNGs the docs show, and
+machine.json), the claims from docs/claims.json, docs/PERFORMANCE.md from benchmarks/results/*.json,
+and the README's install figures (benchmarks/results/install.json), quick-start excerpt and claims
+table from the same files (between the markers `<!-- generated: NAME -->` and `<!-- end -->`).
 
     python -m sweeper.docs                              # rewrite the generated files
     python -m sweeper.docs --check                      # exit 1 when a committed one differs

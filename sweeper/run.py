@@ -323,7 +323,8 @@ def prepare(args):
     if exp_dir is not None and (args.cells or "--cells" in (meta.get("argv") or [])) and \
             json.loads(json.dumps(sweep.variants)) != meta.get("variants"):
         raise InputError(f"{exp_dir} was run with other cells (sweep.json's variants; its command: "
-                         f"{' '.join(meta.get('argv') or [])}); resume it with the --cells (and --cells-only) it started with")
+                         f"{' '.join(meta.get('argv') or [])}); resume it with the --cells (and --cells-only) "
+                         f"it started with")
     if exp_dir is not None:  # a --seeds auto run resumes with the plan it started with, or not at all
         from sweeper.seeds.auto_seeds import check_resume
         from sweeper.seeds.sequential import SequentialError

@@ -828,11 +828,13 @@ def test_the_undecided_claims_need_lists_the_seeds_still_to_run_and_their_price(
                {"verdict": "undecided", "need": (None, ""), "cells": [view({"vd": 1}, {"vd": 0}, None, 10)]})
     timed = [("ga", "finished", "120"), ("ga", "finished", "60"), ("ga", "finished", ""), ("ga", "failed", "6000"),
              ("direct", "finished", "30"), ("pga", "finished", "")]
-    runs = [{"sweep": "ablation_mur_steps", "preset": "quick", "machine": {"trial_min": 30.0, "trials": 50}, "trials": []},
-            {"sweep": "ablation_mur_steps", "preset": "quick", "machine": {"trial_min": 10.0, "trials": 30}, "trials": []},
-            {"sweep": "ablation_mur_steps", "preset": "quick", "machine": {"trials": 40}, "trials": []},  # no times
-            {"sweep": "ablation_mur_steps", "preset": "quick", "machine": {"trials": 6},
-             "trials": [{"mur": m, "seed": str(i), "status": st, "wall_time_s": w} for i, (m, st, w) in enumerate(timed)],
+    quick = {"sweep": "ablation_mur_steps", "preset": "quick", "trials": []}
+    runs = [{**quick, "machine": {"trial_min": 30.0, "trials": 50}},
+            {**quick, "machine": {"trial_min": 10.0, "trials": 30}},
+            {**quick, "machine": {"trials": 40}},  # no trial times
+            {**quick, "machine": {"trials": 6},
+             "trials": [{"mur": m, "seed": str(i), "status": st, "wall_time_s": w}
+                        for i, (m, st, w) in enumerate(timed)],
              "configs": [{"mur": m} for m, _, _ in timed]},
             {"sweep": "ablation_mur_steps", "preset": "paper", "machine": {"trial_min": 900.0, "trials": 3},
              "trials": [{"mur": "ga", "seed": "0", "status": "finished", "wall_time_s": "9000"}],

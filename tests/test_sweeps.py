@@ -511,7 +511,8 @@ def test_cells_only_trains_the_named_cells_and_not_the_cell_they_are_compared_wi
     assert "6 trials = 2 configs x 3 seeds" in out
 
 
-@pytest.mark.parametrize("extra, msg", [([], "add --cells"), (["--cells", "vd=true", "--seeds", "auto"], "--seeds auto")])
+@pytest.mark.parametrize("extra, msg", [([], "add --cells"),
+                                        (["--cells", "vd=true", "--seeds", "auto"], "--seeds auto")])
 def test_cells_only_refuses_what_it_cannot_serve_in_one_line(extra, msg, capsys):
     assert run_main(["table_svhn", "--preset", "quick", "--dry-run", "--cells-only", *extra]) == 2
     err = capsys.readouterr().err.strip()

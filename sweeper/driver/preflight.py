@@ -75,8 +75,9 @@ def select_cells(sweep: Sweep, specs: list[str], compared: bool = True) -> Sweep
     with the cell it is compared with by the tables' rule (analysis.paired.baseline_cells: Sweep.baseline
     within its baseline_within keys, else the baseline_for row), so that its paired differences and --seeds
     auto still work; `compared=False` (--cells-only) keeps the admitted cells alone, for a fixed-seed claim
-    between two of them that needs no third cell trained again. A spec is KEY=VALUE, or alternatives joined by "|", each KEY=VALUE pairs joined by
-    ",": "vd=true,mur=none|vd=false,mur=direct" admits those two cells and no cell with both or neither.
+    between two of them that needs no third cell trained again. A spec is KEY=VALUE, or alternatives
+    joined by "|", each KEY=VALUE pairs joined by ",": "vd=true,mur=none|vd=false,mur=direct" admits
+    those two cells and no cell with both or neither.
     The kept cells become explicit variants and the grid empties: sweep.json then records the run's own
     cells. InputError where a key is no TrainConfig field or no cell matches. Why: a claim between two
     cells of a large sweep (neither of them the baseline) needs more seeds of those cells alone."""
