@@ -90,6 +90,14 @@ def claims_table(graded: list[tuple[dict, dict | None]], link: str) -> str:
                       f"Each claim with its paired differences on both halves of its seeds: [{link}]({link})."])
 
 
+def held_trials(run: dict, root: Path) -> int | None:
+    """The trials a committed run holds, one count for every table: the trials.csv rows read_run parsed,
+    else costs.trial_count (sweep.json's planned count where the run has no trials.csv)."""
+    if run.get("trials"):
+        return len(run["trials"])
+    return trial_count(root / RUNS / run["name"], run["meta"].get("n_trials"))
+
+
 def cost_md(runs: list[dict], root: Path) -> list[str]:
     """One row per committed run, by sweep: its trials, wall time and trial time (the trials' own wall
     times summed: CPU time, one CPU per trial), from its machine.json; a blank where it was not recorded."""
@@ -103,7 +111,7 @@ def cost_md(runs: list[dict], root: Path) -> list[str]:
         # two runs over one seed span: told apart; a "|" of --cells' alternatives escaped for the table
         how += f", --cells {' '.join(cells)}".replace("|", "\\|") if cells else ""
         how += ", --cells-only" if "--cells-only" in argv else ""
-        trials = trial_count(root / RUNS / run["name"], run["meta"].get("n_trials"))  # one count: trials.csv's
+        trials = held_trials(run, root)
         rows.append(f"| `{run['sweep']}` | {run['seeds'][0]}-{run['seeds'][-1]} | {how} | {trials} | "
                     f"{m['wall_min']:.1f} | {'' if m.get('trial_min') is None else format(m['trial_min'], '.1f')} | "
                     f"{m.get('cpu', 'unknown CPU')} |")
@@ -117,7 +125,7 @@ def sweep_cost_md(runs: list[dict], root: Path) -> list[str]:
     for run in runs:
         m, t = run["machine"], totals.setdefault(run["sweep"], [0, 0, 0.0, 0.0, 0])
         timed = m.get("trial_min") is not None
-        for i, v in enumerate((1, trial_count(root / RUNS / run["name"], run["meta"].get("n_trials")) or 0,
+        for i, v in enumerate((1, held_trials(run, root) or 0,
                                m["wall_min"], m.get("trial_min") or 0.0, int(timed))):
             t[i] += v
     totals = {f"`{k}`": totals[k] for k in sorted(totals)}

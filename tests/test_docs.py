@@ -808,6 +808,18 @@ def test_the_cost_table_holds_each_committed_runs_trials_and_trial_time():
         assert cells[5] == ("" if "trial_min" not in m else f"{m['trial_min']:.1f}"), run["name"]
 
 
+def test_each_committed_trials_own_time_sums_to_its_runs_trial_min():
+    """trials.csv's wall_time_s (per trial) and machine.json's trial_min (the run's sum, written when it
+    was added) are two records of one execution: where a run has both, they agree to the 0.1 min the
+    latter is rounded to, so no run's per-trial times come from another execution of its trials."""
+    runs = [committed_runs.read_run(p) for p in committed_runs.run_dirs()]
+    timed = [r for r in runs if r["trials"] and "wall_time_s" in r["trials"][0]]
+    assert timed, "some committed run records its trials' own times"
+    for run in timed:
+        total = sum(float(t["wall_time_s"] or 0) for t in run["trials"]) / 60
+        assert abs(total - run["machine"]["trial_min"]) <= 0.05 + 1e-9, run["name"]
+
+
 def test_the_undecided_claims_need_lists_the_seeds_still_to_run_and_their_price():
     """Twice the seeds per half, less the pairs held, on every configuration the undecided comparisons name
     (a reference two cells share counts once): 68 per half at 106 pairs is 30 seeds x 2 cells = 60 trials.
