@@ -221,7 +221,9 @@ def print_dry_run(sweep: Sweep, trials: list[dict], args) -> None:
     from sweeper.costs import cost_lines
 
     n = sweep.search["num_samples"] if sweep.search else len(trials)
-    for line in cost_lines(sweep.name, args.preset, n, sweep.minutes_per_trial, bool(args.seeds or args.set or args.cells)):
+    changed = bool(args.seeds or args.set or args.cells)
+    for line in cost_lines(sweep.name, args.preset, n, sweep.minutes_per_trial, changed,
+                           planned=None if sweep.search else trials):
         print(f"cost: {line}")
 
 

@@ -820,6 +820,28 @@ def test_each_committed_trials_own_time_sums_to_its_runs_trial_min():
         assert abs(total - run["machine"]["trial_min"]) <= 0.05 + 1e-9, run["name"]
 
 
+def test_the_docs_and_the_dry_run_price_each_claim_cell_alike():
+    """Two implementations of one price: RESULTS.md matches a claim's cell among the parsed runs
+    (docs.cell_minutes), `--dry-run` its planned trial's full configuration among the trials.csv files
+    (costs.config_minutes). On every timed cell of every claim they give the same trial-min."""
+    from sweeper import costs
+
+    runs = [committed_runs.read_run(p) for p in committed_runs.run_dirs()]
+    compared = 0
+    for c in (c for c in docs.load_claims() if c.get("testable", True)):
+        mine = committed_runs.runs_of(runs, c["sweep"], c["preset"])
+        own = costs.config_minutes(c["sweep"], c["preset"])
+        for cell in c["cells"]:
+            for x in (cell, claimlib.reference(cell, c.get("against") or {})):
+                minutes = docs.cell_minutes(runs, c["sweep"], c["preset"], x)
+                if minutes is None:
+                    continue
+                key = claimlib.configuration(mine, x, c["claim"])
+                assert own[key] == pytest.approx(minutes, rel=1e-12), (c["claim"], x)
+                compared += 1
+    assert compared >= 10
+
+
 def test_the_undecided_claims_need_lists_the_seeds_still_to_run_and_their_price():
     """Twice the seeds per half, less the pairs held, on every configuration the undecided comparisons name
     (a reference two cells share counts once): 68 per half at 106 pairs is 30 seeds x 2 cells = 60 trials.

@@ -437,6 +437,34 @@ def test_a_cost_is_its_committed_runs_wall_time_else_no_committed_run(tmp_path):
                      "(Sweep.minutes_per_trial, a planning value)"]  # 18 * 140 / 60 = 42
 
 
+def test_a_changed_command_prices_each_trial_at_its_configurations_own_committed_time(tmp_path):
+    """Direct MUR's finished timed trials took 3000 s and 9000 s (100 trial-min on average); PGA's only
+    timed trial failed, so PGA falls back to the run's 200 trial-min over its 4 trials (50 a trial).
+    Planned: direct, PGA, direct at new seeds = 100 + 50 + 100 = 250 trial-min = 4.2 trial-hours."""
+    from sweeper import costs
+
+    folder = tmp_path / "docs" / "runs" / "ablation_mur_steps-quick-s0-1"
+    folder.mkdir(parents=True)
+    (folder / "sweep.json").write_text(json.dumps({"name": "ablation_mur_steps", "preset": "quick", "n_trials": 4,
+                                                   "base": {}, "variants": [{"mur": "direct"}, {"mur": "pga"}]}))
+    (folder / "machine.json").write_text(json.dumps({"cpu": "Test CPU", "cores": 2, "wall_min": 100.0,
+                                                     "trial_min": 200.0}))
+    (folder / "trials.csv").write_text("mur,seed,status,final_test_error,wall_time_s\n"
+                                       "direct,0,finished,5.1,3000\ndirect,1,finished,4.9,9000\n"
+                                       "pga,0,finished,5.0,\npga,1,failed,,600\n")
+    planned = [{"mur": "direct", "seed": 7}, {"mur": "pga", "seed": 7}, {"mur": "direct", "seed": 8}]
+    line = costs.cost_lines("ablation_mur_steps", "quick", 3, 0.8, changed=True, root=tmp_path, planned=planned)[1]
+    assert line == ("this command changes its trials: 3 trials = 4.2 trial-hours, 2 at their configuration's "
+                    "committed trial-min (the mean of its trials' own times), 1 at the committed runs' 50.00 "
+                    "trial-min per trial")
+    # the seed is no part of a configuration; another radius is another configuration, priced at the rate
+    assert costs.config_minutes("ablation_mur_steps", "quick", tmp_path) == {
+        costs.planned_identity({"mur": "direct", "seed": 99}): 100.0}
+    other = [{"mur": "direct", "mur_radius": 3.0, "seed": 7}]
+    assert costs.cost_lines("ablation_mur_steps", "quick", 1, 0.8, changed=True, root=tmp_path,
+                            planned=other)[1].startswith("this command changes its trials: 1 trials x 50.00 trial-min")
+
+
 def test_list_and_dry_run_show_the_committed_runs_wall_time(capsys):
     root = Path(__file__).resolve().parent.parent
     walls = {p.parent.name: json.loads(p.read_text())["wall_min"]

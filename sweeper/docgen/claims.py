@@ -41,8 +41,9 @@ import math
 import statistics
 from pathlib import Path
 
-from sweeper.docgen.evidence import EvidenceError, as_number, full_config, identity, index
+from sweeper.docgen.evidence import EvidenceError, as_number, index
 from sweeper.analysis.stats import paired_diff
+from sweeper.trial_identity import full_config, identity
 
 DIRECTIONS = ("lower", "higher", "matches")
 METRICS = {"test_error": "final_test_error", "val_error": "final_val_error",
@@ -131,7 +132,7 @@ def _same(have, want) -> bool:
 
 def matches(trials: list[dict], configs: list[dict], cell: dict) -> list[tuple[dict, dict]]:
     """(row, its full configuration) of the finished rows of `trials` that are `cell`; `configs` are the
-    rows' evidence.full_config, so a key a trials.csv lacks comes from the row's variant, base or default."""
+    rows' trial_identity.full_config, so a key a trials.csv lacks comes from the row's variant, base or default."""
     return [(t, c) for t, c in zip(trials, configs) if t.get("status") in (None, "", "finished")
             and all(_same(c.get(k), v) for k, v in cell.items())]
 
@@ -164,7 +165,7 @@ def reference(cell: dict, against: dict) -> dict:
 
 
 def configuration(runs: list[dict], cell: dict, where: str) -> tuple:
-    """The one full configuration (evidence.identity) that `cell` names in `runs` (its claim's sweep)."""
+    """The one full configuration (trial_identity.identity) that `cell` names in `runs` (its claim's sweep)."""
     ids = set()
     for run in runs:
         configs = run_configs(run)

@@ -23,7 +23,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from sweeper.docgen import claims as claimlib
-from sweeper.docgen.evidence import full_config
+from sweeper.trial_identity import full_config, identity
 from sweeper.costs import ROOT, RUNS
 from sweeper.driver.provenance import cpu_name
 from sweeper.docgen.picture import QUICKSTART, public_trials
@@ -65,8 +65,6 @@ def check_disjoint(runs: list[dict]) -> None:
     """DocsError where two runs of one sweep share seeds and, on them, one run's cells are all among the
     other's: a second copy of a run. Runs of different cells on one seed span (`--cells`) may share
     seeds, and the baseline cell both ran: evidence.index counts each of its trials once."""
-    from sweeper.docgen.evidence import full_config, identity
-
     by_seed: dict[str, dict[int, set]] = {}  # run name -> seed -> its trials' identities, built once per run
 
     def cells(run: dict, seeds: set[int]) -> set[tuple]:
@@ -173,7 +171,7 @@ def trial_time(exp: Path) -> dict:
 def write_trials_csv(exp: Path, dest: Path) -> None:
     """One row per trial of the results folder: the config keys its trials vary, seed, status, the final
     metrics the claims read (claims.METRICS) and the trial's own wall time, from trials.parquet. A key
-    every trial shares is read back from sweep.json (evidence.full_config: the row's variant, the base,
+    every trial shares is read back from sweep.json (trial_identity.full_config: the row's variant, the base,
     the default)."""
     import pandas as pd  # only `add` reads parquet; the docs test never calls it
 
@@ -195,7 +193,7 @@ def check_cells_as_defined(exp: Path, meta: dict) -> None:
     data_dir, device, compile, ...) may differ."""
     import pandas as pd  # only `add` reads parquet
 
-    from sweeper.docgen.evidence import DEFAULTS as defaults, typed
+    from sweeper.trial_identity import DEFAULTS as defaults, typed
     from trainables.config import NOT_COMPARED
 
     base = meta.get("base") or {}
@@ -205,7 +203,7 @@ def check_cells_as_defined(exp: Path, meta: dict) -> None:
         if k not in defaults or k in varied or k in NOT_COMPARED:
             continue
         want = base.get(k, defaults[k])
-        # compared as the claims identify a trial (evidence.typed): a value they would read as the sweep's own
+        # compared as the claims identify a trial (trial_identity.typed): a value they would read as the sweep's own
         off = [v for v in trials[k].dropna() if typed(k, v.tolist() if hasattr(v, "tolist") else v) != typed(k, want)]
         if off:
             raise DocsError(f"{exp}: its trials ran {k}={off[0]!r} where sweep {meta['name']} sets {want!r} (a --set); "

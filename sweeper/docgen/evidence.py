@@ -4,8 +4,9 @@ Two sweeps that run the same configuration on the same seed run the same trial (
 are cells of table_cifar, ablation_radius, ablation_mur_vs_rr and ablation_mur_steps): a claim about that
 pair is graded on the union of their seeds, each (configuration, seed) once. A trial's full configuration
 is TrainConfig's defaults, overridden by its sweep's base, the variant it ran and the keys trials.csv gives
-for it; only the keys that change what such a run does count (trainables.config.applies, without
-NOT_COMPARED), so MT + MUR's unused `mur_steps` or MT's unused radius never tells two runs of it apart.
+for it (sweeper/trial_identity.py); only the keys that change what such a run does count
+(trainables.config.applies, without NOT_COMPARED), so MT + MUR's unused `mur_steps` or MT's unused radius
+never tells two runs of it apart.
 
     python -c "from sweeper.docgen import evidence; from sweeper.docgen.committed_runs import read_run, run_dirs; \
 print(len(evidence.index([read_run(p) for p in run_dirs()])))"
@@ -15,54 +16,11 @@ from __future__ import annotations
 
 import math
 
-from trainables.config import NOT_COMPARED, applies, train_config_defaults
-
-DEFAULTS = train_config_defaults()
-ROW_KEYS = ("seed", "status", "wall_time_s")  # trials.csv columns that are not configuration (nor final_*)
+from sweeper.trial_identity import full_config, identity
 
 
 class EvidenceError(ValueError):
     """Two committed runs hold one trial with different results; the message names both."""
-
-
-def typed(key: str, value):
-    """A config value as TrainConfig types it (trials.csv gives strings; floats at its 6 significant digits,
-    so a base value and a CSV value of one float compare equal)."""
-    default = DEFAULTS.get(key)
-    if isinstance(value, list):  # hashable, as an identity needs
-        return tuple(typed(key, v) for v in value)
-    if isinstance(value, str) and key in DEFAULTS and not isinstance(default, str):
-        if isinstance(default, bool):
-            return value.strip().lower() == "true"
-        value = float(value)
-    if isinstance(default, bool) or isinstance(value, bool):
-        return value
-    if isinstance(default, int) and isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(default, float) and isinstance(value, (int, float)):
-        return float(f"{float(value):.6g}")
-    return value
-
-
-def _config_cols(row: dict) -> list[str]:
-    return [k for k in row if k not in ROW_KEYS and not k.startswith("final_")]
-
-
-def full_config(row: dict, meta: dict) -> dict:
-    """The configuration a trials.csv row ran: defaults < the sweep's base < its variant < the row's keys."""
-    cols = [k for k in _config_cols(row) if row[k] not in (None, "")]
-    cfg = {**DEFAULTS, **(meta.get("base") or {})}
-    for variant in meta.get("variants") or []:  # the one the row ran; keys it shares with all others are not in the row
-        if all(k not in cols or typed(k, row[k]) == typed(k, v) for k, v in variant.items()):
-            cfg.update(variant)
-            break
-    cfg.update({k: row[k] for k in cols})
-    return {k: typed(k, v) for k, v in cfg.items()}
-
-
-def identity(cfg: dict) -> tuple:
-    """What makes two trials the same run, but for the seed: the keys that apply to this config."""
-    return tuple(sorted((k, v) for k, v in cfg.items() if k not in NOT_COMPARED and applies(k, cfg)))
 
 
 def index(runs: list[dict]) -> dict[tuple, dict[int, tuple[list[str], dict]]]:
