@@ -1,5 +1,9 @@
 """Seeds trained as one pack (trainables/packed.py) against the same seeds trained alone (trainer.Trainer)."""
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -36,21 +40,47 @@ QUIET = dict(input_noise=0.0, dropout=0.0)
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
-@pytest.mark.parametrize("kw", [dict(method="mt"), dict(method="mt", mur="direct"),
-                                dict(method="mt", vd=True, mur="direct", entmin_coef=0.1, kl_coef=0.05)],
-                         ids=["mt", "mt-mur", "mt-vd-mur"])
+KINDS = {"mt": dict(method="mt"), "mt-mur": dict(method="mt", mur="direct"),
+         "mt-vd-mur": dict(method="mt", vd=True, mur="direct", entmin_coef=0.1, kl_coef=0.05)}
+# Why a looser bound for MUR on the CPU's vector kernels: near initialisation the predictions are almost
+# uniform, so the entropy gradient MUR normalises to length r is a sum of near-cancelling terms. Grouped
+# and single convolutions round it differently where the kernels are vectorised (AVX2 blocks them
+# differently), and the unit direction carries that rounding into the step. The same comparison on
+# torch's reference kernels (ATEN_CPU_CAPABILITY=default) holds at the strict bound: the test below.
+NATIVE_MUR = dict(tol=5e-3, sum_tol=1e-3)
+
+
+@pytest.mark.parametrize("name", list(KINDS))
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
-def test_a_pack_of_four_equals_four_single_trials_without_network_noise(digits, kw, device):
+def test_a_pack_of_four_equals_four_single_trials_without_network_noise(digits, name, device):
+    kw = KINDS[name]
     # on CUDA, full fp32 on both sides: TF32 rounds a grouped and a single convolution differently
     tf32 = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    vectorised = device == "cpu" and torch.backends.cpu.get_cpu_capability() != "DEFAULT"
     try:
-        _pack_against_singles(digits, {**QUIET, **kw, "device": device}, vd=kw.get("vd"))
+        _pack_against_singles(digits, {**QUIET, **kw, "device": device}, vd=kw.get("vd"),
+                              **(NATIVE_MUR if vectorised and kw.get("mur") else {}))
     finally:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
 
 
-def _pack_against_singles(digits, extra, vd):
+@pytest.mark.slow
+def test_a_pack_with_mur_equals_single_trials_at_the_strict_bound_on_the_reference_kernels():
+    """The MUR kinds again in a process whose torch uses its scalar reference kernels (the variable must
+    be set before torch loads), where grouped and single convolutions round alike: 2e-4 holds."""
+    code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import test_packed as t; "
+            "from trainables.data import load_dataset; import torch; "
+            "assert torch.backends.cpu.get_cpu_capability() == 'DEFAULT'; d = load_dataset('digits'); "
+            "[t._pack_against_singles(d, {**t.QUIET, **t.KINDS[n], 'device': 'cpu'}, vd=t.KINDS[n].get('vd')) "
+            "for n in ('mt-mur', 'mt-vd-mur')]")
+    here = Path(__file__).resolve().parent
+    done = subprocess.run([sys.executable, "-c", code, str(here), str(here.parent)], capture_output=True, text=True,
+                          env={**os.environ, "ATEN_CPU_CAPABILITY": "default"}, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def _pack_against_singles(digits, extra, vd, tol=2e-4, sum_tol=1e-4):
     cfgs = [_cfg(s, **extra) for s in SEEDS]
     pt = PackedTrainer(cfgs, digits)
     if vd:  # VD samples its local-reparameterisation noise: compare with the noise switched off
@@ -68,10 +98,10 @@ def _pack_against_singles(digits, extra, vd):
         for _ in range(4):
             single.train_step()
         mine = pt.trainers[SEEDS.index(s)]
-        _close(_state(single.student), _state(mine.student))
-        _close(_state(single.teacher), _state(mine.teacher))
+        _close(_state(single.student), _state(mine.student), tol)
+        _close(_state(single.teacher), _state(mine.teacher), tol)
         for k in single._sums:
-            assert math.isclose(float(single._sums[k]), float(mine._sums[k]), rel_tol=1e-4, abs_tol=1e-6), k
+            assert math.isclose(float(single._sums[k]), float(mine._sums[k]), rel_tol=sum_tol, abs_tol=1e-6), k
         # the batches are the seed's own: its batcher is where the single trial's is
         for a, b in zip(single.batcher.next(), mine.batcher.next()):
             assert torch.equal(a, b)
