@@ -213,8 +213,16 @@ def test_copies_of_a_trial_from_two_kinds_of_cpu_keep_the_first_runs_copy_whole(
         diffs = [MUR[s] - MT[s] for s in range(8)]  # radius-quick-s0-3 sorts before table-quick-s0-1
         assert va["pooled"]["d"] == pytest.approx(sum(diffs) / 8)
         assert va["runs"] == ["radius-quick-s0-3", "radius-quick-s4-7"]  # the table's copies are not cited
-    runs[1]["machine"] = {"cpu": "CPU B"}  # still an error between two runs on one kind of CPU
     runs[1]["trials"][0]["final_test_error"] = "9.8"
+    runs[1]["machine"] = {"cpu": "CPU B"}  # still an error between two runs on one kind of CPU
+    with pytest.raises(claims.ClaimError, match="table-quick-s2-3 .*radius-quick-s0-3|radius-quick-s0-3 .*table-quick-s2-3"):
+        claims.grade_all([_claim("MUR helps", "table", 0.4)], runs)
+    # one CPU name with other vector kernels is another kind of CPU: the table's copies go on uncited
+    for r in runs:
+        r["machine"] = {"cpu": "CPU A", "cpu_kernels": "AVX2" if r["sweep"] == "table" else "AVX512"}
+    (va,) = claims.grade_all([_claim("MUR helps", "table", 0.4)], runs)[0]["cells"]
+    assert va["runs"] == ["radius-quick-s0-3", "radius-quick-s4-7"]
+    runs[1]["machine"] = {"cpu": "CPU A"}  # kernels not recorded: the name decides, one kind of CPU
     with pytest.raises(claims.ClaimError, match="table-quick-s2-3 .*radius-quick-s0-3|radius-quick-s0-3 .*table-quick-s2-3"):
         claims.grade_all([_claim("MUR helps", "table", 0.4)], runs)
 

@@ -27,10 +27,11 @@ def index(runs: list[dict]) -> dict[tuple, dict[int, tuple[list[str], dict]]]:
     """{identity: {seed: ([the runs whose copy of it counts], trials.csv row)}} over the finished trials of every
     committed run. A trial two runs on one kind of CPU hold is kept once (a metric one copy lacks is taken
     from the other); two such runs disagreeing on one of its final metrics is an error. Runs on different
-    CPUs (machine.json's `cpu`) round differently, so their copies of a trial are two trajectories of one
-    seed: the copy of the run whose name sorts first is kept whole, a rule blind to the results."""
+    CPUs (machine.json's `cpu`, or one name with other vector kernels, `cpu_kernels`, where both runs
+    record them) round differently, so their copies of a trial are two trajectories of one seed: the copy
+    of the run whose name sorts first is kept whole, a rule blind to the results."""
     out: dict[tuple, dict[int, tuple[list[str], dict]]] = {}
-    cpu_of = {run["name"]: (run.get("machine") or {}).get("cpu") for run in runs}
+    cpu_of = {run["name"]: run.get("machine") or {} for run in runs}
     for run in sorted(runs, key=lambda r: r["name"]):
         for row in run["trials"]:
             if row.get("status") not in (None, "", "finished"):
@@ -41,7 +42,7 @@ def index(runs: list[dict]) -> dict[tuple, dict[int, tuple[list[str], dict]]]:
                 seen[seed] = ([run["name"]], dict(row))
                 continue
             holders, kept = seen[seed]
-            if cpu_of[run["name"]] != cpu_of[holders[0]]:  # another trajectory, not used: not cited either
+            if not same_cpu(cpu_of[run["name"]], cpu_of[holders[0]]):  # another trajectory: not cited either
                 continue
             holders.append(run["name"])
             for col in (k for k in row if k.startswith("final_")):
@@ -54,6 +55,13 @@ def index(runs: list[dict]) -> dict[tuple, dict[int, tuple[list[str], dict]]]:
                                         f"one kind of CPU; they ran different code: rerun one of them from the "
                                         f"other's commit")
     return out
+
+
+def same_cpu(a: dict, b: dict) -> bool:
+    """Two runs' machine.json describe one kind of CPU: one name, and one set of vector kernels where both
+    record it (the earliest runs do not; a name then stands for its kernels)."""
+    ka, kb = a.get("cpu_kernels"), b.get("cpu_kernels")
+    return a.get("cpu") == b.get("cpu") and (ka is None or kb is None or ka == kb)
 
 
 def as_number(v) -> float:
