@@ -268,6 +268,7 @@ def results_md(runs: list[dict], graded: list[tuple[dict, dict | None]], root: P
                 f"- machine: {machine_text(m)}",
                 *([f"- code: commit {run['meta']['commit']}"] if run["meta"].get("commit") else []),
                 f"- date: {m.get('date', 'unknown')}" + (f"; wall time {m['wall_min']:.1f} min" if m.get("wall_min") else "")
+                + (f" (stopped and resumed: {m['paused_min']:.0f} min between, not counted)" if m.get("paused_min") else "")
                 + (f"; {m['trials']} trials, {m['trial_min']:.1f} trial-min" if m.get("trial_min") is not None else ""),
                 f"- files: [`docs/runs/{run['name']}/`](runs/{run['name']}/)", ""]
         out.append(run["table"])

@@ -881,3 +881,35 @@ def test_the_undecided_claims_need_lists_the_seeds_still_to_run_and_their_price(
     assert docs.needs_md([one], [])[0].endswith("(68: 30 more seeds of 2 cells, 60 trials)")  # no price known
     one[1]["cells"][0]["pooled"]["n"] = 140  # 70 per half, more than the 68 asked for, and still undecided
     assert docs.needs_md([one], runs)[0].endswith("(68: it holds that many already and both halves did not decide)")
+
+
+def _reports(folder: Path, spans: list[tuple[float, float]], torn: bool = False) -> None:
+    """A trial folder whose result.json holds one Tune report per (start, end) span."""
+    folder.mkdir(parents=True)
+    lines = [json.dumps({"timestamp": b, "time_this_iter_s": b - a}) for a, b in spans]
+    (folder / "result.json").write_text("\n".join(lines) + ("\n{\"timestamp\": 17" if torn else "") + "\n")
+
+
+def test_a_stopped_and_resumed_runs_wall_time_leaves_out_the_pause(tmp_path, monkeypatch):
+    """sweep.json at t0, summary.csv at t0 + 3810 s; trials trained for 100 s, then nothing for an hour
+    (the run stopped), then 100 s more after --resume: wall time 210 s = 3.5 min, paused 60 min. A
+    continuous run with gaps under PAUSE_S between its trials keeps its whole span."""
+    import os
+
+    monkeypatch.setattr(committed_runs, "cpu_kernels", lambda: "AVX2")
+    t0 = 1_800_000_000.0
+    for name, spans, end in (("stopped", [[(t0 + 10, t0 + 55), (t0 + 55, t0 + 100)],
+                                          [(t0 + 3700, t0 + 3750), (t0 + 3750, t0 + 3800)]], t0 + 3810),
+                             ("continuous", [[(t0 + 10, t0 + 300)], [(t0 + 800, t0 + 1300)]], t0 + 1500)):
+        exp = tmp_path / name
+        for i, s in enumerate(spans):
+            _reports(exp / f"trial_{i}", s, torn=i == 1)  # a torn last line is skipped, not fatal
+        for f, t in (("sweep.json", t0), ("summary.csv", end)):
+            (exp / f).write_text("{}")
+            os.utime(exp / f, (t, t))
+        m = committed_runs.machine_info(exp, {"argv": ["run.py", "x"]})
+        if name == "stopped":
+            assert (m["wall_min"], m["paused_min"]) == (3.5, 60.0)
+        else:  # 500 s between its two trials is under PAUSE_S: the span counts whole
+            assert m["wall_min"] == 25.0 and "paused_min" not in m
+    assert committed_runs.paused_s(tmp_path / "nothing", t0, t0 + 9999) == 0.0  # no reports: no pause known

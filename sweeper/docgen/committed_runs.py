@@ -4,7 +4,7 @@
 without the machine's paths, summary.csv, table.md, the PNGs the docs show; for the quick start also
 table.csv and trials.parquet, which its report picture's page reads) into
 docs/runs/<sweep>-<preset>-s<first>-<last>/ (-2, -3, ... where another run has that span), with trials.csv (one row per trial, what the claims read)
-and machine.json (the machine `add` runs on, the run's dates, the load the driver saw). `read_run` reads one back for
+and machine.json (the machine `add` runs on, the run's dates and wall time less any stop before a `--resume`, the load the driver saw). `read_run` reads one back for
 sweeper/docs.py; runs of one sweep share a seed only where they ran different cells on it, as `--cells`
 runs do (`check_disjoint`).
 
@@ -147,13 +147,44 @@ def machine_info(exp: Path, meta: dict) -> dict:
     except PackageNotFoundError:
         torch = "not installed"
     start, end = (exp / "sweep.json").stat().st_mtime, (exp / "summary.csv").stat().st_mtime
+    paused = paused_s(exp, start, end)
     out = {"cpu": cpu, "cores": os.cpu_count(), "torch": torch, "cpu_kernels": cpu_kernels(),
            "python": platform.python_version(),
-           "date": datetime.fromtimestamp(end).strftime("%Y-%m-%d"), "wall_min": round((end - start) / 60, 1),
+           "date": datetime.fromtimestamp(end).strftime("%Y-%m-%d"),
+           "wall_min": round((end - start - paused) / 60, 1),
            "command": command_line(meta.get("argv", []))}
+    if paused:
+        out["paused_min"] = round(paused / 60, 1)
     out.update(trial_time(exp))
     load = run_load(exp)
     return {**out, "load_avg": load} if load else out
+
+
+PAUSE_S = 600  # this long with no trial training: the run was stopped and resumed later, not working
+
+
+def paused_s(exp: Path, start: float, end: float) -> float:
+    """Seconds of [start, end] (sweep.json written, summary.csv written) that fall in stretches of
+    PAUSE_S or more in which no trial trained: the time between a stopped run and its `--resume`, which
+    its wall time must not count. A trial trained during each report's [timestamp - time_this_iter_s,
+    timestamp] (Tune's result.json in each trial folder); 0 for a folder without reports."""
+    spans = []
+    for f in exp.glob("*/result.json"):
+        for line in f.read_text().splitlines():
+            try:
+                r = json.loads(line)
+            except ValueError:  # the last line of a trial the stop cut off mid-write
+                continue
+            if isinstance(r.get("timestamp"), (int, float)) and isinstance(r.get("time_this_iter_s"), (int, float)):
+                spans.append((r["timestamp"] - r["time_this_iter_s"], r["timestamp"]))
+    if not spans:
+        return 0.0
+    paused, edge = 0.0, start
+    for a, b in sorted(spans):
+        if a - edge >= PAUSE_S:
+            paused += a - edge
+        edge = max(edge, b)
+    return paused + (end - edge if end - edge >= PAUSE_S else 0.0)
 
 
 def trial_time(exp: Path) -> dict:
