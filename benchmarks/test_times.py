@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from sweeper.driver.provenance import cpu_name  # noqa: E402
 from sweeper.driver.live import load_average  # noqa: E402
+from sweeper.docgen.committed_runs import cpu_kernels  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "install.json"
 FAST = 'python -m pytest -q -m "not slow"'  # the README's first test command
@@ -64,7 +65,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args(argv)
     out = json.loads(args.out.read_text()) if args.out.is_file() else {}
-    machine = f"{cpu_name()}, {os.cpu_count()} cores, Linux {os.uname().machine}"
+    # the vector kernels too: one CPU name with AVX2 instead of AVX-512 runs the suite far slower
+    kernels = cpu_kernels()
+    machine = f"{cpu_name()}, {os.cpu_count()} cores{f', {kernels} kernels' if kernels else ''}, Linux {os.uname().machine}"
     fast = time_suite(FAST)
     out.update({"fast_suite": {**fast, "machine": machine, "date": date.today().isoformat()}})
     if args.whole:
