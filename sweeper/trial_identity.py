@@ -11,7 +11,8 @@ from __future__ import annotations
 from trainables.config import NOT_COMPARED, applies, train_config_defaults
 
 DEFAULTS = train_config_defaults()
-ROW_KEYS = ("seed", "status", "wall_time_s")  # trials.csv columns that are not configuration (nor final_*)
+# trials.csv columns that are not configuration (nor final_*); cpu_kernels: what the trial ran on
+ROW_KEYS = ("seed", "status", "wall_time_s", "cpu_kernels")
 
 
 def typed(key: str, value):

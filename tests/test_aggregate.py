@@ -231,6 +231,18 @@ def test_versions_reported_or_from_environment(tmp_path):
     assert df.loc[1, "python_version"].count(".") == 2
 
 
+def test_the_cpu_kernels_come_only_from_the_trial(tmp_path):
+    """A trial's reported kernels are a column of their own, not a metric; one that did not report them
+    gets none (the aggregating machine may be another kind of CPU)."""
+    exp = tmp_path / "exp"
+    write_trial(exp, 0, {"method": "mt", "seed": 0}, [{"step": 1, "test_error": 5.0, "done": True,
+                                                        "cpu_kernels": "AVX2"}])
+    write_trial(exp, 1, {"method": "mt", "seed": 1}, [{"step": 1, "test_error": 5.0, "done": True}])
+    df = load_trials(exp).set_index("seed")
+    assert df.loc[0, "cpu_kernels"] == "AVX2" and pd.isna(df.loc[1, "cpu_kernels"])
+    assert not any("cpu_kernels" in c for c in df.columns if c != "cpu_kernels")
+
+
 def test_not_an_experiment_folder(tmp_path):
     with pytest.raises(AggregateError, match="does not exist"):
         check_experiment(tmp_path / "nope")

@@ -227,6 +227,24 @@ def test_copies_of_a_trial_from_two_kinds_of_cpu_keep_the_first_runs_copy_whole(
         claims.grade_all([_claim("MUR helps", "table", 0.4)], runs)
 
 
+def test_the_kernels_a_trial_reported_decide_over_its_runs_machine():
+    """A run resumed on another machine holds trials of two kinds; each trials.csv row's own cpu_kernels
+    says which trajectory it is, whatever its run's machine.json says."""
+    runs = _runs()
+    for r in runs:
+        r["machine"] = {"cpu": "CPU A", "cpu_kernels": "AVX512"}  # one kind of CPU, by the machines
+    runs[0]["trials"][0]["final_test_error"] = "9.9"  # table's MT seed 0; the radius run's copy is 5.0
+    with pytest.raises(claims.ClaimError, match="table-quick-s0-1 .*radius-quick-s0-3|radius-quick-s0-3 .*table"):
+        claims.grade_all([_claim("MUR helps", "table", 0.4)], runs)
+    runs[0]["trials"][0]["cpu_kernels"] = "AVX2"  # that copy says it ran on AVX2: another trajectory
+    (va,) = claims.grade_all([_claim("MUR helps", "table", 0.4)], runs)[0]["cells"]
+    assert va["pooled"]["n"] == 8 and va["pooled"]["d"] == pytest.approx(sum(MUR[s] - MT[s] for s in range(8)) / 8)
+    runs[2]["trials"][0]["cpu_kernels"] = "AVX2"  # both copies on AVX2: one trajectory, and they differ
+    assert (runs[2]["trials"][0]["mur"], runs[2]["trials"][0]["seed"]) == ("none", "0")
+    with pytest.raises(claims.ClaimError, match="table-quick-s0-1 .*radius-quick-s0-3|radius-quick-s0-3 .*table"):
+        claims.grade_all([_claim("MUR helps", "table", 0.4)], runs)
+
+
 def test_a_metric_one_copy_of_a_trial_lacks_is_read_from_the_other():
     runs = _runs()  # the table's copies of seeds 0-3 come first and lack the sensitivity; the radius run has it
     for t in runs[0]["trials"] + runs[1]["trials"] + runs[3]["trials"]:

@@ -913,3 +913,27 @@ def test_a_stopped_and_resumed_runs_wall_time_leaves_out_the_pause(tmp_path, mon
         else:  # 500 s between its two trials is under PAUSE_S: the span counts whole
             assert m["wall_min"] == 25.0 and "paused_min" not in m
     assert committed_runs.paused_s(tmp_path / "nothing", t0, t0 + 9999) == 0.0  # no reports: no pause known
+
+
+def test_machine_json_takes_the_kernels_the_trials_reported(tmp_path, monkeypatch):
+    """One kind: that kind, whatever machine `add` runs on; two kinds (a run resumed elsewhere): "mixed"
+    with each kind's trial count, and trials.csv keeps each trial's own; none reported: the add machine's."""
+    import pandas as pd
+
+    monkeypatch.setattr(committed_runs, "cpu_kernels", lambda: "ADD-MACHINE")
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    (exp / "sweep.json").write_text(json.dumps({"name": "s", "base": {}, "variants": [{"mur": "none"}, {"mur": "direct"}]}))
+    frame = {"mur": ["none", "direct", "none"], "seed": [0, 0, 1], "status": ["finished"] * 3,
+             "final_test_error": [5.0, 4.0, 6.0]}
+    for kernels, want in ((["AVX2"] * 3, {"cpu_kernels": "AVX2"}),
+                          (["AVX2", "AVX512", "AVX512"], {"cpu_kernels": "mixed",
+                                                          "cpu_kernels_trials": {"AVX2": 1, "AVX512": 2}}),
+                          ([None] * 3, {"cpu_kernels": "ADD-MACHINE"})):
+        pd.DataFrame({**frame, "cpu_kernels": kernels}).to_parquet(exp / "trials.parquet")
+        assert committed_runs.trial_kernels(exp) == want
+    pd.DataFrame({**frame, "cpu_kernels": ["AVX2", "AVX512", "AVX512"]}).to_parquet(exp / "trials.parquet")
+    committed_runs.write_trials_csv(exp, tmp_path / "trials.csv")
+    assert (tmp_path / "trials.csv").read_text().splitlines() == [
+        "mur,seed,status,final_test_error,cpu_kernels", "direct,0,finished,4,AVX512", "none,0,finished,5,AVX2",
+        "none,1,finished,6,AVX512"]

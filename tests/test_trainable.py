@@ -61,6 +61,8 @@ def test_reports_carry_a_checkpoint_once_checkpoint_every_s_passed(every_s, chec
     assert [s for s, _ in fake.reports] == list(range(EVERY, STEPS + 1, EVERY))  # every evaluation reported
     assert [s for s, c in fake.reports if c is not None] == checkpointed
     assert all(c == [trainable.CKPT] for _, c in fake.reports if c is not None)
+    import torch  # each report names the CPU kernels it ran on (docgen/evidence.py tells trajectories apart by them)
+    assert fake.last["cpu_kernels"] == torch.backends.cpu.get_cpu_capability()
 
 
 def test_checkpoint_every_s_below_zero_is_a_config_error():

@@ -47,8 +47,10 @@ def train_tune(config: dict) -> None:
     from trainables.trainer import CheckpointMismatch, Diverged, Trainer
 
     # plain str: a TorchVersion in a reported result makes the driver import torch to unpickle it
+    # cpu_kernels: the vector instruction set torch's CPU kernels use here (AVX2, AVX512, ...); it sets the
+    # rounding of every sum, so two machines' trials of one seed are two trajectories (docgen/evidence.py)
     versions = {"python_version": platform.python_version(), "torch_version": str(torch.__version__),
-                "ray_version": ray.__version__}
+                "ray_version": ray.__version__, "cpu_kernels": torch.backends.cpu.get_cpu_capability()}
     try:  # a config error fails the same way on every retry: end the trial once, with its message
         if missing := [k for k in SWEEP_KEYS if k not in config]:  # e.g. a trial Tune made up from a torn state
             raise ConfigError(f"trial config {sorted(config)} lacks {', '.join(missing)}: it is no trial of a sweep, "

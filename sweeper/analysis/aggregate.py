@@ -57,7 +57,7 @@ from trainables.files import atomic_write, refusal
 STATUSES = ("finished", "failed", "diverged", "stopped", "incomplete")
 # Columns of the trials table that are not config keys and carry no metric prefix.
 BOOK_COLS = ("sweep", "trial_id", "trial_dir", "status", "n_reports", "n_failures", "wall_time_s",
-             "hostname", "python_version", "torch_version", "ray_version", "versions_source")
+             "hostname", "python_version", "torch_version", "ray_version", "versions_source", "cpu_kernels")
 # Config keys that do not change the result (or identify the repeat): never grouped by.
 NON_GROUP_KEYS = ("seed", "trial_index", "data_dir", "download", "device", "eval_batch", "channels_last", "compile",
                   "nan_check_every")
@@ -78,6 +78,8 @@ METRIC_PREFIXES = tuple(WHICH_PREFIX.values())  # the trials table's metric colu
 RAY_KEYS = ("config", "timestamp", "checkpoint_dir_name", "should_checkpoint", "date", "pid", "node_ip",
             "hostname", "time_this_iter_s", "time_since_restore", "iterations_since_restore", "trial_id")
 VERSION_KEYS = ("python_version", "torch_version", "ray_version")
+# The CPU kernels the trial ran on, as it reported them: never the aggregating machine's (it may be another)
+KERNELS_KEY = "cpu_kernels"
 
 
 class AggregateError(ValueError):
@@ -283,6 +285,7 @@ def trial_row(tdir: Path, sweep: str, ray_states: dict[str, dict], env: dict) ->
         else int(has_error),
         "wall_time_s": _num(last.get("wall_time", last.get("time_total_s"))),
         "hostname": last.get("hostname"),
+        KERNELS_KEY: last.get(KERNELS_KEY),
     }
     reported = {k: last.get(k) for k in VERSION_KEYS}
     if any(v is not None for v in reported.values()):
@@ -290,7 +293,7 @@ def trial_row(tdir: Path, sweep: str, ray_states: dict[str, dict], env: dict) ->
     else:
         row.update(env, versions_source="aggregation_env")
     row.update(params)
-    metrics = {k: v for k, v in last.items() if k not in RAY_KEYS and k not in VERSION_KEYS}
+    metrics = {k: v for k, v in last.items() if k not in RAY_KEYS and k not in VERSION_KEYS and k != KERNELS_KEY}
     row.update({f"final_{k}": _scalar(v) for k, v in _flatten(metrics).items()})
     row.update(best_metrics(reports))
     row.update(bestval_metrics(reports))
@@ -346,7 +349,8 @@ def load_trials(exp_dir: str | Path) -> pd.DataFrame:
 
     Columns: BOOK_COLS (sweep, trial_id, trial_dir, status, n_reports, n_failures, wall_time_s,
     hostname, python/torch/ray versions and `versions_source`: "reported" if the trial reported
-    them, else "aggregation_env" = what is installed where this function runs), every config key
+    them, else "aggregation_env" = what is installed where this function runs; `cpu_kernels` only as
+    the trial reported it), every config key
     of params.json (a key some trials lack is filled with the TrainConfig default, which is what
     those trials ran with), `final_<metric>` (last report), `bestval_<error metric>` (at the report
     of lowest val_error) with `bestval_step`, and `best_<error metric>` (minimum over reports) with

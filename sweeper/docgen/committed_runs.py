@@ -148,7 +148,7 @@ def machine_info(exp: Path, meta: dict) -> dict:
         torch = "not installed"
     start, end = (exp / "sweep.json").stat().st_mtime, (exp / "summary.csv").stat().st_mtime
     paused = paused_s(exp, start, end)
-    out = {"cpu": cpu, "cores": os.cpu_count(), "torch": torch, "cpu_kernels": cpu_kernels(),
+    out = {"cpu": cpu, "cores": os.cpu_count(), "torch": torch, **trial_kernels(exp),
            "python": platform.python_version(),
            "date": datetime.fromtimestamp(end).strftime("%Y-%m-%d"),
            "wall_min": round((end - start - paused) / 60, 1),
@@ -187,6 +187,29 @@ def paused_s(exp: Path, start: float, end: float) -> float:
     return paused + (end - edge if end - edge >= PAUSE_S else 0.0)
 
 
+def trial_kernels(exp: Path) -> dict:
+    """{"cpu_kernels": ...} as the run's trials reported it (trials.parquet): their one kind, or "mixed"
+    with {"cpu_kernels_trials": {kind: trials}} where a run resumed elsewhere, or a cluster's nodes, ran
+    them on several (evidence.same_cpu then never pairs its copies of a trial with another run's). From a
+    run whose trials did not report it: the kernels of the machine `add` runs on."""
+    kinds: dict[str, int] = {}
+    if (exp / "trials.parquet").is_file():
+        import pandas as pd  # only `add` reads parquet
+
+        trials = pd.read_parquet(exp / "trials.parquet")
+        if "cpu_kernels" in trials.columns:
+            for k in trials["cpu_kernels"].dropna():
+                kinds[str(k)] = kinds.get(str(k), 0) + 1
+    if not kinds:
+        return {"cpu_kernels": cpu_kernels()}
+    if len(kinds) == 1:
+        return {"cpu_kernels": next(iter(kinds))}
+    return {"cpu_kernels": MIXED, "cpu_kernels_trials": dict(sorted(kinds.items()))}
+
+
+MIXED = "mixed"  # machine.json's cpu_kernels for a run whose trials ran on several kinds
+
+
 def trial_time(exp: Path) -> dict:
     """{"trials": how many, "trial_min": their own wall times summed, in minutes} from the results
     folder's trials.parquet: the CPU time a run spent (each trial holds one CPU), which its wall time
@@ -201,7 +224,8 @@ def trial_time(exp: Path) -> dict:
 
 def write_trials_csv(exp: Path, dest: Path) -> None:
     """One row per trial of the results folder: the config keys its trials vary, seed, status, the final
-    metrics the claims read (claims.METRICS) and the trial's own wall time, from trials.parquet. A key
+    metrics the claims read (claims.METRICS), the trial's own wall time and the CPU kernels it reported,
+    from trials.parquet. A key
     every trial shares is read back from sweep.json (trial_identity.full_config: the row's variant, the base,
     the default)."""
     import pandas as pd  # only `add` reads parquet; the docs test never calls it
@@ -213,7 +237,10 @@ def write_trials_csv(exp: Path, dest: Path) -> None:
     varying = [k for k in keys if k in trials.columns and k != "seed" and trials[k].astype(str).nunique() > 1]
     metrics = [c for c in claimlib.METRICS.values() if c in trials.columns]
     timed = ["wall_time_s"] if "wall_time_s" in trials.columns else []  # what a cell costs (docs.needs_md)
-    out = trials[[*varying, "seed", "status", *metrics, *timed]].sort_values([*varying, "seed"], kind="stable")
+    # which trajectory a trial is (evidence.index): the kernels it reported, where it did
+    kernels = ["cpu_kernels"] if "cpu_kernels" in trials.columns and trials["cpu_kernels"].notna().any() else []
+    out = trials[[*varying, "seed", "status", *metrics, *timed, *kernels]].sort_values([*varying, "seed"],
+                                                                                       kind="stable")
     out.to_csv(dest, index=False, float_format="%.6g")
 
 

@@ -27,9 +27,10 @@ def index(runs: list[dict]) -> dict[tuple, dict[int, tuple[list[str], dict]]]:
     """{identity: {seed: ([the runs whose copy of it counts], trials.csv row)}} over the finished trials of every
     committed run. A trial two runs on one kind of CPU hold is kept once (a metric one copy lacks is taken
     from the other); two such runs disagreeing on one of its final metrics is an error. Runs on different
-    CPUs (machine.json's `cpu`, or one name with other vector kernels, `cpu_kernels`, where both runs
-    record them) round differently, so their copies of a trial are two trajectories of one seed: the copy
-    of the run whose name sorts first is kept whole, a rule blind to the results."""
+    CPUs (machine.json's `cpu`, or one name with other vector kernels, `cpu_kernels`: as the trial reported
+    it, else as its run's machine.json records it, where both copies have them) round differently, so
+    their copies of a trial are two trajectories of one seed: the copy of the run whose name sorts first
+    is kept whole, a rule blind to the results."""
     out: dict[tuple, dict[int, tuple[list[str], dict]]] = {}
     cpu_of = {run["name"]: run.get("machine") or {} for run in runs}
     for run in sorted(runs, key=lambda r: r["name"]):
@@ -42,7 +43,8 @@ def index(runs: list[dict]) -> dict[tuple, dict[int, tuple[list[str], dict]]]:
                 seen[seed] = ([run["name"]], dict(row))
                 continue
             holders, kept = seen[seed]
-            if not same_cpu(cpu_of[run["name"]], cpu_of[holders[0]]):  # another trajectory: not cited either
+            if not same_cpu(trial_cpu(cpu_of[run["name"]], row), trial_cpu(cpu_of[holders[0]], kept)):
+                continue  # another trajectory: not cited either
                 continue
             holders.append(run["name"])
             for col in (k for k in row if k.startswith("final_")):
@@ -57,10 +59,19 @@ def index(runs: list[dict]) -> dict[tuple, dict[int, tuple[list[str], dict]]]:
     return out
 
 
+def trial_cpu(machine: dict, row: dict) -> dict:
+    """The CPU one trials.csv row ran on: its run's machine.json, with the kernels the trial itself
+    reported where trials.csv has them (a run resumed elsewhere holds trials of several kinds)."""
+    return {**machine, "cpu_kernels": row["cpu_kernels"]} if row.get("cpu_kernels") else machine
+
+
 def same_cpu(a: dict, b: dict) -> bool:
     """Two runs' machine.json describe one kind of CPU: one name, and one set of vector kernels where both
-    record it (the earliest runs do not; a name then stands for its kernels)."""
+    record it (the earliest runs do not; a name then stands for its kernels). A run whose trials ran on
+    several kinds ("mixed") is one kind with no other run: which of its trials ran where is not kept."""
     ka, kb = a.get("cpu_kernels"), b.get("cpu_kernels")
+    if "mixed" in (ka, kb):
+        return False
     return a.get("cpu") == b.get("cpu") and (ka is None or kb is None or ka == kb)
 
 
