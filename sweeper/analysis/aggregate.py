@@ -350,11 +350,10 @@ def load_trials(exp_dir: str | Path) -> pd.DataFrame:
     Columns: BOOK_COLS (sweep, trial_id, trial_dir, status, n_reports, n_failures, wall_time_s,
     hostname, python/torch/ray versions and `versions_source`: "reported" if the trial reported
     them, else "aggregation_env" = what is installed where this function runs; `cpu_kernels` only as
-    the trial reported it), every config key
-    of params.json (a key some trials lack is filled with the TrainConfig default, which is what
-    those trials ran with), `final_<metric>` (last report), `bestval_<error metric>` (at the report
-    of lowest val_error) with `bestval_step`, and `best_<error metric>` (minimum over reports) with
-    `best_step`. Ray is not imported.
+    the trial reported it), every config key of params.json (a key some trials lack is filled with the
+    TrainConfig default, which is what those trials ran with), `final_<metric>` (last report),
+    `bestval_<error metric>` (at the report of lowest val_error) with `bestval_step`, and
+    `best_<error metric>` (minimum over reports) with `best_step`. Ray is not imported.
     """
     exp = check_experiment(exp_dir)
     sweep_meta = read_sweep(exp) or {}

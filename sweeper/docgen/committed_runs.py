@@ -3,10 +3,11 @@
 `python -m sweeper.docs add results/<sweep>-<stamp>` copies a results folder's small files (sweep.json
 without the machine's paths, summary.csv, table.md, the PNGs the docs show; for the quick start also
 table.csv and trials.parquet, which its report picture's page reads) into
-docs/runs/<sweep>-<preset>-s<first>-<last>/ (-2, -3, ... where another run has that span), with trials.csv (one row per trial, what the claims read)
-and machine.json (the machine `add` runs on, the run's dates and wall time less any stop before a `--resume`, the load the driver saw). `read_run` reads one back for
-sweeper/docs.py; runs of one sweep share a seed only where they ran different cells on it, as `--cells`
-runs do (`check_disjoint`).
+docs/runs/<sweep>-<preset>-s<first>-<last>/ (-2, -3, ... where another run has that span), with trials.csv
+(one row per trial, what the claims read) and machine.json (the machine `add` runs on, the CPU kernels the
+trials ran on, the run's dates and wall time less any stop before a `--resume`, the load the driver saw).
+`read_run` reads one back for sweeper/docs.py; runs of one sweep share a seed only where they ran
+different cells on it, as `--cells` runs do (`check_disjoint`).
 
     python -m sweeper.docs add results/ablation_radius-<stamp>
 """
@@ -23,6 +24,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from sweeper.docgen import claims as claimlib
+from sweeper.docgen.evidence import MIXED
 from sweeper.trial_identity import full_config, identity
 from sweeper.costs import ROOT, RUNS
 from sweeper.driver.provenance import cpu_name
@@ -207,9 +209,6 @@ def trial_kernels(exp: Path) -> dict:
     return {"cpu_kernels": MIXED, "cpu_kernels_trials": dict(sorted(kinds.items()))}
 
 
-MIXED = "mixed"  # machine.json's cpu_kernels for a run whose trials ran on several kinds
-
-
 def trial_time(exp: Path) -> dict:
     """{"trials": how many, "trial_min": their own wall times summed, in minutes} from the results
     folder's trials.parquet: the CPU time a run spent (each trial holds one CPU), which its wall time
@@ -225,9 +224,8 @@ def trial_time(exp: Path) -> dict:
 def write_trials_csv(exp: Path, dest: Path) -> None:
     """One row per trial of the results folder: the config keys its trials vary, seed, status, the final
     metrics the claims read (claims.METRICS), the trial's own wall time and the CPU kernels it reported,
-    from trials.parquet. A key
-    every trial shares is read back from sweep.json (trial_identity.full_config: the row's variant, the base,
-    the default)."""
+    from trials.parquet. A key every trial shares is read back from sweep.json (trial_identity.full_config:
+    the row's variant, the base, the default)."""
     import pandas as pd  # only `add` reads parquet; the docs test never calls it
 
     trials = pd.read_parquet(exp / "trials.parquet")

@@ -45,7 +45,6 @@ def index(runs: list[dict]) -> dict[tuple, dict[int, tuple[list[str], dict]]]:
             holders, kept = seen[seed]
             if not same_cpu(trial_cpu(cpu_of[run["name"]], row), trial_cpu(cpu_of[holders[0]], kept)):
                 continue  # another trajectory: not cited either
-                continue
             holders.append(run["name"])
             for col in (k for k in row if k.startswith("final_")):
                 a, b = as_number(row.get(col)), as_number(kept.get(col))
@@ -59,6 +58,9 @@ def index(runs: list[dict]) -> dict[tuple, dict[int, tuple[list[str], dict]]]:
     return out
 
 
+MIXED = "mixed"  # machine.json's cpu_kernels for a run whose trials ran on several kinds
+
+
 def trial_cpu(machine: dict, row: dict) -> dict:
     """The CPU one trials.csv row ran on: its run's machine.json, with the kernels the trial itself
     reported where trials.csv has them (a run resumed elsewhere holds trials of several kinds)."""
@@ -70,7 +72,7 @@ def same_cpu(a: dict, b: dict) -> bool:
     record it (the earliest runs do not; a name then stands for its kernels). A run whose trials ran on
     several kinds ("mixed") is one kind with no other run: which of its trials ran where is not kept."""
     ka, kb = a.get("cpu_kernels"), b.get("cpu_kernels")
-    if "mixed" in (ka, kb):
+    if MIXED in (ka, kb):
         return False
     return a.get("cpu") == b.get("cpu") and (ka is None or kb is None or ka == kb)
 
