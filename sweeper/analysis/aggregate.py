@@ -55,9 +55,11 @@ from trainables.config import train_config_defaults  # trainables.config imports
 from trainables.files import atomic_write, refusal
 
 STATUSES = ("finished", "failed", "diverged", "stopped", "incomplete")
+# The CPU kernels the trial ran on, as it reported them: never the aggregating machine's (it may be another)
+KERNELS_KEY = "cpu_kernels"
 # Columns of the trials table that are not config keys and carry no metric prefix.
 BOOK_COLS = ("sweep", "trial_id", "trial_dir", "status", "n_reports", "n_failures", "wall_time_s",
-             "hostname", "python_version", "torch_version", "ray_version", "versions_source", "cpu_kernels")
+             "hostname", "python_version", "torch_version", "ray_version", "versions_source", KERNELS_KEY)
 # Config keys that do not change the result (or identify the repeat): never grouped by.
 NON_GROUP_KEYS = ("seed", "trial_index", "data_dir", "download", "device", "eval_batch", "channels_last", "compile",
                   "nan_check_every")
@@ -78,8 +80,6 @@ METRIC_PREFIXES = tuple(WHICH_PREFIX.values())  # the trials table's metric colu
 RAY_KEYS = ("config", "timestamp", "checkpoint_dir_name", "should_checkpoint", "date", "pid", "node_ip",
             "hostname", "time_this_iter_s", "time_since_restore", "iterations_since_restore", "trial_id")
 VERSION_KEYS = ("python_version", "torch_version", "ray_version")
-# The CPU kernels the trial ran on, as it reported them: never the aggregating machine's (it may be another)
-KERNELS_KEY = "cpu_kernels"
 
 
 class AggregateError(ValueError):

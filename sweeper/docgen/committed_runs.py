@@ -200,8 +200,7 @@ def trial_kernels(exp: Path) -> dict:
 
         trials = pd.read_parquet(exp / "trials.parquet")
         if "cpu_kernels" in trials.columns:
-            for k in trials["cpu_kernels"].dropna():
-                kinds[str(k)] = kinds.get(str(k), 0) + 1
+            kinds = {str(k): int(n) for k, n in trials["cpu_kernels"].value_counts().items()}  # NaN left out
     if not kinds:
         return {"cpu_kernels": cpu_kernels()}
     if len(kinds) == 1:
