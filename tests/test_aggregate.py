@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 
 import numpy as np
 import pandas as pd
@@ -408,4 +409,30 @@ def test_a_trial_with_a_key_that_is_no_config_field_is_refused(experiment):
     write_trial(exp, 9, {"method": "mt", "seed": 0, "trial_index": 9, "old_knob": 1},
                 finished_reports([20.0, 19.0, 18.0]))
     with pytest.raises(AggregateError, match=r"\['old_knob'\] are not TrainConfig fields"):
+        load_trials(exp)
+
+
+def test_a_trial_tune_gave_placeholders_instead_of_a_config_is_left_out_by_name(experiment):
+    """A grid resumed without its trial list gives the trials Tune had not created yet
+    ["__fn_ph", hash] for every value; the trainable refuses them, and the tables leave them out with a
+    warning naming each, instead of reading a placeholder as a cell (the report once died on
+    int(num_labels) there)."""
+    from sweeper.analysis.aggregate import load_trials
+
+    exp, _ = experiment
+    before = load_trials(exp)
+    ph = lambda i: ["__fn_ph", f"{i:08x}"]
+    blank = write_trial(exp, 9, {"trial_index": 9, "method": ph(1), "num_labels": ph(2), "seed": ph(3)},
+                        [{"config_error": "placeholders", "done": True}])
+    with pytest.warns(UserWarning, match=rf"1 trial\(s\) .* left out: {re.escape(blank.name)}$"):
+        df = load_trials(exp)
+    pd.testing.assert_frame_equal(df, before)
+
+
+def test_an_experiment_of_placeholder_trials_only_is_a_clear_error(tmp_path):
+    from sweeper.analysis.aggregate import load_trials
+
+    exp = tmp_path / "mut_radius-20260101-000000"
+    write_trial(exp, 0, {"trial_index": 0, "method": ["__fn_ph", "0a1b2c3d"]}, [{"config_error": "x", "done": True}])
+    with pytest.warns(UserWarning), pytest.raises(AggregateError, match="no trial of .* has a config"):
         load_trials(exp)

@@ -912,7 +912,9 @@ def test_a_stopped_and_resumed_runs_wall_time_leaves_out_the_pause(tmp_path, mon
             assert (m["wall_min"], m["paused_min"]) == (3.5, 60.0)
         else:  # 500 s between its two trials is under PAUSE_S: the span counts whole
             assert m["wall_min"] == 25.0 and "paused_min" not in m
-    assert committed_runs.paused_s(tmp_path / "nothing", t0, t0 + 9999) == 0.0  # no reports: no pause known
+    from sweeper.analysis.aggregate import paused_s
+
+    assert paused_s(tmp_path / "nothing", t0, t0 + 9999) == 0.0  # no reports: no pause known
 
 
 def test_machine_json_takes_the_kernels_the_trials_reported(tmp_path, monkeypatch):

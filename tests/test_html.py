@@ -358,6 +358,28 @@ def test_a_resumed_run_keeps_the_load_its_earlier_driver_saw(tmp_path, monkeypat
     assert committed_runs.run_load(tmp_path) == {"mean": 2.88, "max": 4.0, "samples": 4}
 
 
+def test_the_pages_wall_time_leaves_out_a_stop_before_a_resume(tmp_path):
+    """sweep.json at t0, the newest report at t0 + 3800 s: a trial trained until t0 + 100 s, the run stood
+    stopped for an hour, then a trial trained 100 s after --resume. The page's wall time is 3800 - 3600 s
+    = 3.3 min and names the 60 min stop; a run with no such stretch keeps its whole span (1300 s)."""
+    from sweeper.analysis.html import provenance
+
+    t0 = 1_800_000_000.0
+    for name, spans, words in (("stopped", [(t0 + 10, t0 + 100), (t0 + 3700, t0 + 3800)],
+                                "3.3 min (sweep.json to the newest report; stopped and resumed: 60 min between, not counted)"),
+                               ("continuous", [(t0 + 10, t0 + 300), (t0 + 800, t0 + 1300)],
+                                "21.7 min (sweep.json to the newest report)")):
+        exp = tmp_path / name
+        for i, (a, b) in enumerate(spans):
+            f = exp / f"trial_{i}" / "result.json"
+            f.parent.mkdir(parents=True)
+            f.write_text(json.dumps({"timestamp": b, "time_this_iter_s": b - a}) + "\n")
+            os.utime(f, (b, b))
+        (exp / "sweep.json").write_text("{}")
+        os.utime(exp / "sweep.json", (t0, t0))
+        assert dict(provenance(exp, {}, pd.DataFrame()))["wall time"] == words
+
+
 def test_marked_search_says_which_trials_asha_stopped():
     import optuna
     from ray import tune

@@ -239,6 +239,88 @@ def test_a_replaced_tuner_pkl_is_refused_and_runs_nothing(tmp_path, monkeypatch,
     assert "replaced or corrupted" in capsys.readouterr().err
 
 
+# ---------------------------------------------------------------- a grid's trials.json, for the trials Tune had not created
+
+def test_a_new_grid_keeps_its_trials_and_a_torn_edited_or_lost_list_is_refused_before_ray(tmp_path, monkeypatch,
+                                                                                           capsys):
+    """A new grid experiment writes its exact trial configs to trials.json, whose SHA-256 sweep.json
+    records; --resume refuses (exit 2, one line, Ray not started) a list that is not that file, since
+    it would give the trials Tune creates after the stop other configs than the run started with."""
+    from sweeper.driver.preflight import trial_configs
+    from search_spaces import get_sweep
+
+    monkeypatch.setattr(sweeper_run, "start_ray", lambda address, args, stop: {"cpu": 1.0, "gpu": 0.0})
+    monkeypatch.setattr(tuner, "build_tuner", lambda sweep, trials, args, exp, res: FakeTuner(exp))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    root = tmp_path / "results"
+    argv = [*QUICK, "--seeds", "2", "--set", "lr=0.25", "--storage", str(root)]
+    assert sweeper_run.main(argv) == 5  # no trial reported: no report
+    (exp,) = storage.experiments(root, "ablation_radius")
+    want = trial_configs(get_sweep("ablation_radius", "quick"), sweeper_run.parse_args(argv))
+    kept = (exp / tuner.TRIALS_FILE).read_bytes()
+    assert json.loads(kept) == want and {t["lr"] for t in json.loads(kept)} == {0.25}  # the --set is in it
+    meta = json.loads((exp / "sweep.json").read_text())
+    assert meta["trials_digest"] == tune_state.tuner_digest(kept)
+    assert tune_state.grid_trials(exp, meta) == want
+    (exp / "experiment_state-2026-01-01_00-00-00.json").write_text(state_json([grid_config(0)]))
+    monkeypatch.setattr(sweeper_run, "start_ray", no_ray)
+    for damage, words in ((kept[:-9], "is not the list this experiment wrote"),
+                          (kept.replace(b"0.25", b"0.35"), "torn or edited"),
+                          (None, "trials.json is missing")):
+        capsys.readouterr()
+        if damage is None:
+            (exp / tuner.TRIALS_FILE).unlink()
+        else:
+            (exp / tuner.TRIALS_FILE).write_bytes(damage)
+        assert sweeper_run.main([*QUICK, "--storage", str(root), "--resume"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and words in err, err
+
+
+def test_the_grid_rebuilt_from_trials_json_fills_in_what_tune_stored_as_placeholders(tmp_path):
+    """Tune stores a grid's sample_from functions as placeholders (tuner.pkl, each trial's config until
+    it is created) and resolves them only with the functions of the param_space it is given: the space
+    rebuilt from trials.json turns the stored placeholders of every trial back into that trial's config."""
+    from ray.tune.impl.placeholder import create_resolvers_map, inject_placeholders, resolve_placeholders
+    from ray.tune.search.variant_generator import generate_variants
+
+    trials = [{"method": "mt", "seed": s, "lr": 0.1 * s, "mur_radius": r} for s in range(3) for r in (0.25, 4.0)]
+    stored = inject_placeholders(tuner.grid_space(trials), create_resolvers_map())  # what tuner.pkl keeps
+    assert stored["method"][0] == "__fn_ph"
+    fresh = create_resolvers_map()
+    inject_placeholders(tuner.grid_space(json.loads(json.dumps(trials))), fresh)  # --resume's param_space
+    made = []
+    for _, config in generate_variants(stored):  # trial_index resolved, the rest still placeholders
+        assert config["method"][0] == "__fn_ph"
+        resolve_placeholders(config, fresh)
+        made.append(config)
+    assert made == [{"trial_index": i, **t} for i, t in enumerate(trials)]
+
+
+def test_a_grid_folder_without_trials_json_is_resumed_as_stored_saying_what_cannot_run(tmp_path, capsys):
+    """No trials.json (and no trials_digest): Tune's stored space is kept (None), with a note only where
+    Tune had not created every trial of the grid by the stop."""
+    state = "experiment_state-2020-01-01_00-00-00.json"
+    part = write_experiment(tmp_path / "a", {state: state_json([grid_config(0)])}, n_trials=3)
+    assert tuner.stored_grid(part) is None
+    err = capsys.readouterr().err
+    assert "keeps no trials.json, so the 2 trial(s) Tune had not created" in err and len(err.splitlines()) == 1
+    whole = write_experiment(tmp_path / "b", {state: state_json([grid_config(0), grid_config(1)])}, n_trials=2)
+    assert tuner.stored_grid(whole) is None and capsys.readouterr().err == ""
+
+
+def test_the_trainable_refuses_a_config_of_placeholders_in_one_line(monkeypatch):
+    from trainables import tune as trainable
+
+    reports = []
+    monkeypatch.setattr(trainable, "tune", SimpleNamespace(report=lambda m, **kw: reports.append(m),
+                                                          get_checkpoint=lambda: None))
+    config = {**grid_config(3), "method": ("__fn_ph", "1a2b3c4d"), "seed": ("__fn_ph", "5e6f7a8b")}
+    trainable.train_tune(config)
+    assert len(reports) == 1 and reports[0]["done"] is True
+    assert reports[0][trainable.CONFIG_ERROR].startswith("trial config has Tune's placeholders for method, seed ")
+
+
 def test_lease_seconds_must_be_a_number(monkeypatch):
     monkeypatch.setenv("VBI_MUR_LEASE_S", "soon")
     with pytest.raises(InputError, match="VBI_MUR_LEASE_S='soon' is not a number of seconds"):

@@ -579,6 +579,36 @@ def test_a_stop_signal_ends_the_sweep_gracefully_and_resume_finishes_it(sig, tmp
 
 
 @pytest.mark.slow
+def test_resume_gives_the_trials_tune_had_not_created_their_own_configs(tmp_path):
+    """Tune creates a grid's trials lazily (here one at a time: --max-concurrent 1), so a stop can come
+    before some exist; --resume rebuilds the grid from trials.json and those trials run their own
+    configs, not Tune's stored placeholders (which the trainable refuses)."""
+    temp, storage = short_tmp("rrlazy"), tmp_path / "results"
+    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *TINY, "--set", "steps=60",
+            "--max-concurrent", "1", "--storage", str(storage)]
+    exp_of = lambda: next(storage.glob("ablation_radius-*"), None)
+    d = None
+    try:
+        d = Driver(argv, temp, tmp_path / "driver1.log")
+        d.wait_until(lambda: len(done(sweep_state(exp_of()))) >= 1 and partial(sweep_state(exp_of())), timeout=600)
+        d.proc.send_signal(signal.SIGINT)
+        assert d.finish(timeout=300) == 3, d.log.read_text()[-3000:]
+        exp = exp_of()
+        created = set(sweep_state(exp))
+        assert len(created) < 5, created  # the stop came before Tune had created every trial
+        d = Driver([*argv, "--resume", str(exp)], temp, tmp_path / "driver2.log")
+        assert d.finish(timeout=900) == 0, d.log.read_text()[-3000:]
+    finally:
+        end_driver(d, temp)
+    final = sweep_state(exp)
+    assert len(final) == 5 and all(r and r[-1]["step"] == 60 for r in final.values()), final
+    planned = json.loads((exp / tuner.TRIALS_FILE).read_text())
+    ran = sorted((json.loads((exp / t / "params.json").read_text()) for t in final), key=lambda c: c["trial_index"])
+    assert ran == [{"trial_index": i, **t} for i, t in enumerate(planned)]
+    print(json.dumps({"test": "resume of a grid Tune had not created whole", "created_at_stop": len(created)}))
+
+
+@pytest.mark.slow
 def test_a_sigterm_to_the_whole_process_group_ends_like_a_driver_sigterm(tmp_path):
     """`timeout`, a batch scheduler or a container runtime signals every process of the job (here: the
     driver's session, as `setsid`): the local Ray runs in a process group of its own, so only the driver

@@ -242,7 +242,7 @@ def test_two_runs_in_the_same_second_into_one_bucket_get_their_own_folders(s3, c
     assert a != b and storage.stamp(a.name) == storage.stamp(b.name) == time.strftime("%Y%m%d-%H%M%S",
                                                                                          time.localtime(t0))
     assert sorted(k for k in objects(s3, prefix="same-second/") if not k.endswith("/")) == sorted(
-        f"same-second/{e.name}/{f}" for e in (a, b) for f in ("sweep.json", "tuner.pkl"))
+        f"same-second/{e.name}/{f}" for e in (a, b) for f in ("sweep.json", "trials.json", "tuner.pkl"))
     capsys.readouterr()
     assert sweeper_run.main([*argv, "--resume"]) == 2  # which is the latest? one line naming both
     err = capsys.readouterr().err

@@ -170,7 +170,7 @@ def test_two_runs_in_the_same_second_get_their_own_folders(tmp_path, capsys, mon
     assert a != b and a.parent == b.parent == root
     assert storage.stamp(a.name) == storage.stamp(b.name) == time.strftime("%Y%m%d-%H%M%S", time.localtime(T0))
     for exp in (a, b):
-        assert sorted(p.name for p in exp.iterdir()) == ["driver.lock", "sweep.json", "tuner.pkl"]
+        assert sorted(p.name for p in exp.iterdir()) == ["driver.lock", "sweep.json", "trials.json", "tuner.pkl"]
         assert json.loads((exp / "sweep.json").read_text())["name"] == "ablation_radius"
     capsys.readouterr()
     # --resume without a folder cannot tell which is the latest: one line naming both
@@ -300,7 +300,7 @@ def test_a_signal_before_fit_stops_the_sweep_once_fit_runs(tmp_path, capsys, mon
     assert sent == []  # no SIGUSR1 before Tune could take it
     assert rc == 3
     (exp,) = [p for p in tmp_path.iterdir() if p.is_dir()]
-    assert sorted(p.name for p in exp.iterdir()) == ["driver.lock", "sweep.json", "tuner.pkl"]
+    assert sorted(p.name for p in exp.iterdir()) == ["driver.lock", "sweep.json", "trials.json", "tuner.pkl"]
     assert f"--resume {exp}`" in capsys.readouterr().err
 
 

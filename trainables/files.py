@@ -21,6 +21,17 @@ def refusal(metrics: dict) -> str | None:
     return metrics.get(RESUME_ERROR) or metrics.get(CONFIG_ERROR)
 
 
+# What Tune leaves in a config value it could not resolve (a sample_from of a Tuner restored without its
+# param_space): ("__fn_ph", hash), a two-item list once in params.json
+TUNE_PLACEHOLDERS = ("__fn_ph", "__ref_ph")
+
+
+def unresolved(config: dict) -> list[str]:
+    """The keys of `config` whose value is one of Tune's placeholders instead of a value."""
+    return sorted(k for k, v in config.items()
+                  if isinstance(v, (list, tuple)) and len(v) == 2 and v[0] in TUNE_PLACEHOLDERS)
+
+
 CKPT = "trainer.pt"                     # Trainer.save's checkpoint: never copied for a report
 VIRTUAL_POINTS = "virtual_points.npz"   # x* of a MUR trial, beside its last checkpoint (sweeper/analysis/plots.py)
 

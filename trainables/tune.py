@@ -35,7 +35,7 @@ import ray
 from ray import tune
 
 from trainables.config import BOOKKEEPING, SWEEP_KEYS, ConfigError, TrainConfig
-from trainables.files import CKPT, CONFIG_ERROR, RESUME_ERROR, VIRTUAL_POINTS
+from trainables.files import CKPT, CONFIG_ERROR, RESUME_ERROR, VIRTUAL_POINTS, unresolved
 
 N_VIRTUAL_POINT_IMAGES = 8
 
@@ -55,6 +55,10 @@ def train_tune(config: dict) -> None:
         if missing := [k for k in SWEEP_KEYS if k not in config]:  # e.g. a trial Tune made up from a torn state
             raise ConfigError(f"trial config {sorted(config)} lacks {', '.join(missing)}: it is no trial of a sweep, "
                               f"so it is not run; start the sweep again with sweeper.run")
+        if blank := unresolved(config):  # restored without the grid it came from: Tune could not fill it in
+            keys = ", ".join(blank[:3]) + (f" and {len(blank) - 3} more" if len(blank) > 3 else "")
+            raise ConfigError(f"trial config has Tune's placeholders for {keys} instead of values (an "
+                              f"experiment resumed without its trials.json): it is not run; run its seed anew")
         cfg = TrainConfig.from_dict({k: v for k, v in config.items() if k not in BOOKKEEPING})
         if not cfg.spec.network:  # the classical baseline (LabelSpreading): seconds, deterministic, one report
             from trainables.trainer import train

@@ -21,7 +21,10 @@ Status of a trial (`STATUSES`):
               that a scheduler (ASHA) stopped done=True too, so `done` alone cannot tell; with no
               `steps` in the config: Ray TERMINATED it before done=True
   incomplete  none of the above: still running, or interrupted (the files cannot tell which)
-Only finished trials are averaged; the others are counted beside the mean, never in it.
+Only finished trials are averaged; the others are counted beside the mean, never in it. A trial
+whose params.json holds Tune's placeholders instead of values (a grid resumed without its
+trials.json: sweeper/driver/tuner.py) ran no config of the sweep: it is left out, with a warning
+that names it.
 
 Which point of a trial's curve (`WHICH`): `final_<m>` is the metric at the last report (the honest
 default: what the run ends with); `bestval_<m>` is the metric at the report whose `val_error`
@@ -52,7 +55,7 @@ import pandas as pd
 
 from sweeper.storage import TRIAL_DIR_PREFIX
 from trainables.config import train_config_defaults  # trainables.config imports neither torch nor Ray
-from trainables.files import atomic_write, refusal
+from trainables.files import atomic_write, refusal, unresolved
 
 STATUSES = ("finished", "failed", "diverged", "stopped", "incomplete")
 # The CPU kernels the trial ran on, as it reported them: never the aggregating machine's (it may be another)
@@ -176,6 +179,11 @@ def read_reports(tdir: Path) -> list[dict]:
 
 
 def read_params(tdir: Path) -> dict:
+    """The trial's config, flattened (nested dicts as "a/b" keys, lists as JSON text)."""
+    return _flatten(_params(tdir))
+
+
+def _params(tdir: Path) -> dict:
     path = tdir / "params.json"
     try:
         params = json.loads(path.read_text())
@@ -184,7 +192,7 @@ def read_params(tdir: Path) -> dict:
                              f"folder aside") from None
     if not isinstance(params, dict):
         raise AggregateError(f"{path} holds a JSON {type(params).__name__}, not a config object")
-    return _flatten(params)
+    return params
 
 
 def read_sweep(exp_dir: str | Path) -> dict | None:
@@ -359,7 +367,15 @@ def load_trials(exp_dir: str | Path) -> pd.DataFrame:
     sweep_meta = read_sweep(exp) or {}
     sweep = sweep_meta.get("name") or exp.name
     states, env = read_ray_states(exp), environment_versions()
-    rows = [trial_row(t, sweep, states, env) for t in trial_dirs(exp)]
+    dirs = trial_dirs(exp)
+    blank = [t.name for t in dirs if unresolved(_params(t))]
+    if blank:
+        warnings.warn(f"{len(blank)} trial(s) of {exp} have Tune's placeholders instead of a config (resumed "
+                      f"without the grid's trials.json), so they ran nothing of the sweep and are left out: "
+                      f"{', '.join(blank)}")
+    rows = [trial_row(t, sweep, states, env) for t in dirs if t.name not in blank]
+    if not rows:
+        raise AggregateError(f"no trial of {exp} has a config (each holds Tune's placeholders); run the sweep anew")
     df = pd.DataFrame(rows)
     config = [c for c in df.columns if is_config(c)]
     defaults = train_config_defaults()
@@ -368,6 +384,33 @@ def load_trials(exp_dir: str | Path) -> pd.DataFrame:
             df[c] = df[c].astype(object).where(df[c].notna(), defaults[c])
             df[c] = df[c].infer_objects()
     return df.sort_values(["trial_id"], kind="stable").reset_index(drop=True)
+
+
+PAUSE_S = 600  # this long with no trial training: the run was stopped and resumed later, not working
+
+
+def paused_s(exp: Path, start: float, end: float) -> float:
+    """Seconds of [start, end] (e.g. sweep.json written, summary.csv written) that fall in stretches of
+    PAUSE_S or more in which no trial trained: the time between a stopped run and its `--resume`, which
+    its wall time must not count. A trial trained during each report's [timestamp - time_this_iter_s,
+    timestamp] (Tune's result.json in each trial folder); 0 for a folder without reports."""
+    spans = []
+    for f in exp.glob("*/result.json"):
+        for line in f.read_text().splitlines():
+            try:
+                r = json.loads(line)
+            except ValueError:  # the last line of a trial the stop cut off mid-write
+                continue
+            if isinstance(r.get("timestamp"), (int, float)) and isinstance(r.get("time_this_iter_s"), (int, float)):
+                spans.append((r["timestamp"] - r["time_this_iter_s"], r["timestamp"]))
+    if not spans:
+        return 0.0
+    paused, edge = 0.0, start
+    for a, b in sorted(spans):
+        if a - edge >= PAUSE_S:
+            paused += a - edge
+        edge = max(edge, b)
+    return paused + (end - edge if end - edge >= PAUSE_S else 0.0)
 
 
 def load_history(exp_dir: str | Path,

@@ -30,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 
 from sweeper import storage as store
-from sweeper.analysis.aggregate import config_columns, metric_column, read_sweep
+from sweeper.analysis.aggregate import config_columns, metric_column, paused_s, read_sweep
 from trainables.files import atomic_write
 
 PAGE = "report.html"
@@ -246,6 +246,7 @@ def provenance(exp: Path, meta: dict, trials: pd.DataFrame) -> list[tuple[str, s
     started = (exp / "sweep.json").stat().st_mtime if (exp / "sweep.json").is_file() else None
     results = [p.stat().st_mtime for p in exp.glob("*/result.json")]
     wall = (max(results) - started) if started and results and max(results) >= started else None
+    paused = paused_s(exp, started, max(results)) if wall is not None else 0.0  # a stop before a --resume
     versions = {c: sorted({str(v) for v in trials[c].dropna()}) for c in
                 ("python_version", "torch_version", "ray_version", "hostname") if c in trials.columns}
     return [("command", command), ("preset", str(meta.get("preset", "unknown"))),
@@ -254,7 +255,8 @@ def provenance(exp: Path, meta: dict, trials: pd.DataFrame) -> list[tuple[str, s
             ("versions", "; ".join(f"{k.removesuffix('_version')} {', '.join(v)}" for k, v in versions.items()
                                    if k != "hostname" and v) or "unknown"),
             ("started", time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(started)) if started else "unknown"),
-            ("wall time", f"{wall / 60:.1f} min (sweep.json to the newest report)" if wall is not None else "—"),
+            ("wall time", "—" if wall is None else f"{(wall - paused) / 60:.1f} min (sweep.json to the newest report"
+             + (f"; stopped and resumed: {paused / 60:.0f} min between, not counted)" if paused else ")")),
             ("folder", str(exp))]
 
 

@@ -143,6 +143,8 @@ def run_load(exp: Path) -> dict | None:
 def machine_info(exp: Path, meta: dict) -> dict:
     """The machine this runs on (`add`, or a benchmark reading a results folder made here: where the sweep
     is expected to have run), the run's dates, and the load it ran under where the driver sampled it."""
+    from sweeper.analysis.aggregate import paused_s  # pandas: only `add` comes here
+
     cpu = cpu_name()
     try:
         torch = version("torch")
@@ -160,33 +162,6 @@ def machine_info(exp: Path, meta: dict) -> dict:
     out.update(trial_time(exp))
     load = run_load(exp)
     return {**out, "load_avg": load} if load else out
-
-
-PAUSE_S = 600  # this long with no trial training: the run was stopped and resumed later, not working
-
-
-def paused_s(exp: Path, start: float, end: float) -> float:
-    """Seconds of [start, end] (sweep.json written, summary.csv written) that fall in stretches of
-    PAUSE_S or more in which no trial trained: the time between a stopped run and its `--resume`, which
-    its wall time must not count. A trial trained during each report's [timestamp - time_this_iter_s,
-    timestamp] (Tune's result.json in each trial folder); 0 for a folder without reports."""
-    spans = []
-    for f in exp.glob("*/result.json"):
-        for line in f.read_text().splitlines():
-            try:
-                r = json.loads(line)
-            except ValueError:  # the last line of a trial the stop cut off mid-write
-                continue
-            if isinstance(r.get("timestamp"), (int, float)) and isinstance(r.get("time_this_iter_s"), (int, float)):
-                spans.append((r["timestamp"] - r["time_this_iter_s"], r["timestamp"]))
-    if not spans:
-        return 0.0
-    paused, edge = 0.0, start
-    for a, b in sorted(spans):
-        if a - edge >= PAUSE_S:
-            paused += a - edge
-        edge = max(edge, b)
-    return paused + (end - edge if end - edge >= PAUSE_S else 0.0)
 
 
 def trial_kernels(exp: Path) -> dict:

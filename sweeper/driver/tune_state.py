@@ -15,6 +15,11 @@ and sweep.json records its SHA-256 then (`tuner_digest`); `check_tuner` refuses 
 that file (replaced or corrupted). That stops a swapped or damaged file, not someone who can rewrite
 both files.
 
+A grid's trials.json (its trial configs in trial_index order, from which --resume rebuilds the grid
+for the trials Tune had not created by the stop: sweeper/driver/tuner.py) is checked the same way,
+against the SHA-256 sweep.json records (`trials_digest`): a torn or edited list would give those
+trials other configs than the ones the run started with.
+
     python -m sweeper.run ablation_radius --resume    # runs both checks first
 """
 from __future__ import annotations
@@ -27,6 +32,7 @@ from sweeper.driver.preflight import InputError
 from trainables.config import SWEEP_KEYS
 
 TORN = ".torn"
+TRIALS_FILE = "trials.json"  # a grid's trial configs, in order (trial_index): what --resume rebuilds the grid from
 
 
 def tuner_digest(data: bytes) -> str:
@@ -51,7 +57,33 @@ def check_resumable(exp) -> list[str]:
     stderr, or InputError (StorageError where a bucket cannot be read)."""
     meta = json.loads(store.read_text(exp / "sweep.json"))
     check_tuner(exp, meta)
+    grid_trials(exp, meta)
     return check_state(exp, meta)
+
+
+def grid_trials(exp, meta: dict) -> list[dict] | None:
+    """The trial configs of a grid experiment, from its trials.json, checked against sweep.json's
+    `trials_digest` (InputError, one line, where they differ or the file is gone); None for a search,
+    --seeds auto, or a grid whose sweep.json records no trials.json."""
+    want = meta.get("trials_digest")
+    if want is None or meta.get("search") or meta.get("max_seeds"):
+        return None
+    kept = exp / TRIALS_FILE
+    if not store.is_file(kept):
+        raise InputError(f"{kept} is missing: it lists the grid's trials that --resume gives the trials Tune had "
+                         f"not created yet; restore it from a copy, or start a new run without --resume")
+    raw = store.read_bytes(kept)
+    if tuner_digest(raw) != want:
+        raise InputError(f"{kept} is not the list this experiment wrote when it started (SHA-256 "
+                         f"{tuner_digest(raw)[:12]}..., sweep.json records {want[:12]}...): torn or edited, it would "
+                         f"give trials other configs; restore it from a copy, or start a new run without --resume")
+    return json.loads(raw)
+
+
+def created_trials(exp) -> int:
+    """How many trials Tune had created by its newest saved state (check_state has set any torn one aside)."""
+    newest = _states(store.listdir(exp))[0]
+    return len(json.loads(store.read_bytes(newest))["trial_data"])
 
 
 def _problem(raw: bytes, meta: dict) -> tuple[str | None, bool]:

@@ -3,7 +3,9 @@ searcher, with its storage, failure config, checkpoints and callbacks; on --resu
 
 `make_tuner` writes the new experiment folder's sweep.json (the Sweep, preset, argv, commit) after
 `build_tuner` has made Tune write its state there, so a folder with a sweep.json is one --resume can
-continue.
+continue. A grid's exact trial configs go to trials.json beside it: Tune creates a grid's trials
+lazily and keeps none of the functions that fill their configs, so --resume rebuilds the same grid
+from that list for the trials Tune had not yet created when the run stopped.
 
     python -m sweeper.run ablation_radius --preset quick
 """
@@ -17,7 +19,7 @@ from pathlib import Path
 from search_spaces import Sweep, SweepError
 from sweeper import storage as store
 from sweeper.driver.provenance import source_commit
-from sweeper.driver.tune_state import tuner_digest
+from sweeper.driver.tune_state import TRIALS_FILE, created_trials, grid_trials, tuner_digest
 
 
 def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict, lease):
@@ -35,13 +37,18 @@ def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict,
 
         old_names.install()  # an experiment stored while sweeper/ was flat names its modules so
         return tune.Tuner.restore(trainable=tune.with_resources(train_tune, resources), resume_unfinished=True,
-                                  resume_errored=True, **store.prepare_restore(exp_dir))
+                                  resume_errored=True, param_space=stored_grid(exp_dir),
+                                  **store.prepare_restore(exp_dir))
     meta = {**asdict(sweep), "preset": args.preset, "n_trials": len(trials), "argv": sys.argv,
             "start_points": start_points(sweep, trials), "commit": source_commit()}
     store.create_experiment(exp_dir)
     lease.acquire()
     tuner = build_tuner(sweep, trials, args, exp_dir, resources)  # Tune writes its tuner.pkl here
     meta["tuner_digest"] = tuner_digest(store.read_bytes(exp_dir / store.TUNER_STATE))
+    if is_grid(sweep):  # before sweep.json, which records its digest
+        kept = json.dumps(trials, indent=0).encode()
+        store.write_bytes(exp_dir / TRIALS_FILE, kept)
+        meta["trials_digest"] = tuner_digest(kept)
     # sweep.json last: a folder that has one is an experiment that --resume can continue
     store.write_text(exp_dir / "sweep.json", json.dumps(meta, indent=1, default=str))
     return tuner
@@ -115,14 +122,44 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
         tune_config = tune.TuneConfig(search_alg=algo, num_samples=most, trial_dirname_creator=trial_dirname,
                                       max_concurrent_trials=args.max_concurrent or None, reuse_actors=True)
     else:  # a grid: trial_index picks one fully specified config (variants need not be a product)
-        keys = list(trials[0])
-        param_space = {"trial_index": tune.grid_search(list(range(len(trials))))}
-        for k in keys:
-            param_space[k] = tune.sample_from(lambda spec, k=k: trials[spec.config.trial_index][k])
+        param_space = grid_space(trials)
         tune_config = tune.TuneConfig(max_concurrent_trials=args.max_concurrent or None,
                                       trial_dirname_creator=trial_dirname,
                                       reuse_actors=True)  # no new process (torch import) per trial
     return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config, run_config=run_config)
+
+
+def is_grid(sweep: Sweep) -> bool:
+    """A fixed list of trials (neither a search nor --seeds auto, whose searchers suggest the configs)."""
+    return not sweep.search and not sweep.max_seeds
+
+
+def grid_space(trials: list[dict]) -> dict:
+    """Tune's param_space of a grid over `trials`: trial_index picks one fully specified config. Tune
+    resolves the functions when it creates a trial and stores only placeholders for them, so a
+    restored Tuner needs this same space again (stored_grid) for the trials it creates after a stop."""
+    from ray import tune
+
+    space = {"trial_index": tune.grid_search(list(range(len(trials))))}
+    for k in trials[0]:
+        space[k] = tune.sample_from(lambda config, k=k: trials[config["trial_index"]][k])
+    return space
+
+
+def stored_grid(exp_dir) -> dict | None:
+    """On --resume: the grid rebuilt from the experiment's trials.json (checked by tune_state.grid_trials),
+    None for a search or --seeds auto. A grid experiment that keeps no trials.json keeps Tune's stored
+    space: a trial Tune had not created by the stop gets no config, is refused by the trainable and left
+    out of the tables by name."""
+    meta = json.loads(store.read_text(exp_dir / "sweep.json"))
+    if meta.get("search") or meta.get("max_seeds"):
+        return None
+    trials = grid_trials(exp_dir, meta)
+    if trials is None and (missing := (meta.get("n_trials") or 0) - created_trials(exp_dir)) > 0:
+        print(f"note: {exp_dir} keeps no {TRIALS_FILE}, so the {missing} trial(s) Tune had not created before the "
+              f"stop cannot get their configs: they are refused and left out of the tables; run their seeds in "
+              f"a new run", file=sys.stderr)
+    return None if trials is None else grid_space(trials)
 
 
 def start_points(sweep: Sweep, trials: list[dict]) -> list[dict] | None:
