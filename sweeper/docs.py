@@ -108,9 +108,9 @@ def cost_md(runs: list[dict], root: Path) -> list[str]:
         m, argv = run["machine"], run["meta"].get("argv") or []
         how = "--seeds auto" if "auto" in argv else "fixed"
         cells = [v for a, v in zip(argv, argv[1:]) if a == "--cells"]
+        how += ", --cells-only" if "--cells-only" in argv else ""
         # two runs over one seed span: told apart; a "|" of --cells' alternatives escaped for the table
         how += f", --cells {' '.join(cells)}".replace("|", "\\|") if cells else ""
-        how += ", --cells-only" if "--cells-only" in argv else ""
         trials = held_trials(run, root)
         rows.append(f"| `{run['sweep']}` | {run['seeds'][0]}-{run['seeds'][-1]} | {how} | {trials} | "
                     f"{m['wall_min']:.1f} | {'' if m.get('trial_min') is None else format(m['trial_min'], '.1f')} | "

@@ -912,9 +912,16 @@ def test_a_stopped_and_resumed_runs_wall_time_leaves_out_the_pause(tmp_path, mon
             assert (m["wall_min"], m["paused_min"]) == (3.5, 60.0)
         else:  # 500 s between its two trials is under PAUSE_S: the span counts whole
             assert m["wall_min"] == 25.0 and "paused_min" not in m
-    from sweeper.analysis.aggregate import paused_s
+    # Tune rewrote sweep.json when the resumed run ended, and the report was rebuilt two hours later: the
+    # first trial's start and the newest report bound the run; the rebuild is neither wall time nor a pause
+    exp = tmp_path / "stopped"
+    for f, t in (("sweep.json", t0 + 3805), ("summary.csv", t0 + 3800 + 7200)):
+        os.utime(exp / f, (t, t))
+    m = committed_runs.machine_info(exp, {"argv": ["run.py", "x"]})
+    assert (m["wall_min"], m["paused_min"]) == (round((3790 - 3600) / 60, 1), 60.0)
+    from sweeper.analysis.aggregate import run_span
 
-    assert paused_s(tmp_path / "nothing", t0, t0 + 9999) == 0.0  # no reports: no pause known
+    assert run_span(tmp_path / "nothing") is None  # no reports: no span known
 
 
 def test_machine_json_takes_the_kernels_the_trials_reported(tmp_path, monkeypatch):

@@ -389,11 +389,16 @@ def load_trials(exp_dir: str | Path) -> pd.DataFrame:
 PAUSE_S = 600  # this long with no trial training: the run was stopped and resumed later, not working
 
 
-def paused_s(exp: Path, start: float, end: float) -> float:
-    """Seconds of [start, end] (e.g. sweep.json written, summary.csv written) that fall in stretches of
-    PAUSE_S or more in which no trial trained: the time between a stopped run and its `--resume`, which
-    its wall time must not count. A trial trained during each report's [timestamp - time_this_iter_s,
-    timestamp] (Tune's result.json in each trial folder); 0 for a folder without reports."""
+def run_span(exp: Path, written: float | None = None) -> tuple[float, float, float] | None:
+    """(start, end, paused) of the sweep in `exp`, in seconds since the epoch, from Tune's result.json in
+    each trial folder (a trial trained during each report's [timestamp - time_this_iter_s, timestamp]);
+    None for a folder without reports.
+    start: sweep.json written, or the first trial's start where that is earlier (Tune rewrites the
+      experiment's files, sweep.json too, when a resumed run ends).
+    end: `written` (the report's summary.csv, say) where it came within PAUSE_S of the newest report,
+      else the newest report (a report rebuilt later is no part of the run).
+    paused: the seconds of [start, end] in stretches of PAUSE_S or more in which no trial trained, the
+      time between a stopped run and its `--resume`, which a wall time must not count."""
     spans = []
     for f in exp.glob("*/result.json"):
         for line in f.read_text().splitlines():
@@ -404,13 +409,18 @@ def paused_s(exp: Path, start: float, end: float) -> float:
             if isinstance(r.get("timestamp"), (int, float)) and isinstance(r.get("time_this_iter_s"), (int, float)):
                 spans.append((r["timestamp"] - r["time_this_iter_s"], r["timestamp"]))
     if not spans:
-        return 0.0
+        return None
+    spans.sort()
+    made = exp / "sweep.json"
+    start = min(made.stat().st_mtime, spans[0][0]) if made.is_file() else spans[0][0]
+    last = max(b for _, b in spans)
+    end = written if written is not None and last <= written < last + PAUSE_S else last
     paused, edge = 0.0, start
-    for a, b in sorted(spans):
+    for a, b in spans:
         if a - edge >= PAUSE_S:
             paused += a - edge
         edge = max(edge, b)
-    return paused + (end - edge if end - edge >= PAUSE_S else 0.0)
+    return start, end, paused
 
 
 def load_history(exp_dir: str | Path,

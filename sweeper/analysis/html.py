@@ -30,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 
 from sweeper import storage as store
-from sweeper.analysis.aggregate import config_columns, metric_column, paused_s, read_sweep
+from sweeper.analysis.aggregate import config_columns, metric_column, read_sweep, run_span
 from trainables.files import atomic_write
 
 PAGE = "report.html"
@@ -243,10 +243,9 @@ def total_trials(meta: dict, trials: pd.DataFrame) -> int:
 def provenance(exp: Path, meta: dict, trials: pd.DataFrame) -> list[tuple[str, str]]:
     argv = meta.get("argv") or []
     command = "python -m sweeper.run " + shlex.join([str(a) for a in argv[1:]]) if argv else "unknown"
-    started = (exp / "sweep.json").stat().st_mtime if (exp / "sweep.json").is_file() else None
-    results = [p.stat().st_mtime for p in exp.glob("*/result.json")]
-    wall = (max(results) - started) if started and results and max(results) >= started else None
-    paused = paused_s(exp, started, max(results)) if wall is not None else 0.0  # a stop before a --resume
+    span = run_span(exp)  # (start, newest report, a stop before a --resume in between)
+    started = span[0] if span else (exp / "sweep.json").stat().st_mtime if (exp / "sweep.json").is_file() else None
+    wall, paused = (span[1] - span[0], span[2]) if span else (None, 0.0)
     versions = {c: sorted({str(v) for v in trials[c].dropna()}) for c in
                 ("python_version", "torch_version", "ray_version", "hostname") if c in trials.columns}
     return [("command", command), ("preset", str(meta.get("preset", "unknown"))),

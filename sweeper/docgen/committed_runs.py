@@ -143,15 +143,15 @@ def run_load(exp: Path) -> dict | None:
 def machine_info(exp: Path, meta: dict) -> dict:
     """The machine this runs on (`add`, or a benchmark reading a results folder made here: where the sweep
     is expected to have run), the run's dates, and the load it ran under where the driver sampled it."""
-    from sweeper.analysis.aggregate import paused_s  # pandas: only `add` comes here
+    from sweeper.analysis.aggregate import run_span  # pandas: only `add` comes here
 
     cpu = cpu_name()
     try:
         torch = version("torch")
     except PackageNotFoundError:
         torch = "not installed"
-    start, end = (exp / "sweep.json").stat().st_mtime, (exp / "summary.csv").stat().st_mtime
-    paused = paused_s(exp, start, end)
+    written = (exp / "summary.csv").stat().st_mtime
+    start, end, paused = run_span(exp, written) or ((exp / "sweep.json").stat().st_mtime, written, 0.0)
     out = {"cpu": cpu, "cores": os.cpu_count(), "torch": torch, **trial_kernels(exp),
            "python": platform.python_version(),
            "date": datetime.fromtimestamp(end).strftime("%Y-%m-%d"),
