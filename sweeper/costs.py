@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 from sweeper.trial_identity import DEFAULTS, full_config, identity, typed
+from trainables.files import KERNELS_KEY
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository
 RUNS = Path("docs/runs")  # the committed runs (sweeper/docgen/committed_runs.py adds them)
@@ -79,7 +80,7 @@ def trial_count(folder: Path, planned: int | None) -> int | None:
 def machine_text(m: dict) -> str:
     parts = [m.get("cpu") or "unknown CPU", f"{m['cores']} cores" if m.get("cores") else None,
              f"torch {m['torch']}" if m.get("torch") else None,
-             f"{m['cpu_kernels']} kernels" if m.get("cpu_kernels") else None,
+             f"{m[KERNELS_KEY]} kernels" if m.get(KERNELS_KEY) else None,
              f"Python {m['python']}" if m.get("python") else None]
     if m.get("load_avg"):
         load = m["load_avg"]

@@ -9,10 +9,11 @@ print(identity(full_config({'method': 'mt', 'seed': '0'}, {})))"
 from __future__ import annotations
 
 from trainables.config import NOT_COMPARED, applies, train_config_defaults
+from trainables.files import KERNELS_KEY
 
 DEFAULTS = train_config_defaults()
 # trials.csv columns that are not configuration (nor final_*); cpu_kernels: what the trial ran on
-ROW_KEYS = ("seed", "status", "wall_time_s", "cpu_kernels")
+ROW_KEYS = ("seed", "status", "wall_time_s", KERNELS_KEY)
 
 
 def typed(key: str, value):

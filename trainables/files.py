@@ -13,6 +13,9 @@ from typing import Callable
 # Report keys a trial ends itself with, failed and not retried (trainables/tune.py); torch-free for the driver
 RESUME_ERROR = "resume_error"  # why its checkpoint cannot be continued
 CONFIG_ERROR = "config_error"  # the ConfigError its config raised (no GPU for device=cuda, ...)
+# The report key of the vector instruction set torch's CPU kernels ran on (AVX2, AVX512, ...), which sets the
+# rounding of every sum: the trial's own, never the machine's that reads the results
+KERNELS_KEY = "cpu_kernels"
 
 
 def refusal(metrics: dict) -> str | None:

@@ -35,7 +35,7 @@ import ray
 from ray import tune
 
 from trainables.config import BOOKKEEPING, SWEEP_KEYS, ConfigError, TrainConfig
-from trainables.files import CKPT, CONFIG_ERROR, RESUME_ERROR, VIRTUAL_POINTS, unresolved
+from trainables.files import CKPT, CONFIG_ERROR, KERNELS_KEY, RESUME_ERROR, VIRTUAL_POINTS, unresolved
 
 N_VIRTUAL_POINT_IMAGES = 8
 
@@ -50,7 +50,7 @@ def train_tune(config: dict) -> None:
     # cpu_kernels: the vector instruction set torch's CPU kernels use here (AVX2, AVX512, ...); it sets the
     # rounding of every sum, so two machines' trials of one seed are two trajectories (docgen/evidence.py)
     versions = {"python_version": platform.python_version(), "torch_version": str(torch.__version__),
-                "ray_version": ray.__version__, "cpu_kernels": torch.backends.cpu.get_cpu_capability()}
+                "ray_version": ray.__version__, KERNELS_KEY: torch.backends.cpu.get_cpu_capability()}
     try:  # a config error fails the same way on every retry: end the trial once, with its message
         if missing := [k for k in SWEEP_KEYS if k not in config]:  # e.g. a trial Tune made up from a torn state
             raise ConfigError(f"trial config {sorted(config)} lacks {', '.join(missing)}: it is no trial of a sweep, "

@@ -55,11 +55,9 @@ import pandas as pd
 
 from sweeper.storage import TRIAL_DIR_PREFIX
 from trainables.config import train_config_defaults  # trainables.config imports neither torch nor Ray
-from trainables.files import atomic_write, refusal, unresolved
+from trainables.files import KERNELS_KEY, atomic_write, refusal, unresolved
 
 STATUSES = ("finished", "failed", "diverged", "stopped", "incomplete")
-# The CPU kernels the trial ran on, as it reported them: never the aggregating machine's (it may be another)
-KERNELS_KEY = "cpu_kernels"
 # Columns of the trials table that are not config keys and carry no metric prefix.
 BOOK_COLS = ("sweep", "trial_id", "trial_dir", "status", "n_reports", "n_failures", "wall_time_s",
              "hostname", "python_version", "torch_version", "ray_version", "versions_source", KERNELS_KEY)

@@ -29,6 +29,7 @@ from sweeper.trial_identity import full_config, identity
 from sweeper.costs import ROOT, RUNS
 from sweeper.driver.provenance import cpu_name
 from sweeper.docgen.picture import QUICKSTART, public_trials
+from trainables.files import KERNELS_KEY
 
 RUN_FILES = ("sweep.json", "summary.csv", "table.md")  # and, for the quick start only, its picture's inputs
 PNGS = ("paired_diffs.png",)  # the plots the docs show, copied by `add` when the run made them
@@ -174,13 +175,13 @@ def trial_kernels(exp: Path) -> dict:
         import pandas as pd  # only `add` reads parquet
 
         trials = pd.read_parquet(exp / "trials.parquet")
-        if "cpu_kernels" in trials.columns:
-            kinds = {str(k): int(n) for k, n in trials["cpu_kernels"].value_counts().items()}  # NaN left out
+        if KERNELS_KEY in trials.columns:
+            kinds = {str(k): int(n) for k, n in trials[KERNELS_KEY].value_counts().items()}  # NaN left out
     if not kinds:
-        return {"cpu_kernels": cpu_kernels()}
+        return {KERNELS_KEY: cpu_kernels()}
     if len(kinds) == 1:
-        return {"cpu_kernels": next(iter(kinds))}
-    return {"cpu_kernels": MIXED, "cpu_kernels_trials": dict(sorted(kinds.items()))}
+        return {KERNELS_KEY: next(iter(kinds))}
+    return {KERNELS_KEY: MIXED, f"{KERNELS_KEY}_trials": dict(sorted(kinds.items()))}
 
 
 def trial_time(exp: Path) -> dict:
@@ -210,7 +211,7 @@ def write_trials_csv(exp: Path, dest: Path) -> None:
     metrics = [c for c in claimlib.METRICS.values() if c in trials.columns]
     timed = ["wall_time_s"] if "wall_time_s" in trials.columns else []  # what a cell costs (docs.needs_md)
     # which trajectory a trial is (evidence.index): the kernels it reported, where it did
-    kernels = ["cpu_kernels"] if "cpu_kernels" in trials.columns and trials["cpu_kernels"].notna().any() else []
+    kernels = [KERNELS_KEY] if KERNELS_KEY in trials.columns and trials[KERNELS_KEY].notna().any() else []
     out = trials[[*varying, "seed", "status", *metrics, *timed, *kernels]].sort_values([*varying, "seed"],
                                                                                        kind="stable")
     out.to_csv(dest, index=False, float_format="%.6g")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from sweeper.trial_identity import full_config, identity
+from trainables.files import KERNELS_KEY
 
 
 class EvidenceError(ValueError):
@@ -64,14 +65,14 @@ MIXED = "mixed"  # machine.json's cpu_kernels for a run whose trials ran on seve
 def trial_cpu(machine: dict, row: dict) -> dict:
     """The CPU one trials.csv row ran on: its run's machine.json, with the kernels the trial itself
     reported where trials.csv has them (a run resumed elsewhere holds trials of several kinds)."""
-    return {**machine, "cpu_kernels": row["cpu_kernels"]} if row.get("cpu_kernels") else machine
+    return {**machine, KERNELS_KEY: row[KERNELS_KEY]} if row.get(KERNELS_KEY) else machine
 
 
 def same_cpu(a: dict, b: dict) -> bool:
     """Two runs' machine.json describe one kind of CPU: one name, and one set of vector kernels where both
     record it (the earliest runs do not; a name then stands for its kernels). A run whose trials ran on
     several kinds ("mixed") is one kind with no other run: which of its trials ran where is not kept."""
-    ka, kb = a.get("cpu_kernels"), b.get("cpu_kernels")
+    ka, kb = a.get(KERNELS_KEY), b.get(KERNELS_KEY)
     if MIXED in (ka, kb):
         return False
     return a.get("cpu") == b.get("cpu") and (ka is None or kb is None or ka == kb)
