@@ -269,10 +269,11 @@ def environment_versions() -> dict:
     return out
 
 
-def trial_row(tdir: Path, sweep: str, ray_states: dict[str, dict], env: dict) -> dict:
-    """The trials-table row of one trial folder: bookkeeping, config keys, final_* and best_* metrics."""
+def trial_row(tdir: Path, sweep: str, ray_states: dict[str, dict], env: dict, params: dict | None = None) -> dict:
+    """The trials-table row of one trial folder: bookkeeping, config keys, final_* and best_* metrics
+    (`params`: its params.json as read_params gives it, where the caller has read it)."""
     reports = read_reports(tdir)
-    params = read_params(tdir)
+    params = read_params(tdir) if params is None else params
     unknown = sorted(k for k in params if k not in config_cols())
     if unknown:  # the trainable refuses such a key (TrainConfig.from_dict): other code wrote this trial
         raise AggregateError(f"{tdir / 'params.json'}: key(s) {unknown} are not TrainConfig fields, so no row of "
@@ -365,13 +366,13 @@ def load_trials(exp_dir: str | Path) -> pd.DataFrame:
     sweep_meta = read_sweep(exp) or {}
     sweep = sweep_meta.get("name") or exp.name
     states, env = read_ray_states(exp), environment_versions()
-    dirs = trial_dirs(exp)
-    blank = [t.name for t in dirs if unresolved(_params(t))]
+    raw = {t: _params(t) for t in trial_dirs(exp)}
+    blank = [t.name for t, p in raw.items() if unresolved(p)]
     if blank:
         warnings.warn(f"{len(blank)} trial(s) of {exp} have Tune's placeholders instead of a config (resumed "
                       f"without the grid's trials.json), so they ran nothing of the sweep and are left out: "
                       f"{', '.join(blank)}")
-    rows = [trial_row(t, sweep, states, env) for t in dirs if t.name not in blank]
+    rows = [trial_row(t, sweep, states, env, _flatten(p)) for t, p in raw.items() if t.name not in blank]
     if not rows:
         raise AggregateError(f"no trial of {exp} has a config (each holds Tune's placeholders); run the sweep anew")
     df = pd.DataFrame(rows)

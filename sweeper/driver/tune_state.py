@@ -61,12 +61,17 @@ def check_resumable(exp) -> list[str]:
     return check_state(exp, meta)
 
 
+def grid_meta(meta: dict) -> bool:
+    """sweep.json describes a fixed list of trials (neither a search nor --seeds auto)."""
+    return not (meta.get("search") or meta.get("max_seeds"))
+
+
 def grid_trials(exp, meta: dict) -> list[dict] | None:
     """The trial configs of a grid experiment, from its trials.json, checked against sweep.json's
     `trials_digest` (InputError, one line, where they differ or the file is gone); None for a search,
     --seeds auto, or a grid whose sweep.json records no trials.json."""
     want = meta.get("trials_digest")
-    if want is None or meta.get("search") or meta.get("max_seeds"):
+    if want is None or not grid_meta(meta):
         return None
     kept = exp / TRIALS_FILE
     if not store.is_file(kept):
@@ -98,7 +103,7 @@ def _problem(raw: bytes, meta: dict) -> tuple[str | None, bool]:
     for t, c in zip(trials, configs):
         if not isinstance(c, dict) or (missing := [k for k in SWEEP_KEYS if k not in c]):
             return f"trial {t.get('trial_id')} has the config {c!r}, without {missing or SWEEP_KEYS}", False
-    if not (meta.get("search") or meta.get("max_seeds")):  # a grid: each trial one of its n_trials points
+    if grid_meta(meta):  # each trial one of the grid's n_trials points
         index = [c.get("trial_index") for c in configs]
         n = meta.get("n_trials")
         bad = [i for i in index if not isinstance(i, int) or n is None or not 0 <= i < n]

@@ -19,7 +19,7 @@ from pathlib import Path
 from search_spaces import Sweep, SweepError
 from sweeper import storage as store
 from sweeper.driver.provenance import source_commit
-from sweeper.driver.tune_state import TRIALS_FILE, created_trials, grid_trials, tuner_digest
+from sweeper.driver.tune_state import TRIALS_FILE, created_trials, grid_meta, grid_trials, tuner_digest
 
 
 def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict, lease):
@@ -152,7 +152,7 @@ def stored_grid(exp_dir) -> dict | None:
     space: a trial Tune had not created by the stop gets no config, is refused by the trainable and left
     out of the tables by name."""
     meta = json.loads(store.read_text(exp_dir / "sweep.json"))
-    if meta.get("search") or meta.get("max_seeds"):
+    if not grid_meta(meta):
         return None
     trials = grid_trials(exp_dir, meta)
     if trials is None and (missing := (meta.get("n_trials") or 0) - created_trials(exp_dir)) > 0:
