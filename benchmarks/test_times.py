@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from sweeper.driver.provenance import cpu_name  # noqa: E402
 from sweeper.driver.live import load_average  # noqa: E402
-from sweeper.docgen.committed_runs import cpu_kernels  # noqa: E402
+from sweeper.driver.provenance import cpu_kernels  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "install.json"
 FAST = 'python -m pytest -q -m "not slow"'  # the README's first test command

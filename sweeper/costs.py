@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 
 from sweeper.trial_identity import DEFAULTS, full_config, identity, typed
-from trainables.files import KERNELS_KEY
+from trainables.files import KERNELS_KEY, MIXED
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository
 RUNS = Path("docs/runs")  # the committed runs (sweeper/docgen/committed_runs.py adds them)
@@ -39,21 +40,53 @@ def committed(sweep: str, preset: str, root: Path = ROOT) -> list[dict]:
     return out
 
 
-def config_minutes(sweep: str, preset: str, root: Path = ROOT) -> dict[tuple, float]:
-    """{trial identity: mean trial-min} over the finished trials of `sweep`'s committed runs at `preset`
-    whose trials.csv records each trial's own wall time (one CPU thread each)."""
-    times: dict[tuple, list[float]] = {}
-    for folder in sorted((root / RUNS).glob(f"{sweep}-{preset}-s*")):
+def timed_trials(preset: str, root: Path = ROOT, sweep: str | None = None
+                 ) -> list[tuple[str, tuple, str | None, float]]:
+    """(sweep, trial identity, CPU kernels, trial-min) of each finished trial of the committed runs at `preset`
+    (of `sweep` alone where given) whose trials.csv records its own wall time (one CPU thread each). The
+    kernels are the trial's own record, else its run's machine.json's where that names one kind."""
+    out = []
+    for folder in sorted((root / RUNS).glob(f"{sweep or '*'}-{preset}-s*")):
         meta = json.loads((folder / "sweep.json").read_text())
         table = folder / "trials.csv"
-        if (meta.get("name"), meta.get("preset") or "paper") != (sweep, preset) or not table.exists():
+        name = meta.get("name")
+        if (meta.get("preset") or "paper") != preset or (sweep and name != sweep) or not table.exists():
             continue
+        run_kind = json.loads((folder / "machine.json").read_text()).get(KERNELS_KEY)
+        run_kind = None if run_kind == MIXED else run_kind
         with table.open(newline="") as f:
             for row in csv.DictReader(f):
                 if row.get("status") not in (None, "", "finished") or row.get("wall_time_s") in (None, ""):
                     continue
-                times.setdefault(identity(full_config(row, meta)), []).append(float(row["wall_time_s"]) / 60)
+                out.append((name, identity(full_config(row, meta)), row.get(KERNELS_KEY) or run_kind,
+                            float(row["wall_time_s"]) / 60))
+    return out
+
+
+def config_minutes(sweep: str, preset: str, root: Path = ROOT, on=lambda kernels: True) -> dict[tuple, float]:
+    """{trial identity: mean trial-min} over the finished trials of `sweep`'s committed runs at `preset`
+    whose trials.csv records each trial's own wall time (one CPU thread each), and whose CPU kernels
+    satisfy `on` (all of them by default)."""
+    times: dict[tuple, list[float]] = {}
+    for _, key, kind, minutes in timed_trials(preset, root, sweep):
+        if on(kind):
+            times.setdefault(key, []).append(minutes)
     return {k: sum(v) / len(v) for k, v in times.items()}
+
+
+def kernel_ratio(preset: str, here: str, root: Path = ROOT) -> tuple[float, int] | None:
+    """How many times a trial's time on `here` CPU kernels is its time on the others: the geometric mean,
+    over the configurations of every sweep at `preset` with committed timed trials on both, of their mean
+    trial-min's ratio; with the count of those configurations. None where no configuration has both.
+    A vector instruction set is one of a CPU's traits, so the ratio is a planning figure for the CPUs
+    the runs came from, not a law."""
+    times: dict[tuple, dict[bool, list[float]]] = {}
+    for name, key, kind, minutes in timed_trials(preset, root):
+        if kind is not None:
+            times.setdefault((name, key), {}).setdefault(kind == here, []).append(minutes)
+    logs = [math.log((sum(t[True]) / len(t[True])) / (sum(t[False]) / len(t[False])))
+            for t in times.values() if len(t) == 2]
+    return (math.exp(sum(logs) / len(logs)), len(logs)) if logs else None
 
 
 def planned_identity(trial: dict) -> tuple:
@@ -99,12 +132,37 @@ def estimate_text(n_trials: int, minutes_per_trial: float, preset: str) -> str:
             f"trial-hours on {where} (Sweep.minutes_per_trial, a planning value)")
 
 
+def kernel_prices(sweep: str, preset: str, here: str, planned: list[dict], root: Path = ROOT
+                  ) -> tuple[list[float | None], str | None]:
+    """Each planned trial's trial-min on `here` CPU kernels: its configuration's committed mean on `here`,
+    else its mean on the other kernels times kernel_ratio (unscaled where no configuration ran on both),
+    else None; with the words saying how, None where every price came from `here`."""
+    same = config_minutes(sweep, preset, root, on=lambda kind: kind == here)
+    other = config_minutes(sweep, preset, root, on=lambda kind: kind != here)
+    scale = kernel_ratio(preset, here, root)
+    prices, moved = [], 0
+    for key in map(planned_identity, planned):
+        if key in same or key not in other:
+            prices.append(same.get(key))
+        else:
+            prices.append(other[key] * (scale[0] if scale else 1.0))
+            moved += 1
+    if not moved:
+        return prices, None
+    how = (f"x {scale[0]:.2f}, {here} against the others over the {scale[1]} configurations committed on both"
+           if scale else f"unscaled: no configuration is committed on both {here} and another kind")
+    return prices, (f"on this machine's {here} kernels, {len(planned) - moved} priced on {here} and {moved} at "
+                    f"their configuration's trial-min on other kernels ({how})")
+
+
 def cost_lines(sweep: str, preset: str, n_trials: int, minutes_per_trial: float, changed: bool = False,
-               root: Path = ROOT, planned: list[dict] | None = None) -> list[str]:
+               root: Path = ROOT, planned: list[dict] | None = None, kernels: str | None = None) -> list[str]:
     """The committed runs' costs, or "no committed run" and the labelled estimate; `changed`: the command
     changes the preset's trials (--seeds, --cells, --set), so the estimate follows its runs' costs: each of
     the `planned` trials (config dicts) at its configuration's committed trial-min where one is recorded,
-    the others at the runs' trial-min per trial."""
+    the others at the runs' trial-min per trial. `kernels`: this machine's CPU kernels, where a trial's
+    time on them is wanted (kernel_prices): one configuration's trials take longer on AVX2 than on
+    AVX-512."""
     runs = committed(sweep, preset, root)
     if not runs:
         return [f"{NO_RUN}; {estimate_text(n_trials, minutes_per_trial, preset)}"]
@@ -112,15 +170,19 @@ def cost_lines(sweep: str, preset: str, n_trials: int, minutes_per_trial: float,
     if not changed:
         return out
     rate = per_trial(runs)
-    own = config_minutes(sweep, preset, root) if planned else {}
-    prices = [own.get(planned_identity(t)) for t in planned or []]
+    if planned and kernels:
+        prices, how = kernel_prices(sweep, preset, kernels, planned, root)
+    else:
+        own = config_minutes(sweep, preset, root) if planned else {}
+        prices, how = [own.get(planned_identity(t)) for t in planned or []], None
     known = [m for m in prices if m is not None]
     rest = len(prices) - len(known)
     if known and (rate is not None or not rest):
         total = sum(known) + rest * (rate or 0.0)
         out.append(f"this command changes its trials: {n_trials} trials = {total / 60:.1f} trial-hours, "
                    f"{len(known)} at their configuration's committed trial-min (the mean of its trials' own times)"
-                   + (f", {rest} at the committed runs' {rate:.2f} trial-min per trial" if rest else ""))
+                   + (f", {rest} at the committed runs' {rate:.2f} trial-min per trial" if rest else "")
+                   + (f"; {how}" if how else ""))
     elif rate is not None:
         out.append(f"this command changes its trials: {n_trials} trials x {rate:.2f} trial-min (its committed "
                    f"runs' trial-min per trial) = {n_trials * rate / 60:.1f} trial-hours")

@@ -219,11 +219,15 @@ def print_dry_run(sweep: Sweep, trials: list[dict], args) -> None:
         print("\n".join(auto_cost_lines(sweep, trials, args.preset)))
         return
     from sweeper.costs import cost_lines
+    from sweeper.driver.provenance import cpu_kernels
 
     n = sweep.search["num_samples"] if sweep.search else len(trials)
     changed = bool(args.seeds or args.set or args.cells)
+    planned = None if sweep.search else trials
+    # a quick trial's price follows the CPU's kernels; the paper presets' trials run on a GPU
+    kernels = cpu_kernels() if changed and planned and args.preset == "quick" else None
     for line in cost_lines(sweep.name, args.preset, n, sweep.minutes_per_trial, changed,
-                           planned=None if sweep.search else trials):
+                           planned=planned, kernels=kernels):
         print(f"cost: {line}")
 
 

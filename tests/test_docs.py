@@ -940,9 +940,10 @@ def test_machine_json_takes_the_kernels_the_trials_reported(tmp_path, monkeypatc
                                                           "cpu_kernels_trials": {"AVX2": 1, "AVX512": 2}}),
                           ([None] * 3, {"cpu_kernels": "ADD-MACHINE"})):
         pd.DataFrame({**frame, "cpu_kernels": kernels}).to_parquet(exp / "trials.parquet")
-        assert committed_runs.trial_kernels(exp) == want
+        assert committed_runs.trial_kernels(committed_runs.read_trials(exp)) == want
     pd.DataFrame({**frame, "cpu_kernels": ["AVX2", "AVX512", "AVX512"]}).to_parquet(exp / "trials.parquet")
-    committed_runs.write_trials_csv(exp, tmp_path / "trials.csv")
+    committed_runs.write_trials_csv(committed_runs.read_trials(exp), json.loads((exp / "sweep.json").read_text()),
+                                    tmp_path / "trials.csv")
     assert (tmp_path / "trials.csv").read_text().splitlines() == [
         "mur,seed,status,final_test_error,cpu_kernels", "direct,0,finished,4,AVX512", "none,0,finished,5,AVX2",
         "none,1,finished,6,AVX512"]

@@ -232,7 +232,7 @@ def test_a_replaced_tuner_pkl_is_refused_and_runs_nothing(tmp_path, monkeypatch,
     err = capsys.readouterr().err.strip()
     assert not marker.exists()
     assert code == 2
-    assert json.loads((exp / "sweep.json").read_text())["tuner_digest"] == tune_state.tuner_digest(b"Tune's tuner state")
+    assert json.loads((exp / "sweep.json").read_text())["tuner_digest"] == tune_state.sha256_hex(b"Tune's tuner state")
     assert len(err.splitlines()) == 1 and f"{exp / 'tuner.pkl'} is not the file this experiment wrote" in err, err
     (exp / "tuner.pkl").write_bytes(b"Tune's tuner stat")  # cut short: corrupted, refused the same way
     assert sweeper_run.main([*QUICK, "--storage", str(root), "--resume"]) == 2
@@ -260,7 +260,7 @@ def test_a_new_grid_keeps_its_trials_and_a_torn_edited_or_lost_list_is_refused_b
     kept = (exp / tuner.TRIALS_FILE).read_bytes()
     assert json.loads(kept) == want and {t["lr"] for t in json.loads(kept)} == {0.25}  # the --set is in it
     meta = json.loads((exp / "sweep.json").read_text())
-    assert meta["trials_digest"] == tune_state.tuner_digest(kept)
+    assert meta["trials_digest"] == tune_state.sha256_hex(kept)
     assert tune_state.grid_trials(exp, meta) == want
     (exp / "experiment_state-2026-01-01_00-00-00.json").write_text(state_json([grid_config(0)]))
     monkeypatch.setattr(sweeper_run, "start_ray", no_ray)

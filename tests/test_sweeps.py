@@ -465,6 +465,56 @@ def test_a_changed_command_prices_each_trial_at_its_configurations_own_committed
                             planned=other)[1].startswith("this command changes its trials: 1 trials x 50.00 trial-min")
 
 
+def _timed_run(root, name, sweep, machine_kernels, rows):
+    folder = root / "docs" / "runs" / name
+    folder.mkdir(parents=True)
+    (folder / "sweep.json").write_text(json.dumps({"name": sweep, "preset": "quick", "n_trials": len(rows),
+                                                   "base": {}, "variants": []}))
+    (folder / "machine.json").write_text(json.dumps({"cpu": "Test CPU", "cores": 2, "wall_min": 1.0,
+                                                     "trial_min": 1.0, "cpu_kernels": machine_kernels}))
+    (folder / "trials.csv").write_text("mur,mur_radius,seed,status,final_test_error,wall_time_s,cpu_kernels\n"
+                                       + "".join(",".join(map(str, r)) + "\n" for r in rows))
+
+
+def test_a_dry_run_prices_a_trial_on_this_machines_cpu_kernels(tmp_path):
+    """Direct MUR took 60 s and 120 s on AVX512 (1.5 min) and 180 s on AVX2 (3 min): 2x. In another sweep
+    ablation_radius's r = 2 took 60 s on AVX512 and 480 s on AVX2 (its own record in a run of mixed kinds;
+    that run's other trial records none and is left out of the ratio): 8x. AVX2 against the others: the
+    geometric mean sqrt(2 * 8) = 4 over 2 configurations. PGA ran only on AVX512 (240 s, 4 min), so on AVX2
+    it is priced 4 x 4 = 16 min. Planned on AVX2: direct twice (3 min each) and PGA three times:
+    6 + 48 = 54 trial-min = 0.9 trial-hours."""
+    from sweeper import costs
+
+    _timed_run(tmp_path, "ablation_mur_steps-quick-s0-1", "ablation_mur_steps", "AVX512",
+               [("direct", 1.0, 0, "finished", 5, 60, ""), ("direct", 1.0, 1, "finished", 5, 120, ""),
+                ("pga", 1.0, 0, "finished", 5, 240, "")])
+    _timed_run(tmp_path, "ablation_mur_steps-quick-s2-2", "ablation_mur_steps", "AVX2",
+               [("direct", 1.0, 2, "finished", 5, 180, "")])
+    _timed_run(tmp_path, "ablation_radius-quick-s0-0", "ablation_radius", "AVX512",
+               [("direct", 2.0, 0, "finished", 5, 60, "")])
+    _timed_run(tmp_path, "ablation_radius-quick-s1-1", "ablation_radius", "mixed",
+               [("direct", 2.0, 1, "finished", 5, 480, "AVX2"), ("direct", 2.0, 2, "finished", 5, 6000, "")])
+    assert costs.kernel_ratio("quick", "AVX2", tmp_path) == pytest.approx((4.0, 2))
+    assert costs.kernel_ratio("quick", "AVX512", tmp_path) == pytest.approx((0.25, 2))
+    planned = [{"mur": "direct", "seed": s} for s in (7, 8)] + [{"mur": "pga", "seed": s} for s in (7, 8, 9)]
+    line = costs.cost_lines("ablation_mur_steps", "quick", 5, 0.8, changed=True, root=tmp_path, planned=planned,
+                            kernels="AVX2")[-1]
+    assert line == ("this command changes its trials: 5 trials = 0.9 trial-hours, 5 at their configuration's "
+                    "committed trial-min (the mean of its trials' own times); on this machine's AVX2 kernels, 2 "
+                    "priced on AVX2 and 3 at their configuration's trial-min on other kernels (x 4.00, AVX2 against "
+                    "the others over the 2 configurations committed on both)")
+    # on AVX512 every planned configuration has its own price there: direct 1.5 and PGA 4, 2 x 1.5 + 4 x 4 = 19 min
+    line = costs.cost_lines("ablation_mur_steps", "quick", 6, 0.8, changed=True, root=tmp_path,
+                            planned=planned + [{"mur": "pga", "seed": 10}], kernels="AVX512")[-1]
+    assert line.startswith("this command changes its trials: 6 trials = 0.3 trial-hours") and "kernels" not in line
+    # a kind no configuration ran on: every kind's times, unscaled and said so: direct (60 + 120 + 180) / 3 s
+    # = 2 min, PGA 4 min, 2 x 2 + 3 x 4 = 16 min
+    line = costs.cost_lines("ablation_mur_steps", "quick", 5, 0.8, changed=True, root=tmp_path, planned=planned,
+                            kernels="NEON")[-1]
+    assert "(unscaled: no configuration is committed on both NEON and another kind)" in line
+    assert "5 trials = 0.3 trial-hours" in line and "0 priced on NEON and 5 at" in line
+
+
 def test_list_and_dry_run_show_the_committed_runs_wall_time(capsys):
     root = Path(__file__).resolve().parent.parent
     walls = {p.parent.name: json.loads(p.read_text())["wall_min"]

@@ -16,6 +16,7 @@ CONFIG_ERROR = "config_error"  # the ConfigError its config raised (no GPU for d
 # The report key of the vector instruction set torch's CPU kernels ran on (AVX2, AVX512, ...), which sets the
 # rounding of every sum: the trial's own, never the machine's that reads the results
 KERNELS_KEY = "cpu_kernels"
+MIXED = "mixed"  # machine.json's cpu_kernels for a run whose trials ran on several kinds
 
 
 def refusal(metrics: dict) -> str | None:

@@ -24,12 +24,11 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from sweeper.docgen import claims as claimlib
-from sweeper.docgen.evidence import MIXED
 from sweeper.trial_identity import full_config, identity
 from sweeper.costs import ROOT, RUNS
-from sweeper.driver.provenance import cpu_name
+from sweeper.driver.provenance import cpu_kernels, cpu_name
 from sweeper.docgen.picture import QUICKSTART, public_trials
-from trainables.files import KERNELS_KEY
+from trainables.files import KERNELS_KEY, MIXED
 
 RUN_FILES = ("sweep.json", "summary.csv", "table.md")  # and, for the quick start only, its picture's inputs
 PNGS = ("paired_diffs.png",)  # the plots the docs show, copied by `add` when the run made them
@@ -111,25 +110,6 @@ def public_args(argv: list[str]) -> list[str]:
     return out
 
 
-def cpu_kernels() -> str | None:
-    """The vector instruction set torch's CPU kernels use here ("AVX512", "AVX2", ...). It decides the
-    rounding of every sum, so a seed's trajectory, bit-identical from run to run on one machine, differs
-    on a CPU with another one (ATEN_CPU_CAPABILITY=avx2 on an AVX-512 machine shows it): a committed run
-    reproduces digit for digit only where this and the commit match. Asked of a child Python, so that
-    the docs code imports no torch (tests/test_imports.py); None where it cannot answer."""
-    import subprocess
-    import sys
-
-    try:
-        p = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
-                           capture_output=True, text=True, timeout=300)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if p.returncode != 0:  # no torch here, or it failed to import
-        return None
-    return p.stdout.strip() or None
-
-
 def run_load(exp: Path) -> dict | None:
     """The 1-minute load averages the driver sampled at each heartbeat (live.json), summarised; None for
     a run without them (the live report off, or an older run)."""
@@ -141,10 +121,23 @@ def run_load(exp: Path) -> dict | None:
     return {"mean": round(sum(loads) / len(loads), 2), "max": max(loads), "samples": len(loads)}
 
 
-def machine_info(exp: Path, meta: dict) -> dict:
+def read_trials(exp: Path):
+    """The results folder's trials.parquet as a DataFrame, read once for all that `add` takes from it;
+    None for a folder without one."""
+    if not (exp / "trials.parquet").is_file():
+        return None
+    import pandas as pd  # only `add` reads parquet; the docs test never calls it
+
+    return pd.read_parquet(exp / "trials.parquet")
+
+
+def machine_info(exp: Path, meta: dict, trials=None) -> dict:
     """The machine this runs on (`add`, or a benchmark reading a results folder made here: where the sweep
-    is expected to have run), the run's dates, and the load it ran under where the driver sampled it."""
+    is expected to have run), the run's dates, and the load it ran under where the driver sampled it.
+    `trials`: the folder's read_trials, where the caller has it."""
     from sweeper.analysis.aggregate import run_span  # pandas: only `add` comes here
+
+    trials = read_trials(exp) if trials is None else trials
 
     cpu = cpu_name()
     try:
@@ -153,30 +146,26 @@ def machine_info(exp: Path, meta: dict) -> dict:
         torch = "not installed"
     written = (exp / "summary.csv").stat().st_mtime
     start, end, paused = run_span(exp, written) or ((exp / "sweep.json").stat().st_mtime, written, 0.0)
-    out = {"cpu": cpu, "cores": os.cpu_count(), "torch": torch, **trial_kernels(exp),
+    out = {"cpu": cpu, "cores": os.cpu_count(), "torch": torch, **trial_kernels(trials),
            "python": platform.python_version(),
            "date": datetime.fromtimestamp(end).strftime("%Y-%m-%d"),
            "wall_min": round((end - start - paused) / 60, 1),
            "command": command_line(meta.get("argv", []))}
     if paused:
         out["paused_min"] = round(paused / 60, 1)
-    out.update(trial_time(exp))
+    out.update(trial_time(trials))
     load = run_load(exp)
     return {**out, "load_avg": load} if load else out
 
 
-def trial_kernels(exp: Path) -> dict:
-    """{"cpu_kernels": ...} as the run's trials reported it (trials.parquet): their one kind, or "mixed"
+def trial_kernels(trials) -> dict:
+    """{"cpu_kernels": ...} as the run's trials (read_trials) reported it: their one kind, or "mixed"
     with {"cpu_kernels_trials": {kind: trials}} where a run resumed elsewhere, or a cluster's nodes, ran
     them on several (evidence.same_cpu then never pairs its copies of a trial with another run's). From a
     run whose trials did not report it: the kernels of the machine `add` runs on."""
     kinds: dict[str, int] = {}
-    if (exp / "trials.parquet").is_file():
-        import pandas as pd  # only `add` reads parquet
-
-        trials = pd.read_parquet(exp / "trials.parquet")
-        if KERNELS_KEY in trials.columns:
-            kinds = {str(k): int(n) for k, n in trials[KERNELS_KEY].value_counts().items()}  # NaN left out
+    if trials is not None and KERNELS_KEY in trials.columns:
+        kinds = {str(k): int(n) for k, n in trials[KERNELS_KEY].value_counts().items()}  # NaN left out
     if not kinds:
         return {KERNELS_KEY: cpu_kernels()}
     if len(kinds) == 1:
@@ -184,27 +173,21 @@ def trial_kernels(exp: Path) -> dict:
     return {KERNELS_KEY: MIXED, f"{KERNELS_KEY}_trials": dict(sorted(kinds.items()))}
 
 
-def trial_time(exp: Path) -> dict:
-    """{"trials": how many, "trial_min": their own wall times summed, in minutes} from the results
-    folder's trials.parquet: the CPU time a run spent (each trial holds one CPU), which its wall time
-    hides when trials run side by side. {} for a folder without trials.parquet."""
-    if not (exp / "trials.parquet").is_file():
+def trial_time(trials) -> dict:
+    """{"trials": how many, "trial_min": their own wall times summed, in minutes} from the run's trials
+    (read_trials): the CPU time a run spent (each trial holds one CPU), which its wall time hides when
+    trials run side by side. {} for a folder without trials.parquet."""
+    if trials is None:
         return {}
-    import pandas as pd  # only `add` reads parquet
-
-    wall = pd.read_parquet(exp / "trials.parquet", columns=["wall_time_s"])["wall_time_s"]
+    wall = trials["wall_time_s"]
     return {"trials": int(len(wall)), "trial_min": round(float(wall.fillna(0).sum()) / 60, 1)}
 
 
-def write_trials_csv(exp: Path, dest: Path) -> None:
+def write_trials_csv(trials, meta: dict, dest: Path) -> None:
     """One row per trial of the results folder: the config keys its trials vary, seed, status, the final
     metrics the claims read (claims.METRICS), the trial's own wall time and the CPU kernels it reported,
-    from trials.parquet. A key every trial shares is read back from sweep.json (trial_identity.full_config:
-    the row's variant, the base, the default)."""
-    import pandas as pd  # only `add` reads parquet; the docs test never calls it
-
-    trials = pd.read_parquet(exp / "trials.parquet")
-    meta = json.loads((exp / "sweep.json").read_text())
+    from the run's trials (read_trials). A key every trial shares is read back from sweep.json
+    (trial_identity.full_config: the row's variant, the base, the default)."""
     config = [k for k in (meta.get("base") or {}) if k in trials.columns]
     keys = sorted({k for v in meta.get("variants") or [] for k in v} | set(meta.get("grid") or {}) | set(config))
     varying = [k for k in keys if k in trials.columns and k != "seed" and trials[k].astype(str).nunique() > 1]
@@ -217,19 +200,16 @@ def write_trials_csv(exp: Path, dest: Path) -> None:
     out.to_csv(dest, index=False, float_format="%.6g")
 
 
-def check_cells_as_defined(exp: Path, meta: dict) -> None:
+def check_cells_as_defined(exp: Path, meta: dict, trials) -> None:
     """DocsError where a trial's config leaves its sweep's definition (a --set that changes what trials
     do): trials.csv records only the keys the sweep varies, so the claims would read such trials as the
     sweep's own cells and pool them with runs of those. Keys that change no number (NOT_COMPARED:
-    data_dir, device, compile, ...) may differ."""
-    import pandas as pd  # only `add` reads parquet
-
+    data_dir, device, compile, ...) may differ. `trials`: the folder's read_trials."""
     from sweeper.trial_identity import DEFAULTS as defaults, typed
     from trainables.config import NOT_COMPARED
 
     base = meta.get("base") or {}
     varied = {k for v in meta.get("variants") or [] for k in v} | set(meta.get("grid") or {})
-    trials = pd.read_parquet(exp / "trials.parquet")
     for k in trials.columns:
         if k not in defaults or k in varied or k in NOT_COMPARED:
             continue
@@ -266,8 +246,9 @@ def add(exp: Path, root: Path = ROOT) -> Path:
         raise DocsError(f"{exp}: no {', '.join(missing)}; give a finished local results folder "
                         f"(results/<sweep>-<stamp>, after the sweep printed its table)")
     meta = json.loads((exp / "sweep.json").read_text())
-    if (exp / "trials.parquet").is_file():
-        check_cells_as_defined(exp, meta)
+    trials = read_trials(exp)
+    if trials is not None:
+        check_cells_as_defined(exp, meta, trials)
     with open(exp / "summary.csv", newline="") as f:
         seeds = sorted({int(s) for r in csv.DictReader(f) for s in (r.get("seeds") or "").split(",") if s.strip()})
     meta["argv"] = ["sweeper.run", *public_args(meta.get("argv", []))]  # no path of the machine that ran it
@@ -277,7 +258,7 @@ def add(exp: Path, root: Path = ROOT) -> Path:
     dest.mkdir(parents=True)
     for name in RUN_FILES + tuple(p for p in PNGS if (exp / p).is_file()):
         shutil.copyfile(exp / name, dest / name)
-    write_trials_csv(exp, dest / claimlib.TRIALS_CSV)
+    write_trials_csv(trials, meta, dest / claimlib.TRIALS_CSV)
     if (meta["name"], meta.get("preset") or "paper") == QUICKSTART:  # the report picture's page needs them;
         # elsewhere they would hold trials.csv's and summary.csv's numbers a second time
         if (exp / "table.csv").is_file():
@@ -285,5 +266,5 @@ def add(exp: Path, root: Path = ROOT) -> Path:
         if (exp / "trials.parquet").is_file():  # without the machine's paths
             public_trials(exp / "trials.parquet", dest / "trials.parquet")
     (dest / "sweep.json").write_text(json.dumps(meta, indent=1) + "\n")
-    (dest / "machine.json").write_text(json.dumps(machine_info(exp, meta), indent=1) + "\n")
+    (dest / "machine.json").write_text(json.dumps(machine_info(exp, meta, trials), indent=1) + "\n")
     return dest

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from sweeper.trial_identity import full_config, identity
-from trainables.files import KERNELS_KEY
+from trainables.files import KERNELS_KEY, MIXED
 
 
 class EvidenceError(ValueError):
@@ -57,9 +57,6 @@ def index(runs: list[dict]) -> dict[tuple, dict[int, tuple[list[str], dict]]]:
                                         f"one kind of CPU; they ran different code: rerun one of them from the "
                                         f"other's commit")
     return out
-
-
-MIXED = "mixed"  # machine.json's cpu_kernels for a run whose trials ran on several kinds
 
 
 def trial_cpu(machine: dict, row: dict) -> dict:

@@ -1,5 +1,6 @@
 """Where a sweep's code came from and what ran it: the git commit stored in its sweep.json and shown on
-its report, and the CPU's name that committed runs and benchmarks record.
+its report, and the CPU (its name and its kernels' instruction set) that committed runs, benchmarks and
+`--dry-run`'s prices record.
 
 Standard library only: the benchmarks that measure a GPU import it where neither Ray nor pandas is
 installed.
@@ -19,6 +20,25 @@ def cpu_name() -> str:
             return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
         return platform.processor() or platform.machine()
+
+
+def cpu_kernels() -> str | None:
+    """The vector instruction set torch's CPU kernels use here ("AVX512", "AVX2", ...). It decides the
+    rounding of every sum, so a seed's trajectory, bit-identical from run to run on one machine, differs
+    on a CPU with another one (ATEN_CPU_CAPABILITY=avx2 on an AVX-512 machine shows it): a committed run
+    reproduces digit for digit only where this and the commit match. Asked of a child Python, so that
+    the docs code imports no torch (tests/test_imports.py); None where it cannot answer."""
+    import subprocess
+    import sys
+
+    try:
+        p = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
+                           capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if p.returncode != 0:  # no torch here, or it failed to import
+        return None
+    return p.stdout.strip() or None
 
 
 def source_commit() -> str | None:

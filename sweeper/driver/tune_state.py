@@ -35,7 +35,7 @@ TORN = ".torn"
 TRIALS_FILE = "trials.json"  # a grid's trial configs, in order (trial_index): what --resume rebuilds the grid from
 
 
-def tuner_digest(data: bytes) -> str:
+def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
@@ -45,7 +45,7 @@ def check_tuner(exp, meta: dict) -> None:
     want = meta.get("tuner_digest")
     if want is None:
         return
-    got = tuner_digest(store.read_bytes(exp / store.TUNER_STATE))
+    got = sha256_hex(store.read_bytes(exp / store.TUNER_STATE))
     if got != want:
         raise InputError(f"{exp / store.TUNER_STATE} is not the file this experiment wrote when it started (SHA-256 "
                          f"{got[:12]}..., sweep.json records {want[:12]}...): it was replaced or corrupted, and Tune "
@@ -78,9 +78,9 @@ def grid_trials(exp, meta: dict) -> list[dict] | None:
         raise InputError(f"{kept} is missing: it lists the grid's trials that --resume gives the trials Tune had "
                          f"not created yet; restore it from a copy, or start a new run without --resume")
     raw = store.read_bytes(kept)
-    if tuner_digest(raw) != want:
+    if sha256_hex(raw) != want:
         raise InputError(f"{kept} is not the list this experiment wrote when it started (SHA-256 "
-                         f"{tuner_digest(raw)[:12]}..., sweep.json records {want[:12]}...): torn or edited, it would "
+                         f"{sha256_hex(raw)[:12]}..., sweep.json records {want[:12]}...): torn or edited, it would "
                          f"give trials other configs; restore it from a copy, or start a new run without --resume")
     return json.loads(raw)
 

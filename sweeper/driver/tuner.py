@@ -19,7 +19,7 @@ from pathlib import Path
 from search_spaces import Sweep, SweepError
 from sweeper import storage as store
 from sweeper.driver.provenance import source_commit
-from sweeper.driver.tune_state import TRIALS_FILE, created_trials, grid_meta, grid_trials, tuner_digest
+from sweeper.driver.tune_state import TRIALS_FILE, created_trials, grid_meta, grid_trials, sha256_hex
 
 
 def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict, lease):
@@ -44,11 +44,11 @@ def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict,
     store.create_experiment(exp_dir)
     lease.acquire()
     tuner = build_tuner(sweep, trials, args, exp_dir, resources)  # Tune writes its tuner.pkl here
-    meta["tuner_digest"] = tuner_digest(store.read_bytes(exp_dir / store.TUNER_STATE))
+    meta["tuner_digest"] = sha256_hex(store.read_bytes(exp_dir / store.TUNER_STATE))
     if is_grid(sweep):  # before sweep.json, which records its digest
         kept = json.dumps(trials, indent=0).encode()
         store.write_bytes(exp_dir / TRIALS_FILE, kept)
-        meta["trials_digest"] = tuner_digest(kept)
+        meta["trials_digest"] = sha256_hex(kept)
     # sweep.json last: a folder that has one is an experiment that --resume can continue
     store.write_text(exp_dir / "sweep.json", json.dumps(meta, indent=1, default=str))
     return tuner
