@@ -155,6 +155,16 @@ def kernel_prices(sweep: str, preset: str, here: str, planned: list[dict], root:
                     f"their configuration's trial-min on other kernels ({how})")
 
 
+def trial_prices(sweep: str, preset: str, planned: list[dict], kernels: str | None = None, root: Path = ROOT
+                 ) -> tuple[list[float | None], str | None]:
+    """Each planned trial's committed trial-min (None where its configuration has none): on `kernels`
+    where given (kernel_prices, with the words saying how), else the mean over every CPU."""
+    if kernels:
+        return kernel_prices(sweep, preset, kernels, planned, root)
+    own = config_minutes(sweep, preset, root)
+    return [own.get(planned_identity(t)) for t in planned], None
+
+
 def cost_lines(sweep: str, preset: str, n_trials: int, minutes_per_trial: float, changed: bool = False,
                root: Path = ROOT, planned: list[dict] | None = None, kernels: str | None = None) -> list[str]:
     """The committed runs' costs, or "no committed run" and the labelled estimate; `changed`: the command
@@ -170,11 +180,7 @@ def cost_lines(sweep: str, preset: str, n_trials: int, minutes_per_trial: float,
     if not changed:
         return out
     rate = per_trial(runs)
-    if planned and kernels:
-        prices, how = kernel_prices(sweep, preset, kernels, planned, root)
-    else:
-        own = config_minutes(sweep, preset, root) if planned else {}
-        prices, how = [own.get(planned_identity(t)) for t in planned or []], None
+    prices, how = trial_prices(sweep, preset, planned, kernels, root) if planned else ([], None)
     known = [m for m in prices if m is not None]
     rest = len(prices) - len(known)
     if known and (rate is not None or not rest):

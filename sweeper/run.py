@@ -214,18 +214,21 @@ def print_dry_run(sweep: Sweep, trials: list[dict], args) -> None:
               f"{sweep.search.get('metric', 'val_error')}")
         for point in start_points(sweep, trials) or []:
             print("  the first sample is the base values: " + "  ".join(f"{k}={v}" for k, v in point.items()))
-    if sweep.max_seeds:  # --seeds auto: the count depends on the results
-        from sweeper.seeds.auto_seeds import cost_lines as auto_cost_lines
-        print("\n".join(auto_cost_lines(sweep, trials, args.preset)))
-        return
-    from sweeper.costs import cost_lines
+    from sweeper.costs import cost_lines, trial_prices
     from sweeper.driver.provenance import cpu_kernels
 
+    # a quick trial's price follows the CPU's kernels; the paper presets' trials run on a GPU
+    on_cpu = args.preset == "quick"
+    if sweep.max_seeds:  # --seeds auto: the count depends on the results; each configuration at its own price
+        from sweeper.seeds.auto_seeds import configurations, cost_lines as auto_cost_lines
+        cells = configurations(trials)
+        prices, how = trial_prices(sweep.name, args.preset, cells, cpu_kernels() if on_cpu else None)
+        print("\n".join(auto_cost_lines(sweep, trials, args.preset, prices, how)))
+        return
     n = sweep.search["num_samples"] if sweep.search else len(trials)
     changed = bool(args.seeds or args.set or args.cells)
     planned = None if sweep.search else trials
-    # a quick trial's price follows the CPU's kernels; the paper presets' trials run on a GPU
-    kernels = cpu_kernels() if changed and planned and args.preset == "quick" else None
+    kernels = cpu_kernels() if changed and planned and on_cpu else None
     for line in cost_lines(sweep.name, args.preset, n, sweep.minutes_per_trial, changed,
                            planned=planned, kernels=kernels):
         print(f"cost: {line}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -192,6 +193,31 @@ def test_the_cli_dry_run_prints_least_expected_and_most_trials(capsys):
     assert "expected if no cell differs" in out
     assert main(["ablation_radius", "--preset", "quick", "--seeds", "auto", "--dry-run"]) == 0
     assert "most: 80 trials" in capsys.readouterr().out  # the default cap, 16 seeds of 5 configs
+
+
+def test_the_auto_dry_run_prices_each_configuration_at_its_own_trial_min():
+    """ablation_radius quick, cap 8: 5 configurations at 1, 2, 3, 4 and 5 trial-min (15 a seed of each).
+    Least: 3 seeds each, 45 trial-min = 0.8 trial-hours; most: 8 each, 120 = 2.0. At one price p for all,
+    a simulated expectation costs its trials times p; a configuration without a price costs the sweep's
+    planning value."""
+    from sweeper.seeds.auto_seeds import auto_sweep, cost_lines
+
+    sweep = auto_sweep(get_sweep("ablation_radius", "quick"), 8)
+    trials = sweep.trials()
+    lines = cost_lines(sweep, trials, "quick", [1.0, 2.0, 3.0, 4.0, 5.0], "on AVX2")
+    assert lines[1].startswith("  least: 15 trials, 0.8 trial-hours")
+    assert lines[3].startswith("  most: 40 trials, 2.0 trial-hours")
+    assert "5 of 5 configurations at their committed trial-min; on AVX2)" in lines[2]
+    p = 6.0
+    uniform = cost_lines(sweep, trials, "quick", [p] * 5)[2]
+    for k, hours in re.findall(r"(\d+) trials, ([\d.]+) trial-hours", uniform):
+        assert float(hours) == pytest.approx(int(k) * p / 60, abs=0.06)  # both rounded for print
+    plain = cost_lines(sweep, trials, "quick")
+    assert plain[1] == (f"  least: 15 trials, {15 * sweep.minutes_per_trial / 60:.1f} trial-hours (every cell decided "
+                        f"at the first look)")
+    partial = cost_lines(sweep, trials, "quick", [1.0, None, 3.0, 4.0, 5.0])
+    assert partial[1].startswith(f"  least: 15 trials, {3 * (13 + sweep.minutes_per_trial) / 60:.1f} trial-hours")
+    assert "4 of 5 configurations at their committed trial-min, 1 at" in partial[2]
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -99,20 +99,27 @@ def pairing(cells: list[dict], sweep: Sweep) -> list[int | None]:
     return out
 
 
-def trials_needed(baseline_of: list[int | None], n: np.ndarray) -> np.ndarray:
+def trials_needed(baseline_of: list[int | None], n: np.ndarray, price: np.ndarray | None = None) -> np.ndarray:
     """Trials of whole sweeps (S,) given each compared cell's seeds n (S, cells; 0 where not compared):
-    a configuration runs the first look, its own seeds, and as many as its most demanding dependant."""
+    a configuration runs the first look, its own seeds, and as many as its most demanding dependant.
+    With `price` (C,), each configuration's trial-min, their trial-min instead."""
     need = np.maximum(n, FIRST_SEEDS)                                   # (S, C)
     for c, b in enumerate(baseline_of):
         if b is not None:
             need[:, b] = np.maximum(need[:, b], n[:, c])
-    return need.sum(axis=1)
+    return (need if price is None else need * price).sum(axis=1)
 
 
-def cost_lines(sweep: Sweep, trials: list[dict], preset: str) -> list[str]:
+def cost_lines(sweep: Sweep, trials: list[dict], preset: str, prices: list[float | None] | None = None,
+               how: str | None = None) -> list[str]:
     """The dry run's trial counts and cost: the least, the expected under two stated assumptions (from
-    simulated sweeps, every compared cell independent) and the most."""
+    simulated sweeps, every compared cell independent) and the most. `prices`: each configuration's
+    (`configurations(trials)`) committed trial-min, None where it has none (costs.trial_prices, `how`
+    saying on which CPU kernels); a configuration without one costs Sweep.minutes_per_trial."""
     cells = configurations(trials)
+    known = [p for p in prices or [] if p is not None]
+    price = np.array([sweep.minutes_per_trial if p is None else p
+                      for p in prices or [None] * len(cells)])  # (C,) trial-min of each configuration
     baseline_of = pairing(cells, sweep)
     plan = plan_of(sweep, trials)
     compared = [c for c, b in enumerate(baseline_of) if b is not None]
@@ -122,19 +129,26 @@ def cost_lines(sweep: Sweep, trials: list[dict], preset: str) -> list[str]:
         n = np.zeros((DRY_RUN_SWEEPS, len(cells)), dtype=int)
         for c in compared:
             n[:, c] = simulate(plan, effect, SPREAD, DRY_RUN_SWEEPS, rng)["n"]
-        expect[effect] = float(trials_needed(baseline_of, n).mean())
+        expect[effect] = (float(trials_needed(baseline_of, n).mean()),
+                          float(trials_needed(baseline_of, n, price).mean()))
     where = "one 2-core CPU machine" if preset == "quick" else "one GPU per trial"
     rule = "O'Brien-Fleming-type" if plan.boundary == "obf" else "Bonferroni"
-    cost = lambda k: f"{k:.0f} trials, {k * sweep.minutes_per_trial / 60:.1f} trial-hours"
+    cost = lambda k, minutes: f"{k:.0f} trials, {minutes / 60:.1f} trial-hours"
+    if not known:
+        priced = f"{sweep.minutes_per_trial:g} min per trial, {where}"
+    else:
+        priced = (f"{len(known)} of {len(cells)} configurations at their committed trial-min"
+                  + (f", {len(cells) - len(known)} at {sweep.minutes_per_trial:g} min (Sweep.minutes_per_trial)"
+                     if len(known) < len(cells) else "") + (f"; {how}" if how else ""))
     return [f"--seeds auto: {len(cells)} configs, {len(compared)} compared with a baseline; looks at "
             f"{', '.join(map(str, plan.looks))} seeds (seeds {plan.first_seed}-{plan.first_seed + plan.cap - 1} at most), "
             f"each interval at level 1 − {', '.join(f'{1 - lv:.2g}' for lv in plan.levels)} ({rule}, "
             f"{plan.alpha:g} over all looks)",
-            f"  least: {cost(len(cells) * plan.looks[0])} (every cell decided at the first look)",
-            f"  expected if no cell differs: {cost(expect[0.0])}; if every cell differs by {EFFECT:g} point: "
-            f"{cost(expect[EFFECT])} (simulated, seed-to-seed sd {SPREAD:g} points, "
-            f"{sweep.minutes_per_trial:g} min per trial, {where})",
-            f"  most: {cost(len(cells) * plan.cap)} (every cell open to the cap)"]
+            f"  least: {cost(len(cells) * plan.looks[0], price.sum() * plan.looks[0])} (every cell decided at "
+            f"the first look)",
+            f"  expected if no cell differs: {cost(*expect[0.0])}; if every cell differs by {EFFECT:g} point: "
+            f"{cost(*expect[EFFECT])} (simulated, seed-to-seed sd {SPREAD:g} points; {priced})",
+            f"  most: {cost(len(cells) * plan.cap, price.sum() * plan.cap)} (every cell open to the cap)"]
 
 
 def sequential_diffs(summary: pd.DataFrame, trials: pd.DataFrame, meta: dict) -> tuple[pd.DataFrame, list[str]]:
