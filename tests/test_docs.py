@@ -284,6 +284,10 @@ def test_add_copies_a_finished_results_folder_with_its_machine(tmp_path):
     with pytest.raises(committed_runs.DocsError, match="no table.md"):
         (exp / "table.md").unlink()
         committed_runs.add(exp, root=tmp_path)
+    (exp / "table.md").write_text("t\n")
+    (exp / "trials.parquet").unlink()  # trials.csv and machine.json's trial time come from it
+    with pytest.raises(committed_runs.DocsError, match="no trials.parquet; give a finished local results folder"):
+        committed_runs.add(exp, root=tmp_path)
 
 
 def test_add_never_replaces_another_committed_run_over_the_same_seeds(tmp_path):

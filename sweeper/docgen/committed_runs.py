@@ -241,14 +241,13 @@ def destination(runs: Path, name: str, meta: dict) -> Path:
 
 def add(exp: Path, root: Path = ROOT) -> Path:
     """Copy the small top-level files of a finished local results folder into docs/runs/ (+ machine.json)."""
-    missing = [n for n in RUN_FILES if not (exp / n).is_file()]
+    missing = [n for n in (*RUN_FILES, "trials.parquet") if not (exp / n).is_file()]  # trials.csv comes from it
     if missing:
         raise DocsError(f"{exp}: no {', '.join(missing)}; give a finished local results folder "
                         f"(results/<sweep>-<stamp>, after the sweep printed its table)")
     meta = json.loads((exp / "sweep.json").read_text())
     trials = read_trials(exp)
-    if trials is not None:
-        check_cells_as_defined(exp, meta, trials)
+    check_cells_as_defined(exp, meta, trials)
     with open(exp / "summary.csv", newline="") as f:
         seeds = sorted({int(s) for r in csv.DictReader(f) for s in (r.get("seeds") or "").split(",") if s.strip()})
     meta["argv"] = ["sweeper.run", *public_args(meta.get("argv", []))]  # no path of the machine that ran it
@@ -263,8 +262,7 @@ def add(exp: Path, root: Path = ROOT) -> Path:
         # elsewhere they would hold trials.csv's and summary.csv's numbers a second time
         if (exp / "table.csv").is_file():
             shutil.copyfile(exp / "table.csv", dest / "table.csv")
-        if (exp / "trials.parquet").is_file():  # without the machine's paths
-            public_trials(exp / "trials.parquet", dest / "trials.parquet")
+        public_trials(exp / "trials.parquet", dest / "trials.parquet")  # without the machine's paths
     (dest / "sweep.json").write_text(json.dumps(meta, indent=1) + "\n")
     (dest / "machine.json").write_text(json.dumps(machine_info(exp, meta, trials), indent=1) + "\n")
     return dest
