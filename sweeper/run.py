@@ -180,16 +180,25 @@ def find_experiment(root, sweep: str, resume: str) -> tuple:
                          f"start a new run without --resume") from None
     if stored != sweep:
         raise InputError(f"{exp} holds the sweep {stored!r}, not {sweep!r}; "
-                         f"run `{resume_command(stored, exp)}`")
+                         f"run `{resume_command(stored, exp, *argv_cells(meta.get('argv') or []))}`")
     if not store.is_file(store.quick(exp) / store.TUNER_STATE):
         raise InputError(f"{exp} holds no Tune state ({store.TUNER_STATE}): it was stopped before its first trial "
                          f"was set up, so there is nothing to continue; start a new run without --resume")
     return exp, meta
 
 
-def resume_command(sweep: str, exp) -> str:
-    """The shell command that continues experiment `exp` (quoted: a folder may hold spaces or $)."""
-    return shlex.join(["python", "-m", "sweeper.run", sweep, "--resume", str(exp)])
+def resume_command(sweep: str, exp, cells: list[str] = (), cells_only: bool = False) -> str:
+    """The shell command that continues experiment `exp` (quoted: a folder may hold spaces or $), with the
+    --cells (and --cells-only) it ran: a run of some cells resumes only with those (prepare)."""
+    return shlex.join(["python", "-m", "sweeper.run", sweep, "--resume", str(exp),
+                       *(x for c in cells for x in ("--cells", c)), *(["--cells-only"] if cells_only else [])])
+
+
+def argv_cells(argv: list[str]) -> tuple[list[str], bool]:
+    """The --cells values and --cells-only of a stored command line (sweep.json's argv)."""
+    cells = [v for a, v in zip(argv, argv[1:]) if a == "--cells"] + [a.split("=", 1)[1] for a in argv
+                                                                      if a.startswith("--cells=")]
+    return cells, "--cells-only" in argv
 
 
 def stored_preset(exp: Path, meta: dict, asked: str | None) -> str:
@@ -245,7 +254,8 @@ def main(argv=None) -> int:
         return EXIT_OK
     sweep, trials, exp_dir, address = plan
     try:
-        lease = DriverLease(exp_dir, resume_command(sweep.name, exp_dir))  # one driver per experiment
+        # one driver per experiment
+        lease = DriverLease(exp_dir, resume_command(sweep.name, exp_dir, args.cells, args.cells_only))
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -271,7 +281,7 @@ def run_sweep(args, sweep: Sweep, trials: list[dict], exp_dir, address: str | No
     # loggers: result_loggers(); Ctrl+C and SIGTERM: the GracefulStop, in place before Ray starts and before
     # sweep.json is written, so that a signal from then on stops the sweep at fit()'s first step, state saved
     with env_set(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1", TUNE_DISABLE_SIGINT_HANDLER="1"), \
-            GracefulStop(resume_command(sweep.name, exp_dir), exp_dir) as stop, \
+            GracefulStop(resume_command(sweep.name, exp_dir, args.cells, args.cells_only), exp_dir) as stop, \
             credentials_from_each_node():
         try:
             resources = start_ray(address, args, stop)
@@ -291,15 +301,15 @@ def run_sweep(args, sweep: Sweep, trials: list[dict], exp_dir, address: str | No
             grid = tuner.fit()
         except (OSError, *UNREADABLE_PICKLE) as e:  # Tune lists the bucket once more after its loop: an outage
             if isinstance(exp_dir, Path) and disk_full(e, exp_dir):  # still on ends here; Tune's cut error.pkl
-                storage_full(sweep, exp_dir)
+                storage_full(stop.resume, exp_dir)
                 return exit_status(storage=True)
             if isinstance(exp_dir, Path) or isinstance(e, UNREADABLE_PICKLE):
                 raise
-            storage_lost(sweep, exp_dir, one_line(e))
+            storage_lost(stop.resume, exp_dir, one_line(e))
             return exit_status(storage=True)
     import ray
     ray.shutdown()  # prints the worker log lines Ray still buffers now: the lines of finish() end the log
-    return finish(grid, sweep, exp_dir, stop)
+    return finish(grid, exp_dir, stop)
 
 
 def prepare(args):
@@ -395,7 +405,7 @@ def exit_status(*, storage: bool = False, stopped: bool = False, failed: bool = 
     return EXIT_OK
 
 
-def finish(grid, sweep: Sweep, exp_dir, stop: GracefulStop) -> int:
+def finish(grid, exp_dir, stop: GracefulStop) -> int:
     """The report, the failed and diverged trials and the --resume command printed; the exit status
     (`exit_status`)."""
     from sweeper.analysis.aggregate import AggregateError
@@ -404,18 +414,18 @@ def finish(grid, sweep: Sweep, exp_dir, stop: GracefulStop) -> int:
     errors = [r for r in grid if r.error is not None]
     if isinstance(exp_dir, Path) and any(disk_full(r.error, exp_dir) for r in errors):
         print_failed(errors)
-        storage_full(sweep, exp_dir)
+        storage_full(stop.resume, exp_dir)
         return exit_status(storage=True)
     if not isinstance(exp_dir, Path) and (lost := store.stored_state_error()):
         print_failed(errors)
-        storage_lost(sweep, exp_dir, lost)
+        storage_lost(stop.resume, exp_dir, lost)
         return exit_status(storage=True)
     no_report = None
     try:
         with signals_interrupt():
             paths = report_at(exp_dir)  # a URI: built in a local cache, uploaded
     except KeyboardInterrupt:  # Ctrl+C or SIGTERM while the report is built: the state is saved
-        print(f"interrupted while writing the report: the sweep's state is saved; `{resume_command(sweep.name, exp_dir)}` "
+        print(f"interrupted while writing the report: the sweep's state is saved; `{stop.resume}` "
               f"finishes it and writes the report", file=sys.stderr)
         return exit_status(stopped=True)
     except (AggregateError, StorageError) as e:  # e.g. no trial reported anything, or the upload failed
@@ -435,7 +445,7 @@ def finish(grid, sweep: Sweep, exp_dir, stop: GracefulStop) -> int:
     print(f"results: {exp_dir}")
     status = exit_status(stopped=stop.stopped.is_set(), failed=bool(errors or refused), no_report=no_report is not None)
     if status == EXIT_INTERRUPTED:
-        print(f"interrupted: the sweep's state is saved; continue it with `{resume_command(sweep.name, exp_dir)}`",
+        print(f"interrupted: the sweep's state is saved; continue it with `{stop.resume}`",
               file=sys.stderr)
     elif status == EXIT_NO_REPORT:
         print(f"error: the trials finished but the report was not written; rebuild it with "
@@ -484,20 +494,20 @@ def free_bytes(folder: Path) -> int:
     return shutil.disk_usage(folder).free
 
 
-def storage_full(sweep: Sweep, exp_dir: Path) -> None:
+def storage_full(resume: str, exp_dir: Path) -> None:
     """Why exit status 4, when the experiment's disk ran full, so trials could not store their results or
     checkpoints and Tune its state; no report (it would need space too). One line with the free space."""
     print(f"error: no space left on the disk of {exp_dir} ({free_bytes(exp_dir) / 2**20:.1f} MiB free); its "
           f"trials and Tune's state could not be stored; free space, then continue with "
-          f"`{resume_command(sweep.name, exp_dir)}`", file=sys.stderr)
+          f"`{resume}`", file=sys.stderr)
 
 
-def storage_lost(sweep: Sweep, exp_dir, why: str) -> None:
+def storage_lost(resume: str, exp_dir, why: str) -> None:
     """Why exit status 4, when the bucket stopped answering for longer than its retries, so it may lack the last
     results, checkpoints and Tune's final state; no report (it would read the bucket). One line."""
     print(f"error: storage {exp_dir} unreachable at the end of the sweep ({why}); it holds the state of its "
           f"last successful upload; once it answers again, continue with "
-          f"`{resume_command(sweep.name, exp_dir)}`", file=sys.stderr)
+          f"`{resume}`", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -846,10 +846,10 @@ def test_a_trial_whose_checkpoint_cannot_be_resumed_is_printed_as_failed_and_exi
     why = "checkpoint at step 10 predates the config field 'translate_pad', which changes the numbers: ..."
     grid = [SimpleNamespace(error=None, metrics={"step": 40, "done": True}, path="trial_a"),
             SimpleNamespace(error=None, metrics={"resume_error": why, "done": True}, path="trial_b")]
-    rc = sweeper_run.finish(grid, get_sweep("ablation_radius", "quick"), tmp_path, GracefulStop())
+    rc = sweeper_run.finish(grid, tmp_path, GracefulStop())
     err = capsys.readouterr().err.splitlines()
     assert rc == 1 and err == [f"trial trial_b failed: {why}"]
-    assert sweeper_run.finish(grid[:1], get_sweep("ablation_radius", "quick"), tmp_path, GracefulStop()) == 0
+    assert sweeper_run.finish(grid[:1], tmp_path, GracefulStop()) == 0
 
 
 def test_a_failed_trial_is_printed_by_its_cause_and_a_config_error_by_its_message(tmp_path, capsys, monkeypatch):
@@ -869,7 +869,7 @@ def test_a_failed_trial_is_printed_by_its_cause_and_a_config_error_by_its_messag
     why = "device='cuda' but no CUDA GPU is visible; use device='auto' or 'cpu'"
     grid = [SimpleNamespace(error=raised, metrics={}, path="trial_a"),
             SimpleNamespace(error=None, metrics={"config_error": why, "done": True}, path="trial_b")]
-    rc = sweeper_run.finish(grid, get_sweep("ablation_radius", "quick"), tmp_path, GracefulStop())
+    rc = sweeper_run.finish(grid, tmp_path, GracefulStop())
     err = capsys.readouterr().err.splitlines()
     assert rc == 1 and err == ["trial trial_a failed: OverflowError: cannot convert float infinity to integer",
                                f"trial trial_b failed: {why}"]

@@ -234,10 +234,10 @@ def test_finish_exit_codes(grid, stopped, report_fails, code, tmp_path, capsys, 
 
     monkeypatch.setattr(report, "report_at", report_at)
     exp = tmp_path / "my results" / "ablation_radius-x"
-    stop = stopping.GracefulStop()
+    stop = stopping.GracefulStop(sweeper_run.resume_command(SWEEP.name, exp))  # as run_sweep makes it
     if stopped:
         stop.stopped.set()
-    assert sweeper_run.finish(grid, SWEEP, exp, stop) == code
+    assert sweeper_run.finish(grid, exp, stop) == code
     out, err = capsys.readouterr()
     assert f"results: {exp}" in out
     assert ("diverged" in err) == any(r.metrics.get("diverged") == 1 for r in grid)
@@ -272,7 +272,8 @@ def test_a_signal_during_the_report_keeps_the_resume_line(sig, tmp_path, capsys,
     monkeypatch.setattr(report, "report_at", report_at)
     old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     exp = tmp_path / "ablation_radius-x"
-    assert sweeper_run.finish([result(done=True)], SWEEP, exp, stopping.GracefulStop()) == 3
+    stop = stopping.GracefulStop(sweeper_run.resume_command(SWEEP.name, exp))
+    assert sweeper_run.finish([result(done=True)], exp, stop) == 3
     err = capsys.readouterr().err
     assert f"`python -m sweeper.run ablation_radius --resume {exp}`" in err and len(err.strip().splitlines()) == 1
     assert {s: signal.getsignal(s) for s in old} == old  # the handlers before are back

@@ -295,3 +295,46 @@ def test_resume_keeps_the_cells_the_run_started_with(tmp_path, monkeypatch, caps
     sweep, trials, exp_dir, _ = run.prepare(run.parse_args(["ablation_radius", "--resume", str(exp), "--storage",
                                                             str(tmp_path), "--cells", "mur_radius=4"]))
     assert exp_dir == exp and {t["mur_radius"] for t in trials if t["mur"] != "none"} == {4.0}
+
+
+def test_the_printed_resume_command_of_a_cells_run_resumes_it(tmp_path, monkeypatch, capsys):
+    """The command a stop prints (the driver's GracefulStop and lease get it) carries the run's --cells,
+    so pasted as printed it passes the check that refuses the same run resumed without them (the test
+    above); a folder resumed under another sweep's name is answered with that command too."""
+    import shlex
+    from dataclasses import asdict
+
+    import sweeper.run as run
+    from sweeper.driver import stopping
+    from sweeper.driver.preflight import select_cells
+
+    cut = json.loads(json.dumps(asdict(select_cells(get_sweep("ablation_radius", "quick"), ["mur_radius=4"])),
+                                default=str))
+    argv0 = ["sweeper/run.py", "ablation_radius", "--preset", "quick", "--cells", "mur_radius=4"]
+    exp = stored_auto_run(tmp_path, variants=cut["variants"], grid={}, argv=argv0)
+    printed = run.resume_command("ablation_radius", exp, ["mur_radius=4"])
+    words = shlex.split(printed)
+    assert words[:4] == ["python", "-m", "sweeper.run", "ablation_radius"] and words[-2:] == ["--cells", "mur_radius=4"]
+    sweep, trials, exp_dir, _ = run.prepare(run.parse_args([*words[3:], "--storage", str(tmp_path)]))
+    assert exp_dir == exp
+    seen = []
+
+    class Recorded(stopping.GracefulStop):
+        def __init__(self, resume=None, exp_dir=None):
+            seen.append(resume)
+            super().__init__(resume, exp_dir)
+
+    def no_ray(*a, **k):
+        raise ConnectionError("no Ray here")
+
+    monkeypatch.setattr(run, "GracefulStop", Recorded)
+    monkeypatch.setattr(run, "check_resumable", lambda exp: [])  # the fixture's tuner.pkl is no Tune state
+    monkeypatch.setattr(run, "start_ray", no_ray)
+    assert run.main([*words[3:], "--storage", str(tmp_path)]) == 2
+    assert seen == [printed]
+    capsys.readouterr()
+    assert run.main(["ablation_kl", "--resume", str(exp), "--storage", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"run `{printed}`")
+    # the stored command's forms: --cells V, --cells=V, and --cells-only
+    assert run.argv_cells(["x", "--cells", "a=1|b=2", "--cells=c=3", "--cells-only"]) == (["a=1|b=2", "c=3"], True)
+    assert run.resume_command("s", "/r", ["a=1|b=2"], True) == "python -m sweeper.run s --resume /r --cells 'a=1|b=2' --cells-only"
