@@ -254,8 +254,9 @@ def results_md(runs: list[dict], graded: list[tuple[dict, dict | None]], root: P
             "comparison's seeds are split in two halves, so it needs twice as many in all, counting those it has.",
             "Beside each, the seeds still to run on every cell its undecided comparisons name, and their price",
             "with those cells alone (`--cells-only`): each cell at the mean trial-min of its committed trials that",
-            "record their time, else at the sweep's trial-min per trial (a planning figure: the estimate of the",
-            "seeds needed moves as seeds come in):", "",
+            "record their time, else at the sweep's trial-min per trial, on whichever CPUs they ran (a planning",
+            "figure: the estimate of the seeds needed moves as seeds come in, and `--dry-run` prices a command",
+            "for the CPU kernels of the machine it runs on):", "",
             *needs_md(graded, runs)]
     if runs:
         out += ["", "### What the committed runs cost", "", *cost_md(runs, root), "", *sweep_cost_md(runs, root)]
