@@ -63,25 +63,27 @@ def timed_trials(preset: str, root: Path = ROOT, sweep: str | None = None
     return out
 
 
-def config_minutes(sweep: str, preset: str, root: Path = ROOT, on=lambda kernels: True) -> dict[tuple, float]:
+def config_minutes(sweep: str, preset: str, root: Path = ROOT, on=lambda kernels: True,
+                   rows: list[tuple] | None = None) -> dict[tuple, float]:
     """{trial identity: mean trial-min} over the finished trials of `sweep`'s committed runs at `preset`
     whose trials.csv records each trial's own wall time (one CPU thread each), and whose CPU kernels
-    satisfy `on` (all of them by default)."""
+    satisfy `on` (all of them by default). `rows`: timed_trials(preset) where the caller has read them."""
     times: dict[tuple, list[float]] = {}
-    for _, key, kind, minutes in timed_trials(preset, root, sweep):
-        if on(kind):
+    for name, key, kind, minutes in timed_trials(preset, root, sweep) if rows is None else rows:
+        if name == sweep and on(kind):
             times.setdefault(key, []).append(minutes)
     return {k: sum(v) / len(v) for k, v in times.items()}
 
 
-def kernel_ratio(preset: str, here: str, root: Path = ROOT) -> tuple[float, int] | None:
+def kernel_ratio(preset: str, here: str, root: Path = ROOT, rows: list[tuple] | None = None
+                 ) -> tuple[float, int] | None:
     """How many times a trial's time on `here` CPU kernels is its time on the others: the geometric mean,
     over the configurations of every sweep at `preset` with committed timed trials on both, of their mean
     trial-min's ratio; with the count of those configurations. None where no configuration has both.
     A vector instruction set is one of a CPU's traits, so the ratio is a planning figure for the CPUs
-    the runs came from, not a law."""
+    the runs came from, not a law. `rows`: timed_trials(preset) where the caller has read them."""
     times: dict[tuple, dict[bool, list[float]]] = {}
-    for name, key, kind, minutes in timed_trials(preset, root):
+    for name, key, kind, minutes in timed_trials(preset, root) if rows is None else rows:
         if kind is not None:
             times.setdefault((name, key), {}).setdefault(kind == here, []).append(minutes)
     logs = [math.log((sum(t[True]) / len(t[True])) / (sum(t[False]) / len(t[False])))
@@ -137,9 +139,10 @@ def kernel_prices(sweep: str, preset: str, here: str, planned: list[dict], root:
     """Each planned trial's trial-min on `here` CPU kernels: its configuration's committed mean on `here`,
     else its mean on the other kernels times kernel_ratio (unscaled where no configuration ran on both),
     else None; with the words saying how, None where every price came from `here`."""
-    same = config_minutes(sweep, preset, root, on=lambda kind: kind == here)
-    other = config_minutes(sweep, preset, root, on=lambda kind: kind != here)
-    scale = kernel_ratio(preset, here, root)
+    rows = timed_trials(preset, root)  # every committed trials.csv at the preset, read once for all three
+    same = config_minutes(sweep, preset, root, on=lambda kind: kind == here, rows=rows)
+    other = config_minutes(sweep, preset, root, on=lambda kind: kind != here, rows=rows)
+    scale = kernel_ratio(preset, here, root, rows)
     prices, moved = [], 0
     for key in map(planned_identity, planned):
         if key in same or key not in other:
