@@ -6,8 +6,9 @@
 
 Hypothesis: the fast suite (`-m "not slow"`) answers in at most 5 minutes on a 2-core machine, where the
 whole suite, slow end-to-end tests included, takes far longer but stays inside CI's 90-minute limit.
-Each command runs as a user would type it, in this checkout; its wall time, pytest's own summary line and the load average before and after
-are written into benchmarks/results/install.json (the README's install block is generated from it).
+Each command runs as a user would type it, in this checkout; its wall time, pytest's own summary line and
+the load average before and after are written into benchmarks/results/install.json (the README's install
+block is generated from it).
 A log's figure is pytest's own "in N s" from its summary line, the suite's time without the install.
 """
 from __future__ import annotations
