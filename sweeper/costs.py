@@ -36,7 +36,7 @@ def committed(sweep: str, preset: str, root: Path = ROOT) -> list[dict]:
             continue
         out.append({"name": folder.name, "trials": trial_count(folder, meta.get("n_trials")),
                     "wall_min": machine["wall_min"], "trial_min": machine.get("trial_min"),
-                    "machine": machine_text({k: machine.get(k) for k in ("cpu", "cores")})})
+                    "machine": machine_text({k: machine.get(k) for k in ("cpu", "cores", KERNELS_KEY)})})
     return out
 
 
@@ -175,23 +175,28 @@ def cost_lines(sweep: str, preset: str, n_trials: int, minutes_per_trial: float,
     the `planned` trials (config dicts) at its configuration's committed trial-min where one is recorded,
     the others at the runs' trial-min per trial. `kernels`: this machine's CPU kernels, where a trial's
     time on them is wanted (kernel_prices): one configuration's trials take longer on AVX2 than on
-    AVX-512."""
+    AVX-512, so the preset's own trials are priced for this machine too, beside runs made on others."""
     runs = committed(sweep, preset, root)
     if not runs:
         return [f"{NO_RUN}; {estimate_text(n_trials, minutes_per_trial, preset)}"]
     out = [f"committed run of the preset: {run_text(r)}" for r in runs]
-    if not changed:
+    if not (changed or kernels and planned):
         return out
     rate = per_trial(runs)
     prices, how = trial_prices(sweep, preset, planned, kernels, root) if planned else ([], None)
     known = [m for m in prices if m is not None]
     rest = len(prices) - len(known)
+    lead = "this command changes its trials" if changed else "its trials on this machine"
+    if not changed and not how:
+        how = f"each on this machine's {kernels} kernels"
     if known and (rate is not None or not rest):
         total = sum(known) + rest * (rate or 0.0)
-        out.append(f"this command changes its trials: {n_trials} trials = {total / 60:.1f} trial-hours, "
+        out.append(f"{lead}: {n_trials} trials = {total / 60:.1f} trial-hours, "
                    f"{len(known)} at their configuration's committed trial-min (the mean of its trials' own times)"
                    + (f", {rest} at the committed runs' {rate:.2f} trial-min per trial" if rest else "")
                    + (f"; {how}" if how else ""))
+    elif not changed:  # nothing of the preset's own trials is timed: the committed runs say it all
+        pass
     elif rate is not None:
         out.append(f"this command changes its trials: {n_trials} trials x {rate:.2f} trial-min (its committed "
                    f"runs' trial-min per trial) = {n_trials * rate / 60:.1f} trial-hours")

@@ -237,7 +237,7 @@ def print_dry_run(sweep: Sweep, trials: list[dict], args) -> None:
     n = sweep.search["num_samples"] if sweep.search else len(trials)
     changed = bool(args.seeds or args.set or args.cells)
     planned = None if sweep.search else trials
-    kernels = cpu_kernels() if changed and planned and on_cpu else None
+    kernels = cpu_kernels() if planned and on_cpu else None
     for line in cost_lines(sweep.name, args.preset, n, sweep.minutes_per_trial, changed,
                            planned=planned, kernels=kernels):
         print(f"cost: {line}")

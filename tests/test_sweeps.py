@@ -515,6 +515,38 @@ def test_a_dry_run_prices_a_trial_on_this_machines_cpu_kernels(tmp_path):
     assert "5 trials = 0.3 trial-hours" in line and "0 priced on NEON and 5 at" in line
 
 
+def test_a_dry_run_of_the_presets_own_trials_prices_them_on_this_machines_kernels(tmp_path):
+    """The committed runs' wall times are their machines' (each line names its kernels); the command that
+    changes nothing gets its trials priced on this machine's kernels too, the same prices as a changed one:
+    the case of test_a_dry_run_prices_a_trial_on_this_machines_cpu_kernels, 54 trial-min on AVX2 and 19 on
+    AVX512, where every configuration has its own mean and the line says so."""
+    from sweeper import costs
+
+    _timed_run(tmp_path, "ablation_mur_steps-quick-s0-1", "ablation_mur_steps", "AVX512",
+               [("direct", 1.0, 0, "finished", 5, 60, ""), ("direct", 1.0, 1, "finished", 5, 120, ""),
+                ("pga", 1.0, 0, "finished", 5, 240, "")])
+    _timed_run(tmp_path, "ablation_mur_steps-quick-s2-2", "ablation_mur_steps", "AVX2",
+               [("direct", 1.0, 2, "finished", 5, 180, "")])
+    _timed_run(tmp_path, "ablation_radius-quick-s0-0", "ablation_radius", "AVX512",
+               [("direct", 2.0, 0, "finished", 5, 60, "")])
+    _timed_run(tmp_path, "ablation_radius-quick-s1-1", "ablation_radius", "AVX2",
+               [("direct", 2.0, 1, "finished", 5, 480, "")])
+    planned = [{"mur": "direct", "seed": s} for s in (7, 8)] + [{"mur": "pga", "seed": s} for s in (7, 8, 9)]
+    lines = costs.cost_lines("ablation_mur_steps", "quick", 5, 0.8, root=tmp_path, planned=planned, kernels="AVX2")
+    assert lines[0] == ("committed run of the preset: 1.0 min for 3 trials on Test CPU, 2 cores, AVX512 kernels "
+                        "(docs/runs/ablation_mur_steps-quick-s0-1)")
+    assert lines[2] == ("its trials on this machine: 5 trials = 0.9 trial-hours, 5 at their configuration's "
+                        "committed trial-min (the mean of its trials' own times); on this machine's AVX2 kernels, 2 "
+                        "priced on AVX2 and 3 at their configuration's trial-min on other kernels (x 4.00, AVX2 "
+                        "against the others over the 2 configurations committed on both)")
+    line = costs.cost_lines("ablation_mur_steps", "quick", 5, 0.8, root=tmp_path, planned=planned,
+                            kernels="AVX512")[-1]  # 2 x 1.5 + 3 x 4 = 15 trial-min
+    assert line == ("its trials on this machine: 5 trials = 0.2 trial-hours, 5 at their configuration's committed "
+                    "trial-min (the mean of its trials' own times); each on this machine's AVX512 kernels")
+    # without this machine's kernels (a paper preset, trained on a GPU) the committed runs alone
+    assert len(costs.cost_lines("ablation_mur_steps", "quick", 5, 0.8, root=tmp_path, planned=planned)) == 2
+
+
 def test_list_and_dry_run_show_the_committed_runs_wall_time(capsys):
     root = Path(__file__).resolve().parent.parent
     walls = {p.parent.name: json.loads(p.read_text())["wall_min"]

@@ -247,3 +247,21 @@ def test_a_config_the_trial_cannot_run_ends_it_once_with_its_message(bad, words,
     trainable.train_tune({**config().__dict__, **bad})
     assert fake.metrics == [{trainable.CONFIG_ERROR: words, "done": True}]
     assert trial_status(fake.metrics, has_error=False, ray_status="TERMINATED", steps=STEPS) == "failed"
+
+
+def test_cpu_kernels_answers_the_same_with_torch_imported_and_from_a_child():
+    """The dry run asks cpu_kernels() after torch is imported (its answer then comes from this process),
+    the docs code before (a child Python answers). Both must name the kernels in use: under
+    ATEN_CPU_CAPABILITY=default that is DEFAULT on any CPU, which neither path could guess."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    script = ("import sys; from sweeper.driver.provenance import cpu_kernels; before = cpu_kernels(); "
+              "assert 'torch' not in sys.modules; import torch; print(before, cpu_kernels())")
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "default", "PYTHONPATH": str(root)}
+    p = subprocess.run([sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.split() == ["DEFAULT", "DEFAULT"]

@@ -26,11 +26,14 @@ def cpu_kernels() -> str | None:
     """The vector instruction set torch's CPU kernels use here ("AVX512", "AVX2", ...). It decides the
     rounding of every sum, so a seed's trajectory, bit-identical from run to run on one machine, differs
     on a CPU with another one (ATEN_CPU_CAPABILITY=avx2 on an AVX-512 machine shows it): a committed run
-    reproduces digit for digit only where this and the commit match. Asked of a child Python, so that
-    the docs code imports no torch (tests/test_imports.py); None where it cannot answer."""
+    reproduces digit for digit only where this and the commit match. Asked of torch where this process
+    has imported it already, else of a child Python, so that the docs code imports no torch
+    (tests/test_imports.py); None where it cannot answer."""
     import subprocess
     import sys
 
+    if "torch" in sys.modules:  # the child would import torch again, for the same answer
+        return sys.modules["torch"].backends.cpu.get_cpu_capability() or None
     try:
         p = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
                            capture_output=True, text=True, timeout=300)
