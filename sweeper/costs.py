@@ -195,8 +195,8 @@ def cost_lines(sweep: str, preset: str, n_trials: int, minutes_per_trial: float,
                    f"{len(known)} at their configuration's committed trial-min (the mean of its trials' own times)"
                    + (f", {rest} at the committed runs' {rate:.2f} trial-min per trial" if rest else "")
                    + (f"; {how}" if how else ""))
-    elif not changed:  # nothing of the preset's own trials is timed: the committed runs say it all
-        pass
+    elif not changed:  # none of the preset's own trials is timed: the committed runs' lines say it all
+        return out
     elif rate is not None:
         out.append(f"this command changes its trials: {n_trials} trials x {rate:.2f} trial-min (its committed "
                    f"runs' trial-min per trial) = {n_trials * rate / 60:.1f} trial-hours")

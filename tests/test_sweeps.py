@@ -476,6 +476,19 @@ def _timed_run(root, name, sweep, machine_kernels, rows):
                                        + "".join(",".join(map(str, r)) + "\n" for r in rows))
 
 
+def _runs_on_two_kinds(root):
+    """The committed runs of the kernel-price tests (their docstrings give the times and the ratios)."""
+    _timed_run(root, "ablation_mur_steps-quick-s0-1", "ablation_mur_steps", "AVX512",
+               [("direct", 1.0, 0, "finished", 5, 60, ""), ("direct", 1.0, 1, "finished", 5, 120, ""),
+                ("pga", 1.0, 0, "finished", 5, 240, "")])
+    _timed_run(root, "ablation_mur_steps-quick-s2-2", "ablation_mur_steps", "AVX2",
+               [("direct", 1.0, 2, "finished", 5, 180, "")])
+    _timed_run(root, "ablation_radius-quick-s0-0", "ablation_radius", "AVX512",
+               [("direct", 2.0, 0, "finished", 5, 60, "")])
+    _timed_run(root, "ablation_radius-quick-s1-1", "ablation_radius", "mixed",
+               [("direct", 2.0, 1, "finished", 5, 480, "AVX2"), ("direct", 2.0, 2, "finished", 5, 6000, "")])
+
+
 def test_a_dry_run_prices_a_trial_on_this_machines_cpu_kernels(tmp_path):
     """Direct MUR took 60 s and 120 s on AVX512 (1.5 min) and 180 s on AVX2 (3 min): 2x. In another sweep
     ablation_radius's r = 2 took 60 s on AVX512 and 480 s on AVX2 (its own record in a run of mixed kinds;
@@ -485,15 +498,7 @@ def test_a_dry_run_prices_a_trial_on_this_machines_cpu_kernels(tmp_path):
     6 + 48 = 54 trial-min = 0.9 trial-hours."""
     from sweeper import costs
 
-    _timed_run(tmp_path, "ablation_mur_steps-quick-s0-1", "ablation_mur_steps", "AVX512",
-               [("direct", 1.0, 0, "finished", 5, 60, ""), ("direct", 1.0, 1, "finished", 5, 120, ""),
-                ("pga", 1.0, 0, "finished", 5, 240, "")])
-    _timed_run(tmp_path, "ablation_mur_steps-quick-s2-2", "ablation_mur_steps", "AVX2",
-               [("direct", 1.0, 2, "finished", 5, 180, "")])
-    _timed_run(tmp_path, "ablation_radius-quick-s0-0", "ablation_radius", "AVX512",
-               [("direct", 2.0, 0, "finished", 5, 60, "")])
-    _timed_run(tmp_path, "ablation_radius-quick-s1-1", "ablation_radius", "mixed",
-               [("direct", 2.0, 1, "finished", 5, 480, "AVX2"), ("direct", 2.0, 2, "finished", 5, 6000, "")])
+    _runs_on_two_kinds(tmp_path)
     assert costs.kernel_ratio("quick", "AVX2", tmp_path) == pytest.approx((4.0, 2))
     assert costs.kernel_ratio("quick", "AVX512", tmp_path) == pytest.approx((0.25, 2))
     planned = [{"mur": "direct", "seed": s} for s in (7, 8)] + [{"mur": "pga", "seed": s} for s in (7, 8, 9)]
@@ -518,19 +523,12 @@ def test_a_dry_run_prices_a_trial_on_this_machines_cpu_kernels(tmp_path):
 def test_a_dry_run_of_the_presets_own_trials_prices_them_on_this_machines_kernels(tmp_path):
     """The committed runs' wall times are their machines' (each line names its kernels); the command that
     changes nothing gets its trials priced on this machine's kernels too, the same prices as a changed one:
-    the case of test_a_dry_run_prices_a_trial_on_this_machines_cpu_kernels, 54 trial-min on AVX2 and 19 on
-    AVX512, where every configuration has its own mean and the line says so."""
+    the runs of test_a_dry_run_prices_a_trial_on_this_machines_cpu_kernels: its 5 planned trials, 54 trial-min
+    on AVX2 (x 4 for PGA, committed on AVX512 only) and 2 x 1.5 + 3 x 4 = 15 on AVX512, where every
+    configuration has its own mean and the line says so."""
     from sweeper import costs
 
-    _timed_run(tmp_path, "ablation_mur_steps-quick-s0-1", "ablation_mur_steps", "AVX512",
-               [("direct", 1.0, 0, "finished", 5, 60, ""), ("direct", 1.0, 1, "finished", 5, 120, ""),
-                ("pga", 1.0, 0, "finished", 5, 240, "")])
-    _timed_run(tmp_path, "ablation_mur_steps-quick-s2-2", "ablation_mur_steps", "AVX2",
-               [("direct", 1.0, 2, "finished", 5, 180, "")])
-    _timed_run(tmp_path, "ablation_radius-quick-s0-0", "ablation_radius", "AVX512",
-               [("direct", 2.0, 0, "finished", 5, 60, "")])
-    _timed_run(tmp_path, "ablation_radius-quick-s1-1", "ablation_radius", "AVX2",
-               [("direct", 2.0, 1, "finished", 5, 480, "")])
+    _runs_on_two_kinds(tmp_path)
     planned = [{"mur": "direct", "seed": s} for s in (7, 8)] + [{"mur": "pga", "seed": s} for s in (7, 8, 9)]
     lines = costs.cost_lines("ablation_mur_steps", "quick", 5, 0.8, root=tmp_path, planned=planned, kernels="AVX2")
     assert lines[0] == ("committed run of the preset: 1.0 min for 3 trials on Test CPU, 2 cores, AVX512 kernels "
