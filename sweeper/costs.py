@@ -138,7 +138,7 @@ def kernel_prices(sweep: str, preset: str, here: str, planned: list[dict], root:
                   ) -> tuple[list[float | None], str | None]:
     """Each planned trial's trial-min on `here` CPU kernels: its configuration's committed mean on `here`,
     else its mean on the other kernels times kernel_ratio (unscaled where no configuration ran on both),
-    else None; with the words saying how, None where every price came from `here`."""
+    else None; with the words saying on which kernels and how."""
     rows = timed_trials(preset, root)  # every committed trials.csv at the preset, read once for all three
     same = config_minutes(sweep, preset, root, on=lambda kind: kind == here, rows=rows)
     other = config_minutes(sweep, preset, root, on=lambda kind: kind != here, rows=rows)
@@ -151,7 +151,7 @@ def kernel_prices(sweep: str, preset: str, here: str, planned: list[dict], root:
             prices.append(other[key] * (scale[0] if scale else 1.0))
             moved += 1
     if not moved:
-        return prices, None
+        return prices, f"each on this machine's {here} kernels"
     how = (f"x {scale[0]:.2f}, {here} against the others over the {scale[1]} configurations committed on both"
            if scale else f"unscaled: no configuration is committed on both {here} and another kind")
     return prices, (f"on this machine's {here} kernels, {len(planned) - moved} priced on {here} and {moved} at "
@@ -187,8 +187,6 @@ def cost_lines(sweep: str, preset: str, n_trials: int, minutes_per_trial: float,
     known = [m for m in prices if m is not None]
     rest = len(prices) - len(known)
     lead = "this command changes its trials" if changed else "its trials on this machine"
-    if not changed and not how:
-        how = f"each on this machine's {kernels} kernels"
     if known and (rate is not None or not rest):
         total = sum(known) + rest * (rate or 0.0)
         out.append(f"{lead}: {n_trials} trials = {total / 60:.1f} trial-hours, "
