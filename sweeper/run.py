@@ -128,7 +128,7 @@ def parser() -> argparse.ArgumentParser:
                         "0: only at the end), uploaded on a bucket (sweeper/driver/live.py)")
     p.add_argument("--stall-after", type=float, default=10.0, metavar="FACTOR",
                    help="name a running trial stalled (stderr, live.json, report.html) once it has not reported "
-                        "for FACTOR times the longest interval between its reports so far (default 10; 0: never; "
+                        "for FACTOR times the longest interval between its reports so far, 2 s at least (default 10; 0: never; "
                         "sweeper/driver/stalls.py)")
     p.add_argument("--end-stalled", action="store_true",
                    help="end a stalled trial as failed (no retry) so that the sweep can finish")

@@ -18,20 +18,62 @@ from sweeper.report import build_report
 from sweeper.driver.stalls import StallWatch
 
 
+def look(w: StallWatch, running: list[str], start: float, end: float, every: float = 0.1) -> dict:
+    """The driver's loop from start to end, looking every `every` s (Tune's loop waits at most 0.1 s for
+    an event); what the last look found."""
+    out, n = {}, 0
+    while start + n * every <= end + 1e-9:
+        out = w.stalled(running, start + n * every)
+        n += 1
+    return out
+
+
 def test_a_trial_is_stalled_after_factor_times_its_longest_interval():
     w = StallWatch(factor=10)
     w.start("a", 0.0)
-    assert w.stalled(["a"], 1000.0) == {}  # no report yet: no pace, never stalled
+    assert look(w, ["a"], 0.0, 3.0) == {}  # no report yet: no pace, never stalled
     for t in (3.0, 4.0, 5.0):  # the first interval (3 s, the start-up) is its longest
         w.report("a", t)
-    assert w.stalled(["a"], 5.0 + 30.0) == {}  # exactly 10 x 3 s: not yet
-    assert w.stalled(["a"], 5.0 + 30.5) == {"a": {"silent_s": 30.5, "pace_s": 3.0}}
-    assert w.stalled([], 100.0) == {}  # not running (ended, paused): not stalled
+        look(w, ["a"], t, t + 0.9)
+    assert look(w, ["a"], 5.0, 34.9) == {}  # under 10 x 3 s: not yet
+    assert w.stalled(["a"], 35.5) == {"a": {"silent_s": 30.5, "pace_s": 3.0}}
+    assert w.stalled([], 35.6) == {}  # not running (ended, paused): not stalled
     w.report("a", 40.0)  # it reported after all: its pace is now 35 s
-    assert w.stalled(["a"], 40.0 + 349.0) == {} and "a" in w.stalled(["a"], 40.0 + 351.0)
+    assert look(w, ["a"], 35.6, 40.0 + 349.9) == {} and "a" in w.stalled(["a"], 40.0 + 350.5)
     w.start("a", 500.0)  # restarted: measured afresh
-    assert w.stalled(["a"], 10_000.0) == {}
+    assert look(w, ["a"], 500.0, 2000.0, every=0.5) == {}
     assert StallWatch(factor=0).stalled(["a"], 1e9) == {}  # 0: no watch
+
+
+def test_a_pace_under_two_seconds_counts_as_two():
+    """A trial on a reused worker reports every 0.5 s from its start: a stall is 3 x 2 s of silence."""
+    w = StallWatch(factor=3)
+    w.start("a", 0.0)
+    for t in (0.5, 1.0, 1.5):
+        w.report("a", t)
+    assert look(w, ["a"], 1.5, 1.5 + 5.9) == {}  # eleven of its intervals, but under 3 x 2 s
+    assert w.stalled(["a"], 1.5 + 6.1) == {"a": {"silent_s": 6.1, "pace_s": 0.5}}
+
+
+def test_a_busy_driver_is_no_trials_silence():
+    """A turn of the driver's loop that took 8 s (another trial's worker ended, the experiment saved):
+    its first second counts as silence, the other 7 do not, nor do they lengthen the next interval."""
+    w = StallWatch(factor=3)
+    w.start("a", 0.0)
+    for t in (3.0, 6.0):  # its pace: 3 s, so a stall is 9 s of silence
+        w.report("a", t)
+    assert look(w, ["a"], 0.0, 8.0) == {}
+    assert w.stalled(["a"], 16.0) == {}  # busy from 8 to 16: 2 s + 1 s of silence counted
+    assert look(w, ["a"], 16.1, 21.9) == {}  # 9 s counted at 22
+    assert w.stalled(["a"], 22.1) == {"a": {"silent_s": 9.1, "pace_s": 3.0}}
+    w.report("a", 22.5)  # it reported: the interval it measures is the 9.5 s counted, not 16.5
+    assert w.paces["a"].longest == 9.5
+    v = StallWatch(factor=3)  # a driver busy 5 s at every turn still counts 1 s a turn
+    v.start("a", 0.0)
+    v.report("a", 3.0)
+    assert v.stalled(["a"], 3.0) == {}
+    found = [t for t in range(8, 80, 5) if v.stalled(["a"], float(t))]
+    assert found[0] == 53  # the tenth turn: 10 s counted, 50 s on the clock
 
 
 def trial(name: str, status: str = "RUNNING"):

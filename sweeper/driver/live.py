@@ -151,7 +151,7 @@ def live_callback(exp: store.Folder, every_s: float = EVERY_S, heartbeat_s: floa
 
         def setup(self, **info):
             self.loads = stored_loads(exp)  # on --resume: the earlier drivers' samples
-            self.watch.paces.clear()  # another process's clock
+            self.watch = StallWatch(stall_after)  # another process's clock
             self.stalled = {}
             self.ended_stalled = stored_ended_stalled(exp)
             self.beat("running")
