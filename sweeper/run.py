@@ -51,6 +51,7 @@ from sweeper.driver.preflight import (InputError, check_address, check_baseline,
 from sweeper.driver.ray_session import credentials_from_each_node, env_set, start_ray, use_token_if_available
 from sweeper.driver.signals import signals_interrupt
 from sweeper.driver.stopping import GracefulStop, job_stop_note
+from sweeper.driver.stalls import FACTOR as STALL_FACTOR, MIN_PACE_S
 from sweeper.storage import StorageError
 from sweeper.driver.tune_state import check_resumable
 from sweeper.driver.tuner import make_tuner, start_points, varying_keys
@@ -126,10 +127,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--live-every", type=float, default=30.0, metavar="SECONDS",
                    help="rebuild the report (report.html) after trials end, at most every SECONDS (default 30; "
                         "0: only at the end), uploaded on a bucket (sweeper/driver/live.py)")
-    p.add_argument("--stall-after", type=float, default=10.0, metavar="FACTOR",
+    p.add_argument("--stall-after", type=float, default=STALL_FACTOR, metavar="FACTOR",
                    help="name a running trial stalled (stderr, live.json, report.html) once it has not reported "
-                        "for FACTOR times the longest interval between its reports so far, 2 s at least (default 10; 0: never; "
-                        "sweeper/driver/stalls.py)")
+                        f"for FACTOR times the longest interval between its reports so far, {MIN_PACE_S:g} s at least "
+                        f"(default {STALL_FACTOR:g}; 0: never; sweeper/driver/stalls.py)")
     p.add_argument("--end-stalled", action="store_true",
                    help="end a stalled trial as failed (no retry) so that the sweep can finish")
     p.add_argument("--mlflow", default=None, metavar="URI",

@@ -61,8 +61,9 @@ def test_a_busy_driver_is_no_trials_silence():
     w = StallWatch(factor=3)
     w.start("a", 0.0)
     for t in (3.0, 6.0):  # its pace: 3 s, so a stall is 9 s of silence
+        look(w, ["a"], t - 3.0, t - 0.1)
         w.report("a", t)
-    assert look(w, ["a"], 0.0, 8.0) == {}
+    assert look(w, ["a"], 6.0, 8.0) == {}
     assert w.stalled(["a"], 16.0) == {}  # busy from 8 to 16: 2 s + 1 s of silence counted
     assert look(w, ["a"], 16.1, 21.9) == {}  # 9 s counted at 22
     assert w.stalled(["a"], 22.1) == {"a": {"silent_s": 9.1, "pace_s": 3.0}}

@@ -26,7 +26,6 @@ DEAF_S = 1.0  # a longer gap between two looks is the driver busy: Tune's loop w
 
 @dataclass
 class Pace:
-    started: float          # when the trial (re)started, clock seconds
     last: float             # its newest report (or its start), moved on by the driver's busy gaps
     longest: float = 0.0    # the longest interval between its reports so far; 0: none yet
 
@@ -39,10 +38,10 @@ class StallWatch:
 
     def start(self, trial: str, now: float) -> None:
         """The trial started or restarted (after a failure, on --resume): its pace is measured afresh."""
-        self.paces[trial] = Pace(started=now, last=now)
+        self.paces[trial] = Pace(last=now)
 
     def report(self, trial: str, now: float) -> None:
-        pace = self.paces.setdefault(trial, Pace(started=now, last=now))
+        pace = self.paces.setdefault(trial, Pace(last=now))
         pace.longest = max(pace.longest, now - pace.last)
         pace.last = now
 
@@ -54,13 +53,13 @@ class StallWatch:
         interval}} for each running trial silent for more than factor x its pace (MIN_PACE_S at least).
         Called at every turn of the driver's loop: what a gap since the previous call has past DEAF_S is
         taken out of every trial's silence (and out of the interval its next report measures)."""
+        if not self.factor > 0:
+            return {}
         if self.looked is not None and now - self.looked > DEAF_S:
             deaf_from = self.looked + DEAF_S
             for pace in self.paces.values():  # silence before the deaf part is kept; the deaf part is not
                 pace.last += now - max(pace.last, deaf_from)
         self.looked = now
-        if not self.factor > 0:
-            return {}
         out = {}
         for t in running:
             pace = self.paces.get(t)
