@@ -33,7 +33,6 @@ from pathlib import Path
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -99,7 +98,7 @@ def densify(model: nn.Module, x: torch.Tensor) -> int:
         k = m.kernel_size[0]
         if h * w <= MAX_DENSE_PIXELS and k > 1 and m.stride == (1, 1) and m.groups == 1 and m.dilation == (1, 1):
             m.__class__ = DenseSmallConv
-            m.taps = tap_matrix(h, w, k, m.padding[0]).to(m.weight.device)
+            m.taps = tap_matrix(h, w, k, m.padding[0]).to(m.weight)  # its dtype and device
             n += 1
     return n
 

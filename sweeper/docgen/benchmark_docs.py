@@ -268,6 +268,32 @@ def profile_quick_md(name: str, d: dict) -> list[str]:
     return out
 
 
+def cpu_levers_md(name: str, d: dict) -> list[str]:
+    """cpu_levers.py: ms per quick step of each kind under each remaining CPU lever against eager, the
+    quick start's training seconds at each kind's fastest lever, and what the second core adds."""
+    out = [f"### `{name}`", "", f"{d['machine']}, {d['cpu_kernels']} kernels, torch {d['torch_version']} at commit "
+           f"{(d['commit'] or '?')[:7]}; each (kind, lever) its own worker process, {d['steps']} steps a round after "
+           f"{d['warmup']} warm-up, median of {d['rounds']} alternating rounds; load average "
+           f"{d['load_1min_before']:.1f} before and {d['load_1min_after']:.1f} after.", "",
+           "| kind | lever | ms per step | rounds' range | speed-up vs eager |", "|---|---|--:|--:|--:|"]
+    for r in d["rows"]:
+        out.append(f"| {r['kind']} | {r['lever']} | {_f(r['ms_per_step'], 2)} | {_f(min(r['ms_rounds']), 2)}–"
+                   f"{_f(max(r['ms_rounds']), 2)} | {r['speedup_vs_eager']:.2f}× |")
+    q = d["quick_start"]
+    trials = ", ".join(f"{n} {k}" for k, n in q["trials"].items())
+    best = ", ".join(f"{k}: {lv}" for k, lv in q["best_lever"].items())
+    out += ["", f"The quick start's training steps ({trials} trials of {q['steps_per_trial']} steps, one thread): "
+            f"{_f(q['training_s_today'])} s eager against {_f(q['training_s_best'])} s with each kind's fastest "
+            f"lever ({best}): {q['speedup']:.2f}×."]
+    c = d.get("two_cores")
+    if c:
+        out += ["", f"Two eager MT+MUR workers at once: {_f(c['step_ms_two_at_once'], 2)} ms a step against "
+                f"{_f(c['step_ms_alone'], 2)} alone, {c['throughput_two_vs_one_step']:.2f}× one worker's steps per "
+                f"second; two 1024² matmul loops at once: {c['throughput_two_vs_one_matmul']:.2f}× one "
+                f"({_f(c['matmul_gflops_alone'])} GFLOP/s alone)."]
+    return out
+
+
 def scalars_md(name: str, d: dict) -> list[str]:
     """A result file without a renderer of its own: its top-level numbers and strings."""
     out = [f"### `{name}`", "", "| key | value |", "|---|---|"]
@@ -318,11 +344,13 @@ def performance_md(root: Path) -> str:
                 "Where a quick trial's time goes (`benchmarks/profile_quick.py`)": [],
                 "Seeds in packs: the quick start's cells (`benchmarks/packed_cells.py`)": [],
                 "Seeds in packs on a GPU (`benchmarks/packed_gpu.py`)": [],
+                "The quick trial's remaining CPU levers (`benchmarks/cpu_levers.py`)": [],
                 "Other results": []}
     titles = list(sections)
     by_name = {"sequential_seeds": (titles[6], sequential_md), "seeds_auto_real": (titles[7], seeds_auto_real_md),
                "job_stop": (titles[8], job_stop_md), "profile_quick": (titles[9], profile_quick_md),
-               "packed_cells": (titles[10], packed_cells_md), "packed_gpu": (titles[11], packed_gpu_md)}
+               "packed_cells": (titles[10], packed_cells_md), "packed_gpu": (titles[11], packed_gpu_md),
+               "cpu_levers": (titles[12], cpu_levers_md)}
     for path in sorted((root / BENCHMARKS).glob("*.json")):
         if path == root / INSTALL:  # shown in the README's install block
             continue
