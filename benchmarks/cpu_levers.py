@@ -37,9 +37,8 @@ import torch.nn as nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-KINDS = {"MT": {}, "MT+MUR r=1": {"mur": "direct", "mur_radius": 1.0}}  # the quick start's trained kinds
+TIMED = ("MT", "MT+MUR r=1")  # the quick start's cells whose step is timed, by packed_cells.cell_name
 LEVERS = ("eager", "dense", "model", "dense+model")
-QUICK_START_TRIALS = {"MT": 8, "MT+MUR r=1": 24}  # ablation_radius --preset quick: MT, and MUR at 3 radii
 MAX_DENSE_PIXELS = 4  # maps of at most 2x2 take the dense matmul
 
 
@@ -103,18 +102,35 @@ def densify(model: nn.Module, x: torch.Tensor) -> int:
     return n
 
 
+def quick_start() -> tuple[dict[str, dict], dict[str, int]]:
+    """The quick start's trained cells, read off the sweep (benchmarks/packed_cells.cells): each timed
+    cell's seed-0 trial config, and how many of the sweep's trials each timed cell's step prices. Every
+    MT+MUR cell is priced at r = 1's step: the radius scales x* and adds or removes no pass.
+    LabelSpreading trains no step and is left out."""
+    from benchmarks.packed_cells import cell_name, cells
+    from search_spaces.ablation_radius import QUICK_SEEDS
+
+    configs, trials = {}, dict.fromkeys(TIMED, 0)
+    for cell in cells(QUICK_SEEDS, None):
+        name = cell_name(cell)
+        if name == "LabelSpreading":
+            continue
+        if name in TIMED:
+            configs[name] = cell[0]
+        trials["MT" if name == "MT" else "MT+MUR r=1"] += len(cell)
+    return configs, trials
+
+
 # ----------------------------------------------------------------------------- worker
 
 def worker(kind: str, lever: str) -> None:
     """Build the quick preset's Trainer for `kind` with `lever`; then answer stdin lines:
     `warm N`, `time N` (ms per step over N steps) and `matmul N` (GFLOP/s of N 1024² matmuls)."""
     torch.set_num_threads(1)
-    from search_spaces.common import QUICK
     from trainables.config import TrainConfig
     from trainables.trainer import Trainer
 
-    cfg = TrainConfig(**{**QUICK, **KINDS[kind], "seed": 0,
-                         "compile": "model" if "model" in lever else "none"})
+    cfg = TrainConfig.from_dict({**quick_start()[0][kind], "compile": "model" if "model" in lever else "none"})
     tr = Trainer(cfg)
     n_dense = 0
     if "dense" in lever:
@@ -126,7 +142,7 @@ def worker(kind: str, lever: str) -> None:
     for line in sys.stdin:
         cmd, n = line.split()
         n = int(n)
-        if cmd == "matmul":
+        if cmd == "matmul":  # a loop's mean, not profile_quick.matmul_peak's best single: two at once must overlap
             a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
             a @ b
             t = time.perf_counter()
@@ -218,11 +234,12 @@ def two_cores(rounds: int, steps: int, matmuls: int) -> dict:
             "throughput_two_vs_one_matmul": 2 * statistics.median(pair_gf) / statistics.median(solo_gf)}
 
 
-def quick_start_projection(rows: list[dict], steps_per_trial: int) -> dict:
-    """The quick start's training steps, s of one thread: today (eager) against each kind's fastest lever."""
+def quick_start_projection(rows: list[dict], trials: dict[str, int], steps_per_trial: int) -> dict:
+    """The quick start's training steps, s of one thread: today (eager) against each kind's fastest lever.
+    trials: how many trials each kind's step prices (quick_start())."""
     today = best = 0.0
     best_lever = {}
-    for k, n in QUICK_START_TRIALS.items():
+    for k, n in trials.items():
         mine = [r for r in rows if r["kind"] == k]
         eager = next(r for r in mine if r["lever"] == "eager")["ms_per_step"]
         fast = min(mine, key=lambda r: r["ms_per_step"])
@@ -230,7 +247,7 @@ def quick_start_projection(rows: list[dict], steps_per_trial: int) -> dict:
         best += n * steps_per_trial * fast["ms_per_step"] / 1e3
         best_lever[k] = fast["lever"]
     return {"training_s_today": today, "training_s_best": best, "speedup": today / best, "best_lever": best_lever,
-            "trials": QUICK_START_TRIALS, "steps_per_trial": steps_per_trial}
+            "trials": trials, "steps_per_trial": steps_per_trial}
 
 
 def main(argv=None) -> None:
@@ -252,15 +269,14 @@ def main(argv=None) -> None:
     if min(a.rounds, a.steps, a.warmup) < 1:
         ap.error("--rounds, --steps and --warmup must be >= 1")
     from benchmarks.provenance import commit, cpu_name
-    from search_spaces.common import QUICK
-
+    configs, trials = quick_start()
     load_before = os.getloadavg()[0]
-    rows = side_by_side(list(KINDS), levers, a.rounds, a.steps, a.warmup)
+    rows = side_by_side(list(TIMED), levers, a.rounds, a.steps, a.warmup)
     out = {"benchmark": "cpu_levers", "machine": f"{cpu_name()}, {os.cpu_count()} cores, 1 thread per worker",
            "cpu_kernels": torch.backends.cpu.get_cpu_capability(), "python_version": platform.python_version(),
            "torch_version": torch.__version__, "commit": commit(ROOT), "rounds": a.rounds, "steps": a.steps,
            "warmup": a.warmup, "load_1min_before": load_before, "rows": rows,
-           "quick_start": quick_start_projection(rows, QUICK["steps"])}
+           "quick_start": quick_start_projection(rows, trials, configs["MT"]["steps"])}
     if not a.no_two_cores:
         out["two_cores"] = two_cores(a.rounds, a.steps, 20)
     out["load_1min_after"] = os.getloadavg()[0]

@@ -216,7 +216,7 @@ def test_cpu_levers_projects_the_quick_start_from_each_kinds_fastest_lever_and_r
     rows = [{"kind": "MT", "lever": "eager", "ms_per_step": 10.0}, {"kind": "MT", "lever": "model", "ms_per_step": 8.0},
             {"kind": "MT+MUR r=1", "lever": "eager", "ms_per_step": 20.0},
             {"kind": "MT+MUR r=1", "lever": "dense", "ms_per_step": 16.0}]
-    q = cl.quick_start_projection(rows, 1000)
+    q = cl.quick_start_projection(rows, {"MT": 8, "MT+MUR r=1": 24}, 1000)
     # 8 MT trials x 1000 steps x 10 ms + 24 MUR trials x 1000 x 20 ms, against 8 x 8 + 24 x 16
     assert q["training_s_today"] == pytest.approx(80 + 480) and q["training_s_best"] == pytest.approx(64 + 384)
     assert q["speedup"] == pytest.approx(560 / 448) and q["best_lever"] == {"MT": "model", "MT+MUR r=1": "dense"}
@@ -225,3 +225,15 @@ def test_cpu_levers_projects_the_quick_start_from_each_kinds_fastest_lever_and_r
             cl.main(argv)
         assert e.value.code == 2
     assert "eager included" in capsys.readouterr().err
+
+
+def test_cpu_levers_prices_the_quick_starts_trials_from_the_sweep():
+    """The README's quick start: 8 seeds of LabelSpreading (no step), MT, and MT+MUR at r = 0.25, 1, 4;
+    every MUR cell is priced at r = 1's step."""
+    configs, trials = _load("cpu_levers").quick_start()
+    assert trials == {"MT": 8, "MT+MUR r=1": 24}
+    mt, mur = configs["MT"], configs["MT+MUR r=1"]
+    assert (mt["method"], mt["mur"], mt["seed"], mt["steps"]) == ("mt", "none", 0, 1000)
+    assert (mur["method"], mur["mur"], mur["mur_radius"], mur["seed"]) == ("mt", "direct", 1.0, 0)
+    assert {k: v for k, v in mur.items() if k not in ("mur", "mur_radius")} == \
+        {k: v for k, v in mt.items() if k not in ("mur", "mur_radius")}  # the two kinds differ in MUR alone
