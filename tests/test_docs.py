@@ -521,6 +521,21 @@ def test_performance_shows_the_measured_code_not_a_comparison_with_an_older_one(
     assert not re.search(r"\bagainst commit\b|steps/s at [0-9a-f]{7}|\| before \|", performance)
 
 
+def test_cpu_levers_shows_each_levers_speed_up_paired_round_by_round():
+    """The paired column divides eager's round r by the lever's round r (not min by max of the two sides)."""
+    d = {"machine": "m", "cpu_kernels": "AVX2", "torch_version": "9", "commit": "c" * 40, "steps": 5, "warmup": 1,
+         "rounds": 3, "load_1min_before": 0.0, "load_1min_after": 0.0,
+         "rows": [{"kind": "K", "lever": "eager", "ms_per_step": 12.0, "ms_rounds": [10.0, 12.0, 14.0],
+                   "speedup_vs_eager": 1.0},
+                  {"kind": "K", "lever": "fast", "ms_per_step": 10.0, "ms_rounds": [8.0, 10.0, 14.0],
+                   "speedup_vs_eager": 1.2}],
+         "quick_start": {"trials": {"K": 1}, "steps_per_trial": 1, "training_s_today": 1.0, "training_s_best": 1.0,
+                         "speedup": 1.0, "best_lever": {"K": "fast"}}}
+    text = "\n".join(benchmark_docs.cpu_levers_md("l.json", d))
+    # rounds 10/8, 12/10, 14/14: 1.25, 1.20, 1.00; the unpaired ranges (10-14 against 8-14) overlap
+    assert "| K | fast | 10.00 | 8.00–14.00 | 1.20× | 1.00–1.25× |" in text
+
+
 def test_the_readme_install_block_comes_from_its_result_file(tmp_path):
     root = project(tmp_path, [CLAIM])
     readme = docs.generated(root)[Path("README.md")]

@@ -275,16 +275,20 @@ def cpu_levers_md(name: str, d: dict) -> list[str]:
            f"{(d['commit'] or '?')[:7]}; each (kind, lever) its own worker process, {d['steps']} steps a round after "
            f"{d['warmup']} warm-up, median of {d['rounds']} alternating rounds; load average "
            f"{d['load_1min_before']:.1f} before and {d['load_1min_after']:.1f} after.", "",
-           "| kind | lever | ms per step | rounds' range | speed-up vs eager |", "|---|---|--:|--:|--:|"]
-    for r in d["rows"]:
+           "| kind | lever | ms per step | rounds' range | speed-up vs eager | paired rounds' range |",
+           "|---|---|--:|--:|--:|--:|"]
+    eager = {r["kind"]: r["ms_rounds"] for r in d["rows"] if r["lever"] == "eager"}
+    for r in d["rows"]:  # paired: eager's round over this lever's same round (the rounds alternate the order)
+        paired = [e / m for e, m in zip(eager[r["kind"]], r["ms_rounds"])]
         out.append(f"| {r['kind']} | {r['lever']} | {_f(r['ms_per_step'], 2)} | {_f(min(r['ms_rounds']), 2)}–"
-                   f"{_f(max(r['ms_rounds']), 2)} | {r['speedup_vs_eager']:.2f}× |")
+                   f"{_f(max(r['ms_rounds']), 2)} | {r['speedup_vs_eager']:.2f}× | "
+                   f"{min(paired):.2f}–{max(paired):.2f}× |")
     q = d["quick_start"]
     trials = ", ".join(f"{n} {k}" for k, n in q["trials"].items())
     best = ", ".join(f"{k}: {lv}" for k, lv in q["best_lever"].items())
     out += ["", f"The quick start's training steps ({trials} trials of {q['steps_per_trial']} steps, one thread): "
             f"{_f(q['training_s_today'])} s eager against {_f(q['training_s_best'])} s with each kind's fastest "
-            f"lever ({best}): {q['speedup']:.2f}×."]
+            f"lever ({best}): {q['speedup']:.2f}×, an upper figure (each lever picked on these same rounds)."]
     c = d.get("two_cores")
     if c:
         out += ["", f"Two eager MT+MUR workers at once: {_f(c['step_ms_two_at_once'], 2)} ms a step against "
