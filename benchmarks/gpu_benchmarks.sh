@@ -12,24 +12,20 @@
 #   4. vd:      MT+VD none/graphs                                                           <= 90 s
 #   5. bf16:    MT+VD+MUR in bf16 + channels_last, none/graphs                              <= 150 s
 #   6. pga, fixmatch: MT+MUR PGA 5 steps none/step, FixMatch none/graphs                    <= 120 s each
-#   7. packtests: a pack of 4 seeds equals 4 single trials on CUDA (tests/test_packed.py)   <= 60 s
-#   8. packs:   MT+VD+MUR seeds/s in packs of PACKS (1,2,4,8) seeds against one seed, none/step
-#               (benchmarks/packed_gpu.py; alone: PARTS=packtests,packs TOTAL=500)          <= 420 s
 # Each part has its own timeout and the benchmark rewrites its JSON after every row, so a part cut
 # short keeps what it measured; no part starts once TOTAL seconds are spent. PARTS picks the parts,
 # e.g. the rest of a run cut short, at once while inductor's cache is warm:
 #     OUT=/tmp/gpu PARTS=vd,bf16,pga,fixmatch TOTAL=250 bash benchmarks/gpu_benchmarks.sh
 # To keep the figures, copy $OUT/<part>.json to benchmarks/results/trainer_throughput_<card>_graphs_<part>.json
-# (trainables/compile_policy.py's MEASURED_CUDA cites those files) and $OUT/gpu_benchmarks.log beside them;
-# $OUT/packed_gpu.json to benchmarks/results/packed_gpu_<card>.json. On a machine the tree was copied to,
-# set BENCH_COMMIT=<the commit> so packed_gpu.json names the code that ran.
+# (the paper presets' compile modes, search_spaces/common.py PAPER_COMPILED, rest on those files) and
+# $OUT/gpu_benchmarks.log beside them.
 # A check that it runs, on the CPU:  DEVICE=cpu STEPS=2 TOTAL=90 OUT=/tmp/gb bash benchmarks/gpu_benchmarks.sh
 set -u
 OUT=${OUT:-benchmarks/results/gpu}
 DEVICE=${DEVICE:-cuda}
 STEPS=${STEPS:-100}
 TOTAL=${TOTAL:-560}   # seconds for the whole script: a part gets min(its limit, what is left), none under 20 s
-PARTS=${PARTS:-mt,mur,tests,vd,bf16,pga,fixmatch,packtests,packs}   # which parts run
+PARTS=${PARTS:-mt,mur,tests,vd,bf16,pga,fixmatch}   # which parts run
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 export PYTHONUNBUFFERED=1
@@ -69,18 +65,5 @@ want vd && bench 90 mt_vd --variants "MT+VD" --compile none,graphs
 want bf16 && bench 150 mt_vd_mur_bf16 --variants "MT+VD+MUR" --bf16 --channels-last --compile none,graphs
 want pga && bench 120 pga --variants "MT+MUR PGA 5 steps" --compile none,step   # graphs: ConfigError (fails on CUDA)
 want fixmatch && bench 120 fixmatch --family fixmatch --variants FM,FM+VD --compile none,graphs
-if [[ "$DEVICE" == cuda ]] && want packtests; then
-    cuda_tests 60 "pack equals singles" tests/test_packed.py -k cuda
-fi
-if want packs; then  # seeds per second of MT+VD+MUR in packs (benchmarks/packed_gpu.py); eager rows first
-    if limit=$(limit_for 420); then
-        echo "== packs (<= ${limit} s, at ${SECONDS} s)" | tee -a "$LOG"
-        PYTHONPATH=. timeout "$limit" "$PY" benchmarks/packed_gpu.py --device "$DEVICE" --packs "${PACKS:-1,2,4,8}" \
-            --compile none,step --steps "$STEPS" --repeats 3 --out "$OUT/packed_gpu.json" 2>&1 | tee -a "$LOG" | tail -14
-        echo "== packs: exit ${PIPESTATUS[0]} (124: timed out; the JSON keeps the rows measured)" | tee -a "$LOG"
-    else
-        echo "== packs: skipped, $((TOTAL - SECONDS)) s left" | tee -a "$LOG"
-    fi
-fi
 rm -f "$OUT"/*.tmp
 echo "== done at ${SECONDS} s" | tee -a "$LOG"

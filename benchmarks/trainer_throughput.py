@@ -20,8 +20,8 @@ does not change the work per step.
 Prints a Markdown table and writes JSON with --out (machine: CPU model or GPU name, torch version),
 rewritten after every measured row ("complete": false until the last) so that a run cut short by a
 timeout keeps what it measured. compile_pct_paper_run: compile_s as a share of a paper-length run
-(PAPER_STEPS steps at the measured speed plus compile_s); compile="auto" allows at most 1 %
-(trainables/compile_policy.py).
+(PAPER_STEPS steps at the measured speed plus compile_s); a paper preset compiles a row only where
+this is at most 1 % (search_spaces/common.py PAPER_COMPILED).
 
 "fp32" in a result's name means float32 tensors without autocast: on Ampere and newer GPUs PyTorch's
 default lets cuDNN run those convolutions in TF32 (torch.backends.cudnn.allow_tf32), so an fp32 row

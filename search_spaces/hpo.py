@@ -15,7 +15,8 @@ from search_spaces.common import CIFAR, QUICK
 def sweep(preset: str) -> Sweep:
     quick = preset == "quick"
     base = {**(QUICK if quick else CIFAR), "method": "mt", "vd": True, "mur": "direct", "entmin_coef": 0.1,
-            "val_size": -1}  # the data set's validation split, which the search selects on
+            "val_size": -1,  # the data set's validation split, which the search selects on
+            **({} if quick else {"compile": "step"})}  # MT+VD+MUR: common.PAPER_COMPILED
     r = (0.25, 4.0) if quick else (2.0, 40.0)
     return Sweep(
         name="hpo", paper_ref="Eq. 7 coefficients (appendix Training Settings)",

@@ -5,9 +5,8 @@ difference in float32) leaves MT+VD+MUR's test error within the seeds' spread of
 channels_last and compile="graphs" is the fast GPU route (benchmarks/results/
 trainer_throughput_h200_graphs_mt_vd_mur{,_bf16}.json), but bf16 stays off by default until runs like
 these show it harmless. One knob per row: bf16. The paper preset runs both rows with compile="graphs" and
-channels_last (the fast route; a layout and a compiler checked equal to eager), set explicitly: with
-compile="auto" the fp32 row would compile and the bf16 row run eagerly (auto measures fp32 only),
-and the rows would differ in two things.
+channels_last (the fast route; a layout and a compiler checked equal to eager), set explicitly, so
+that the two rows differ in bf16 alone.
     python -m sweeper.run precision                  # CIFAR-10 1000 labels, 2 rows x 3 seeds of 280k steps (GPU)
     python -m sweeper.run precision --preset quick   # digits, 2 rows x 5 seeds
 The quick preset runs CPU autocast (oneDNN's bf16 kernels): a proxy for CUDA's, whose op lists and
@@ -27,7 +26,7 @@ def sweep(preset: str) -> Sweep:
     row = QUICK_ROW if quick else PAPER_ROW
     return Sweep(name="precision", paper_ref="none (a check of the bf16 option)",
                  description="MT+VD+MUR test error in fp32 vs bf16 autocast",
-                 base={**(QUICK if quick else {**CIFAR, "compile": "graphs", "channels_last": True}), **row},
+                 base={**(QUICK if quick else CIFAR), **row, **({} if quick else {"compile": "graphs", "channels_last": True})},
                  variants=[{"bf16": False}, {"bf16": True}], baseline={"bf16": False},
                  seeds=QUICK_SEEDS if quick else 3, rows=("bf16",),
                  minutes_per_trial=1.2 if quick else 150)

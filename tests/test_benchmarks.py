@@ -107,27 +107,6 @@ def _load(name):
     return mod
 
 
-def test_packed_cells_groups_the_quick_start_by_cell_and_refuses_a_bad_before(tmp_path, capsys):
-    pc = _load("packed_cells")
-    cells = pc.cells(8, None)
-    assert [pc.cell_name(c) for c in cells] == ["LabelSpreading", "MT", "MT+MUR r=0.25", "MT+MUR r=1", "MT+MUR r=4"]
-    assert all([t["seed"] for t in c] == list(range(8)) for c in cells)
-    short = pc.cells(2, 40)[1][0]  # shortened: the schedules shrink with the run, 1000 -> 40 steps
-    assert (short["steps"], short["lr_rampdown"], short["rampup"]) == (40, 10, 8)
-    with pytest.raises(SystemExit) as e:
-        pc.main(["--before", str(tmp_path)])
-    assert e.value.code == 2 and "holds no trainables/trainer.py" in capsys.readouterr().err
-
-
-def test_packed_gpu_refuses_bad_packs_and_modes_before_any_work(capsys):
-    pg = _load("packed_gpu")
-    for argv in (["--packs", "0,2"], ["--packs", "x"], ["--compile", "graphs"]):
-        with pytest.raises(SystemExit) as e:
-            pg.main(argv)
-        assert e.value.code == 2
-    assert "--compile takes none, model, step" in capsys.readouterr().err
-
-
 def test_a_benchmark_names_each_checkout_by_its_own_commit_and_bench_commit_only_this_one(tmp_path, monkeypatch):
     """BENCH_COMMIT names this checkout (a copy on another machine may carry a stale .git); a --before
     checkout keeps the commit git gives it, and a folder outside git gives None rather than a guess."""
@@ -171,69 +150,3 @@ def test_benchmarks_and_committed_runs_name_the_cpu_by_one_rule(monkeypatch):
     assert provenance.cpu_name() == (platform.processor() or platform.machine())
 
 
-def test_dense_conv_is_conv2d_on_small_maps_forward_and_backward():
-    """cpu_levers' dense matmul against F.conv2d (the independent implementation): outputs, the input's
-    and the kernel's gradients, on the quick network's 2x2 maps and on other small shapes."""
-    import torch
-    import torch.nn.functional as F
-
-    cl = _load("cpu_levers")
-    g = torch.Generator().manual_seed(0)
-    for b, c, o, h, w, k in ((5, 64, 64, 2, 2, 3), (3, 4, 6, 3, 2, 3), (2, 3, 5, 1, 1, 3), (4, 8, 2, 2, 2, 1)):
-        x = torch.randn(b, c, h, w, generator=g, dtype=torch.float64, requires_grad=True)
-        wt = torch.randn(o, c, k, k, generator=g, dtype=torch.float64, requires_grad=True)
-        gy = torch.randn(b, o, h, w, generator=g, dtype=torch.float64)
-        ref = F.conv2d(x, wt, padding=k // 2)
-        got = cl.dense_conv(x, wt, cl.tap_matrix(h, w, k, k // 2).double())
-        torch.testing.assert_close(got, ref, rtol=1e-12, atol=1e-12)
-        gx_ref, gw_ref = torch.autograd.grad(ref, (x, wt), gy)
-        gx, gw = torch.autograd.grad(got, (x, wt), gy)
-        torch.testing.assert_close(gx, gx_ref, rtol=1e-12, atol=1e-12)
-        torch.testing.assert_close(gw, gw_ref, rtol=1e-12, atol=1e-12)
-    with pytest.raises(ValueError, match="keeps the map's size"):
-        cl.tap_matrix(4, 4, 3, 0)
-
-
-def test_densify_turns_only_the_quick_networks_2x2_conv_and_keeps_its_function_and_state():
-    import torch
-
-    from trainables.models import ConvNetSmall
-
-    cl = _load("cpu_levers")
-    torch.manual_seed(0)
-    net = ConvNetSmall(num_classes=10, in_channels=1).double().eval()
-    x = torch.randn(6, 1, 8, 8, dtype=torch.float64)
-    ref, keys = net(x), list(net.state_dict())
-    assert cl.densify(net, x) == 1
-    dense = [m for m in net.modules() if isinstance(m, cl.DenseSmallConv)]
-    assert len(dense) == 1 and dense[0].kernel_size == (3, 3) and dense[0].in_channels == dense[0].out_channels == 64
-    assert list(net.state_dict()) == keys
-    torch.testing.assert_close(net(x), ref, rtol=1e-10, atol=1e-10)
-
-
-def test_cpu_levers_projects_the_quick_start_from_each_kinds_fastest_lever_and_refuses_bad_levers(capsys):
-    cl = _load("cpu_levers")
-    rows = [{"kind": "MT", "lever": "eager", "ms_per_step": 10.0}, {"kind": "MT", "lever": "model", "ms_per_step": 8.0},
-            {"kind": "MT+MUR r=1", "lever": "eager", "ms_per_step": 20.0},
-            {"kind": "MT+MUR r=1", "lever": "dense", "ms_per_step": 16.0}]
-    q = cl.quick_start_projection(rows, {"MT": 8, "MT+MUR r=1": 24}, 1000)
-    # 8 MT trials x 1000 steps x 10 ms + 24 MUR trials x 1000 x 20 ms, against 8 x 8 + 24 x 16
-    assert q["training_s_today"] == pytest.approx(80 + 480) and q["training_s_best"] == pytest.approx(64 + 384)
-    assert q["speedup"] == pytest.approx(560 / 448) and q["best_lever"] == {"MT": "model", "MT+MUR r=1": "dense"}
-    for argv in (["--levers", "dense,model"], ["--levers", "eager,fast"], ["--rounds", "0"]):
-        with pytest.raises(SystemExit) as e:
-            cl.main(argv)
-        assert e.value.code == 2
-    assert "eager included" in capsys.readouterr().err
-
-
-def test_cpu_levers_prices_the_quick_starts_trials_from_the_sweep():
-    """The README's quick start: 8 seeds of LabelSpreading (no step), MT, and MT+MUR at r = 0.25, 1, 4;
-    every MUR cell is priced at r = 1's step."""
-    configs, trials = _load("cpu_levers").quick_start()
-    assert trials == {"MT": 8, "MT+MUR r=1": 24}
-    mt, mur = configs["MT"], configs["MT+MUR r=1"]
-    assert (mt["method"], mt["mur"], mt["seed"], mt["steps"]) == ("mt", "none", 0, 1000)
-    assert (mur["method"], mur["mur"], mur["mur_radius"], mur["seed"]) == ("mt", "direct", 1.0, 0)
-    assert {k: v for k, v in mur.items() if k not in ("mur", "mur_radius")} == \
-        {k: v for k, v in mt.items() if k not in ("mur", "mur_radius")}  # the two kinds differ in MUR alone

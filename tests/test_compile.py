@@ -13,9 +13,7 @@ terms, and near 0 the rounding bound of their passes, tests/conftest.py; 1e-4 on
 magnitude below a real bug (a missing or doubled term, a wrong BN update, a different noise draw:
 all >= 1e-3, measured 0.1-1.0 when the two runs' RNG streams differ).
 """
-import json
 import math
-from pathlib import Path
 
 import pytest
 from conftest import reduction_length, rounding_tol
@@ -23,7 +21,6 @@ import torch
 
 import trainables.trainer as trainer_mod
 from search_spaces.common import QUICK
-from trainables.compile_policy import measured_cuda, resolve_compile
 from trainables.config import ConfigError, TrainConfig
 from trainables.data import load_dataset
 from trainables.methods import loss_terms
@@ -135,93 +132,6 @@ def test_eager_reports_zero_compile_time(digits):
     out = Trainer(_cfg(steps=8, eval_every=8, lr_rampdown=4), digits).run_interval()
     assert out["compile_s"] == 0.0 and out["diverged"] == 0 and out["compile_mode"] == "none"
 
-
-@pytest.mark.parametrize("device, kw, want", [
-    ("cuda", dict(vd=True, mur="direct"), "step"),                        # graphs' 60.7 s would be 1.002 %
-    ("cuda", dict(vd=True, mur="direct", steps=300_000), "graphs"),       # 0.94 %
-    ("cuda", dict(vd=True, mur="none"), "step"),                          # graphs' 27.6 s would be 1.24 %
-    ("cuda", dict(vd=True, mur="none", steps=400_000), "graphs"),         # 0.87 %
-    ("cuda", dict(vd=False, mur="none"), "none"),                         # graphs' 18.7 s would be 1.54 %
-    ("cuda", dict(vd=False, mur="none", steps=500_000), "graphs"),        # 0.87 %
-    ("cuda", dict(vd=False, mur="direct"), "none"),                       # MT+MUR: compiled 1.00x
-    ("cuda", dict(vd=True, mur="pga", mur_steps=5), "none"),              # PGA: compiled slower (no VD) or unmeasured
-    ("cuda", dict(method="ict", vd=True, mur="direct"), "none"),          # unmeasured methods stay eager
-    ("cuda", dict(method="pi", vd=True, mur="none"), "none"),
-    ("cuda", dict(vd=True, mur="direct", bf16=True), "none"),             # bf16: not in the table
-    ("cuda", dict(vd=False, mur="none", steps=500_000, bn_clean_pass=True), "none"),  # not measured
-    ("cuda", dict(vd=True, mur="direct", steps=5000), "none"),            # compile would be > 1 % of the run
-    ("cuda", dict(vd=True, mur="direct", steps=200_000), "none"),         # graphs 1.40 %, step 1.34 %
-    ("cpu", dict(vd=True, mur="direct"), "none"), ("cpu", dict(vd=False, mur="none"), "none")])
-def test_auto_compiles_only_what_was_measured_faster(device, kw, want):
-    """auto = what the H200 benchmark found faster than eager, for runs long enough that compiling costs < 1 %."""
-    cfg = TrainConfig(**{**dict(QUICK, method="mt", steps=280_000, lr_rampdown=0, arch="convnet13",
-                               dataset="cifar10", num_labels=1000), **kw})
-    assert resolve_compile("auto", torch.device(device), cfg) == want
-    for mode in ("none", "model", "step", "graphs"):  # an explicit mode is kept as given
-        assert resolve_compile(mode, torch.device(device), cfg) == mode
-
-
-def test_measured_cuda_is_what_the_committed_benchmark_files_say():
-    """Each figure of measured_cuda() is a row of a committed benchmark file (rounded to 0.1): its
-    steps/s, and its compile seconds or those of the step row measured before it in the same run."""
-    variant = {(False, "none"): "MT", (True, "none"): "MT+VD", (True, "direct"): "MT+VD+MUR"}
-    files = sorted((Path(__file__).resolve().parents[1] / "benchmarks" / "results").glob(
-        "trainer_throughput_h200_*_mt*.json"))
-    runs = [json.loads(f.read_text()) for f in files]
-    runs = [r for r in runs if not r["bf16"]]
-    assert measured_cuda()  # the committed files list compiled modes
-    for key, modes in measured_cuda().items():
-        for mode, steps_per_s, compile_s in modes:
-            found = []
-            for run in runs:
-                rows = {r["compile"]: r for r in run["rows"] if r["variant"] == variant[key]}
-                if mode in rows and round(rows[mode]["steps_per_s"], 1) == steps_per_s:
-                    found += [round(rows[m]["compile_s"], 1) for m in (mode, "step") if m in rows]
-            assert compile_s in found, (key, mode, steps_per_s, compile_s, found)
-
-
-def _run(path, modes, rows, bf16=False):
-    path.write_text(json.dumps({"bf16": bf16, "channels_last": False, "family": "mt", "compile_modes": modes,
-                                "rows": [{"variant": v, "compile": m, "steps_per_s": s, "compile_s": c}
-                                         for v, m, s, c in rows]}))
-
-
-def test_measured_cuda_keeps_the_clearly_faster_modes_of_the_newest_run(tmp_path):
-    """The rule on planted files: step/graphs at >= 1.25x eager of their own run, fastest first; a run
-    with graphs supersedes one without for the modes both measured; graphs after step in one run is
-    counted at step's compile seconds; bf16 runs and the model mode are never read."""
-    _run(tmp_path / "trainer_throughput_h200_compile_mt.json", ["none", "model", "step"],
-         [("MT", "none", 10.0, 0.0), ("MT", "model", 20.0, 1.0), ("MT", "step", 30.0, 5.0),
-          ("MT+VD", "none", 10.0, 0.0), ("MT+VD", "step", 20.04, 7.0)])
-    _run(tmp_path / "trainer_throughput_h200_graphs_mt.json", ["none", "step", "graphs"],
-         [("MT", "none", 20.0, 0.0), ("MT", "step", 24.0, 6.0), ("MT", "graphs", 50.0, 2.0),
-          ("MT+VD+MUR", "none", 10.0, 0.0), ("MT+VD+MUR", "graphs", 12.4, 3.0)])
-    _run(tmp_path / "trainer_throughput_h200_graphs_mt_bf16.json", ["none", "graphs"],
-         [("MT+VD+MUR", "none", 10.0, 0.0), ("MT+VD+MUR", "graphs", 40.0, 3.0)], bf16=True)
-    measured_cuda.cache_clear()
-    try:
-        got = measured_cuda(tmp_path)
-    finally:
-        measured_cuda.cache_clear()
-    # MT: step's 1.2x of the graphs run supersedes the older 3x; graphs at step's 6 s; MT+VD: 2.0x kept;
-    # MT+VD+MUR: 1.24x is not clearly faster, and the bf16 run is not read
-    assert got == {(False, "none"): [("graphs", 50.0, 6.0)], (True, "none"): [("step", 20.0, 7.0)]}
-    with pytest.raises(FileNotFoundError, match="matched nothing"):
-        measured_cuda(tmp_path / "absent")
-
-
-def test_auto_on_cpu_is_eager_bit_for_bit(digits):
-    """The paper presets' compile=auto changes nothing on the CPU: the same losses, bit for bit."""
-    runs, outs = [], []
-    for mode in ("none", "auto"):  # one after the other: each Trainer seeds the global RNG its noise draws from
-        runs.append(Trainer(_cfg(compile=mode, steps=8, eval_every=8, lr_rampdown=4), digits))
-        outs.append([runs[-1].train_step() for _ in range(3)])
-    assert runs[1].compile_mode == "none" and runs[1].compile_s == 0.0
-    for a, b in zip(*outs):
-        assert list(a) == list(b) and all(torch.equal(a[k], b[k]) for k in a)
-
-
-# --- compiled steps ------------------------------------------------------------------------------
 
 def _grads(tr):
     return {n: p.grad.detach().clone() for n, p in tr.student.named_parameters()}

@@ -521,21 +521,6 @@ def test_performance_shows_the_measured_code_not_a_comparison_with_an_older_one(
     assert not re.search(r"\bagainst commit\b|steps/s at [0-9a-f]{7}|\| before \|", performance)
 
 
-def test_cpu_levers_shows_each_levers_speed_up_paired_round_by_round():
-    """The paired column divides eager's round r by the lever's round r (not min by max of the two sides)."""
-    d = {"machine": "m", "cpu_kernels": "AVX2", "torch_version": "9", "commit": "c" * 40, "steps": 5, "warmup": 1,
-         "rounds": 3, "load_1min_before": 0.0, "load_1min_after": 0.0,
-         "rows": [{"kind": "K", "lever": "eager", "ms_per_step": 12.0, "ms_rounds": [10.0, 12.0, 14.0],
-                   "speedup_vs_eager": 1.0},
-                  {"kind": "K", "lever": "fast", "ms_per_step": 10.0, "ms_rounds": [8.0, 10.0, 14.0],
-                   "speedup_vs_eager": 1.2}],
-         "quick_start": {"trials": {"K": 1}, "steps_per_trial": 1, "training_s_today": 1.0, "training_s_best": 1.0,
-                         "speedup": 1.0, "best_lever": {"K": "fast"}}}
-    text = "\n".join(benchmark_docs.cpu_levers_md("l.json", d))
-    # rounds 10/8, 12/10, 14/14: 1.25, 1.20, 1.00; the unpaired ranges (10-14 against 8-14) overlap
-    assert "| K | fast | 10.00 | 8.00–14.00 | 1.20× | 1.00–1.25× |" in text
-
-
 def test_the_readme_install_block_comes_from_its_result_file(tmp_path):
     root = project(tmp_path, [CLAIM])
     readme = docs.generated(root)[Path("README.md")]
@@ -686,36 +671,6 @@ def test_what_the_docs_say_every_sweep_has_every_sweep_has(path):
             assert not lacking, f"{path.name}: {said.group(0)!r}, but {lacking} have no {preset!r} preset"
 
 
-def test_the_packed_tables_come_from_their_files():
-    cells = {"benchmark": "packed_cells", "sweep": "ablation_radius --preset quick", "machine": "Test CPU, 2 cores",
-             "before_commit": "a" * 40, "after_commit": "b" * 40, "rounds": 3, "wall_s_before": 300.0,
-             "wall_s_after": 150.0, "speedup": 2.0,
-             "rows": [{"cell": "MT", "seeds": 8, "wall_s_before": 200.0, "wall_s_after": 80.0, "speedup": 2.5,
-                       "packed_after": True, "why_single_after": None},
-                      {"cell": "LabelSpreading", "seeds": 8, "wall_s_before": 100.0, "wall_s_after": 70.0,
-                       "speedup": 100 / 70, "packed_after": False, "why_single_after": "nothing to pack"}]}
-    text = "\n".join(benchmark_docs.packed_cells_md("c.json", cells))
-    assert "| MT | 200.0 | 80.0 | 2.50× | one pack |" in text
-    assert "| LabelSpreading | 100.0 | 70.0 | 1.43× | seeds one by one (nothing to pack) |" in text
-    assert "| all cells | 300.0 | 150.0 | 2.00× | |" in text and "before aaaaaaa, after bbbbbbb" in text
-    gpu = {"benchmark": "packed_gpu", "variant": "MT+VD+MUR", "gpu": "Test GPU", "before_commit": "a" * 40,
-           "after_commit": "b" * 40, "repeats": 3, "steps": 50, "warmup": 5, "complete": False,
-           "rows": [{"side": "before", "compile": "none", "pack": 1, "steps_per_s": 10.0, "seeds_per_s": 10.0,
-                     "vs_single_before": 1.0},
-                    {"side": "after", "compile": "none", "pack": 1, "steps_per_s": 16.0, "seeds_per_s": 16.0,
-                     "vs_single_before": 1.6},
-                    {"side": "after", "compile": "none", "pack": 8, "steps_per_s": 5.0, "seeds_per_s": 40.0,
-                     "vs_single_before": 4.0},
-                    {"side": "after", "compile": "step", "pack": 8, "steps_per_s": 6.0, "seeds_per_s": 48.0,
-                     "rounds": [5.5, 6.0, 6.5]}]}
-    text = "\n".join(benchmark_docs.packed_gpu_md("g.json", gpu))
-    assert "| packed | none | 8 | 5.00 | 5.00–5.00 | 40.00 | 4.00× |" in text and "(cut short: the rows measured)" in text
-    assert "| packed | step | 8 | 6.00 | 5.50–6.50 | 48.00 |  |" in text
-    # 40 / 16; "step" has no pack of one in this file, so no ratio for it
-    assert "none: a pack of 8 trains 2.50× the seeds per second of a pack of one." in text and "step: a pack" not in text
-    assert "Test GPU, 50 steps after 5 warm-up, median of 3; single trainer from aaaaaaa, packed trainer from bbbbbbb" in text
-
-
 def test_the_quick_trial_profile_table_comes_from_its_file():
     prof = {"benchmark": "profile_quick", "machine": "Test CPU, 2 cores, 1 thread", "torch_version": "9.9",
             "matmul_gflops_1thread": 50.0, "load_1min_before": 1.0, "load_1min_after": 2.0, "steps": 10,
@@ -732,17 +687,19 @@ def test_the_quick_trial_profile_table_comes_from_its_file():
 
 
 def test_a_result_file_that_names_its_benchmark_lands_in_that_benchmarks_section(tmp_path):
-    """packed_gpu rows carry steps_per_s like trainer_throughput's: the file's `benchmark` decides, not its shape."""
+    """Rows that carry steps_per_s like trainer_throughput's: the file's `benchmark` decides, not its shape."""
     results = tmp_path / "benchmarks" / "results"
     results.mkdir(parents=True)
-    (results / "packed_gpu_test.json").write_text(json.dumps({
-        "benchmark": "packed_gpu", "variant": "MT+VD+MUR", "gpu": "Test GPU", "before_commit": "a" * 40,
-        "after_commit": "b" * 40, "repeats": 3, "steps": 50, "warmup": 5, "complete": True,
-        "rows": [{"side": "after", "compile": "none", "pack": 8, "steps_per_s": 5.0, "seeds_per_s": 40.0,
-                  "vs_single_before": 4.0}]}))
+    (results / "profile_quick_test.json").write_text(json.dumps({
+        "benchmark": "profile_quick", "machine": "Test CPU, 2 cores, 1 thread", "torch_version": "9.9",
+        "matmul_gflops_1thread": 50.0, "load_1min_before": 1.0, "load_1min_after": 2.0, "steps": 10,
+        "ray_overhead_file": "benchmarks/results/ray_overhead_cpu.json",
+        "rows": [{"kind": "MT", "steps_per_s": 50.0, "step_s": 0.02, "parts_sum_step_s": 0.019,
+                  "gflop_per_step": 0.4, "gflops_achieved": 20.0, "peak_ratio": 0.4, "trial_total_s": 25.0,
+                  "trial_s": {"forward": 12.0, "start-up": 5.0}}]}))
     text = benchmark_docs.performance_md(tmp_path)
-    section = text.split("## Seeds in packs on a GPU", 1)[1]
-    assert "| packed | none | 8 | 5.00 | 5.00–5.00 | 40.00 | 4.00× |" in section
+    section = text.split("## Where a quick trial's time goes", 1)[1]
+    assert "| **total** | **25.0** |" in section
     assert "## Trainer throughput" not in text
 
 

@@ -170,7 +170,9 @@ def test_row_labels_name_the_bn_statistics_pass_of_a_paper_table():
 
     rows = [t for t in get_sweep("table_cifar", "paper").trials()
             if t["dataset"] == "cifar10" and t["num_labels"] == 1000 and t["method"] == "mt" and t["seed"] == 0]
-    summary = pd.DataFrame(rows).drop(columns=["seed", "trial_index"], errors="ignore")
+    from sweeper.analysis.aggregate import NON_GROUP_KEYS
+
+    summary = pd.DataFrame(rows).drop(columns=list(NON_GROUP_KEYS), errors="ignore")  # as a summary groups
     labels = dict(zip(zip(summary["vd"], summary["mur"]), row_labels(summary, ("method", "vd", "mur"))))
     assert labels[(False, "none")] == "MT (entmin 0.1, clean BN pass on)"
     assert labels[(True, "none")] == "MT + VD (entmin 0.1, clean BN pass off)"

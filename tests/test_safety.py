@@ -515,3 +515,24 @@ def test_a_full_disk_is_told_from_other_errors(tmp_path, monkeypatch):
     assert sweeper_run.disk_full(cut, tmp_path)
     monkeypatch.setattr(sweeper_run, "free_bytes", lambda folder: 2**30)
     assert not sweeper_run.disk_full(cut, tmp_path)  # with space left: another cause
+
+
+def test_a_resume_whose_tune_state_names_a_missing_module_is_one_line(tmp_path, monkeypatch):
+    """Tune pickles the driver's functions by module name into tuner.pkl; an experiment stored by a layout
+    whose modules have moved (e.g. sweeper.tuner, before sweeper/driver/) fails to restore: one line naming
+    the module and the commit to resume from, not Tune's traceback. The real unpickling error is used."""
+    import pickle
+
+    from ray import tune
+
+    def restore(*a, **k):  # what Tune's restore meets on unpickling such a tuner.pkl
+        pickle.loads(b"csweeper.tuner\ntrial_dirname\n.")
+
+    monkeypatch.setattr(tune.Tuner, "restore", staticmethod(restore))
+    monkeypatch.setattr(tuner, "stored_grid", lambda exp: {})
+    monkeypatch.setattr(tuner.store, "prepare_restore", lambda exp: {})
+    args = SimpleNamespace(resume=True, set=None, seeds=None)
+    with pytest.raises(preflight.InputError, match=r"module 'sweeper.tuner'.*resume it from the commit that "
+                                                   r"started it") as e:
+        tuner.make_tuner(None, [], args, tmp_path, {"cpu": 1}, lease=None)
+    assert "\n" not in str(e.value)

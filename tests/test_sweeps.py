@@ -306,10 +306,6 @@ def test_paper_presets_carry_the_authors_bn_statistics_pass_and_quick_ones_never
 @pytest.mark.parametrize("preset", ["quick", "paper"])
 def test_precision_rows_differ_in_bf16_only(preset):
     """One knob per row: the bf16 row is the fp32 row's config with bf16 on, seed for seed (paired)."""
-    import torch
-
-    from trainables.compile_policy import resolve_compile
-
     s = get_sweep("precision", preset)
     by_seed = {}
     for t in s.trials():
@@ -319,8 +315,7 @@ def test_precision_rows_differ_in_bf16_only(preset):
         c32, c16 = (TrainConfig.from_dict(rows[b]) for b in (False, True))
         fp32, bf16 = c32.to_dict(), c16.to_dict()
         assert {k for k in fp32 if fp32[k] != bf16[k]} == {"bf16"}
-        cuda = torch.device("cuda")  # and the same compiled mode as run (auto would split them)
-        assert resolve_compile(c32.compile, cuda, c32) == resolve_compile(c16.compile, cuda, c16)
+        assert c32.compile == c16.compile == ("none" if preset == "quick" else "graphs")
         assert c32.vd and c32.mur == "direct" and c32.method == "mt"
     assert s.baseline == {"bf16": False}
 

@@ -23,7 +23,7 @@ DROPOUT_MODES = ("channel", "element")  # models.Dropout
 CIFAR_NORMS = ("zca", "channel")  # trainables/data.py
 LR_SCHEDULES = ("exp", "cosine")  # trainables/schedules.py
 ARCHS = ("convnet13", "convnet_small", "wrn28_2")
-COMPILE_MODES = ("none", "model", "step", "graphs", "auto")  # trainer.py: what each compiles; auto: compile_policy.py
+COMPILE_MODES = ("none", "model", "step", "graphs")  # trainer.py: what each compiles
 # Keys every sweep's trial config carries (sweeper.driver.preflight.trial_configs writes data_dir and seed; the
 # presets set method and dataset): a trial config without them did not come from a sweep, and
 # trainables/tune.py refuses it rather than train TrainConfig's defaults.
@@ -157,8 +157,8 @@ class TrainConfig:
     channels_last: bool = False     # channels_last memory format (the quick preset's CPU step: trainer.py)
     compile: str = "none"           # torch.compile: none (eager) | model (student, teacher) | step (the loss terms' whole
                                     # forward+backward: MUR, VD, consistency) | graphs (step replayed as CUDA
-                                    # graphs) | auto (the fastest measured; see compile_policy.resolve_compile);
-                                    # compile_s reports its cost
+                                    # graphs); a paper preset names its mode (search_spaces/common.py
+                                    # PAPER_COMPILED); compile_s reports its cost
     nan_check_every: int = 10       # steps between host-side NaN checks (1: every step, before its update)
     checkpoint_every_s: float = 10.0  # Ray Tune: an evaluation's report carries a checkpoint once this many seconds
                                     # passed since the trial's last one (or its start); the last evaluation always

@@ -4,8 +4,7 @@
 
 One `Trainer` owns the student, the teacher (MT, ICT), the optimizer, the step counter and every
 random generator, so that `load(save())` continues bit-for-bit like an uninterrupted run on CPU.
-TrainConfig.compile picks eager or torch.compile'd training steps (`compile_for_training`; what
-"auto" picks: trainables/compile_policy.py); the NaN check reads the loss values on the host every
+TrainConfig.compile picks eager or torch.compile'd training steps (`compile_for_training`); the NaN check reads the loss values on the host every
 nan_check_every steps (`Trainer.check_finite`).
 """
 from __future__ import annotations
@@ -26,7 +25,6 @@ from torch import nn
 
 from trainables import schedules
 from trainables.augment_strong import strong_augment
-from trainables.compile_policy import resolve_compile
 from trainables.config import NOT_COMPARED, ConfigError, TrainConfig
 from trainables.data import (Batcher, Dataset, augment, labeled_split, load_dataset, unlabeled_with_labeled,
                               validation_indices)
@@ -198,7 +196,7 @@ class Trainer:
         self.opt = torch.optim.SGD(param_groups(self.student, cfg.weight_decay, cfg.weight_decay_scope), lr=cfg.lr,
                                    momentum=cfg.momentum, nesterov=cfg.momentum > 0)
         # what train_step calls: the plain modules and loss_terms, or their compiled versions
-        self.compile_mode = resolve_compile(cfg.compile, self.device, cfg)  # none | model | step | graphs
+        self.compile_mode = cfg.compile  # none | model | step | graphs
         self._student_fn, self._teacher_fn, self._loss_terms = compile_for_training(self.compile_mode, self.student,
                                                                                     self.teacher)
         self.compile_s = 0.0 if self.compile_mode == "none" else math.nan  # first step's extra seconds (trace, codegen)

@@ -202,49 +202,6 @@ def job_stop_md(name: str, d: dict) -> list[str]:
     return out
 
 
-def packed_cells_md(name: str, d: dict) -> list[str]:
-    """packed_cells.py: the quick start's cells trained whole, seeds one by one (before) against packs
-    (after), median wall seconds per cell, their sums and ratio."""
-    out = [f"### `{name}`", "", f"`{d['sweep']}`, {d['rows'][0]['seeds']} seeds a cell, on {d['machine']}; "
-           f"before {d['before_commit'][:7]}, after {d['after_commit'][:7]}; median of {d['rounds']} rounds, "
-           f"the two sides alternating; wall seconds of a process that trains every seed of the cell "
-           f"(start-up and imports included).", "",
-           "| cell | before s | after s | speed-up | after trains |", "|---|--:|--:|--:|---|"]
-    for r in d["rows"]:
-        how = "one pack" if r["packed_after"] else f"seeds one by one ({r['why_single_after']})"
-        out.append(f"| {r['cell']} | {_f(r['wall_s_before'])} | {_f(r['wall_s_after'])} | {r['speedup']:.2f}× | {how} |")
-    out.append(f"| all cells | {_f(d['wall_s_before'])} | {_f(d['wall_s_after'])} | {d['speedup']:.2f}× | |")
-    return out
-
-
-def packed_gpu_md(name: str, d: dict) -> list[str]:
-    """packed_gpu.py: seeds per second of one variant in packs (PackedTrainer), against one seed with the
-    single-seed Trainer."""
-    b, a = d["before_commit"][:7], d["after_commit"][:7]
-    code = f"commit {a}" if a == b else f"single trainer from {b}, packed trainer from {a}"
-    out = [f"### `{name}`", "", f"{d['variant']}, {_device(d)}; {code}"
-           + ("" if d.get("complete", True) else " (cut short: the rows measured)") + ".", "",
-           "| trainer | compile | seeds | steps/s | rounds' range | seeds/s | vs the single trainer |",
-           "|---|---|--:|--:|--:|--:|--:|"]
-    side = {"before": "single", "after": "packed"}
-    if d.get("note"):
-        out[4:4] = [d["note"], ""]
-    for r in d["rows"]:
-        v, rounds = r.get("vs_single_before"), r.get("rounds") or [r["steps_per_s"]]
-        out.append(f"| {side[r['side']]} | {r['compile']} | {r['pack']} | {_f(r['steps_per_s'], 2)} | "
-                   f"{_f(min(rounds), 2)}–{_f(max(rounds), 2)} | {_f(r['seeds_per_s'], 2)} | "
-                   f"{'' if v is None else f'{v:.2f}×'} |")
-    gains = []  # per compile mode: the largest pack's seeds/s over the pack of one, both with the pack trainer
-    for mode in dict.fromkeys(r["compile"] for r in d["rows"]):
-        after = {r["pack"]: r["seeds_per_s"] for r in d["rows"] if r["side"] == "after" and r["compile"] == mode}
-        if 1 in after and len(after) > 1:
-            top = max(after)
-            gains.append(f"{mode}: a pack of {top} trains {after[top] / after[1]:.2f}× the seeds per second of a pack of one")
-    if gains:
-        out += ["", "; ".join(gains) + "."]
-    return out
-
-
 def profile_quick_md(name: str, d: dict) -> list[str]:
     """profile_quick.py: seconds of one quick trial by part, per kind, and the step's speed against the
     thread's matmul peak."""
@@ -265,36 +222,6 @@ def profile_quick_md(name: str, d: dict) -> list[str]:
             peak = f"{r['peak_ratio']:.2f}" if r.get("peak_ratio") else "not counted"
             out.append(f"| {r['kind']} | {_f(r['step_s'] * 1e3, 2)} | {_f(r['parts_sum_step_s'] * 1e3, 2)} | "
                        f"{_f(r.get('gflop_per_step'), 3)} | {_f(r.get('gflops_achieved'))} | {peak} |")
-    return out
-
-
-def cpu_levers_md(name: str, d: dict) -> list[str]:
-    """cpu_levers.py: ms per quick step of each kind under each remaining CPU lever against eager, the
-    quick start's training seconds at each kind's fastest lever, and what the second core adds."""
-    out = [f"### `{name}`", "", f"{d['machine']}, {d['cpu_kernels']} kernels, torch {d['torch_version']} at commit "
-           f"{(d['commit'] or '?')[:7]}; each (kind, lever) its own worker process, {d['steps']} steps a round after "
-           f"{d['warmup']} warm-up, median of {d['rounds']} alternating rounds; load average "
-           f"{d['load_1min_before']:.1f} before and {d['load_1min_after']:.1f} after.", "",
-           "| kind | lever | ms per step | rounds' range | speed-up vs eager | paired rounds' range |",
-           "|---|---|--:|--:|--:|--:|"]
-    eager = {r["kind"]: r["ms_rounds"] for r in d["rows"] if r["lever"] == "eager"}
-    for r in d["rows"]:  # paired: eager's round over this lever's same round (the rounds alternate the order)
-        paired = [e / m for e, m in zip(eager[r["kind"]], r["ms_rounds"])]
-        out.append(f"| {r['kind']} | {r['lever']} | {_f(r['ms_per_step'], 2)} | {_f(min(r['ms_rounds']), 2)}–"
-                   f"{_f(max(r['ms_rounds']), 2)} | {r['speedup_vs_eager']:.2f}× | "
-                   f"{min(paired):.2f}–{max(paired):.2f}× |")
-    q = d["quick_start"]
-    trials = ", ".join(f"{n} {k}" for k, n in q["trials"].items())
-    best = ", ".join(f"{k}: {lv}" for k, lv in q["best_lever"].items())
-    out += ["", f"The quick start's training steps ({trials} trials of {q['steps_per_trial']} steps, one thread): "
-            f"{_f(q['training_s_today'])} s eager against {_f(q['training_s_best'])} s with each kind's fastest "
-            f"lever ({best}): {q['speedup']:.2f}×, an upper figure (each lever picked on these same rounds)."]
-    c = d.get("two_cores")
-    if c:
-        out += ["", f"Two eager MT+MUR workers at once: {_f(c['step_ms_two_at_once'], 2)} ms a step against "
-                f"{_f(c['step_ms_alone'], 2)} alone, {c['throughput_two_vs_one_step']:.2f}× one worker's steps per "
-                f"second; two 1024² matmul loops at once: {c['throughput_two_vs_one_matmul']:.2f}× one "
-                f"({_f(c['matmul_gflops_alone'])} GFLOP/s alone)."]
     return out
 
 
@@ -329,8 +256,9 @@ def performance_md(root: Path) -> str:
            "  in the same compile mode; *speed-up vs eager*: the same variant eager, in the same process.",
            "  Eager speeds differ between processes and machines, so read a ratio against its own file only.",
            "- Compile modes (`--set compile=...`, [USAGE.md](USAGE.md)): a `graphs` row measured after `step`",
-           "  in one process found inductor's caches warm, so its compile seconds are low;",
-           "  `trainables/compile_policy.py` counts such rows at `step`'s compile time.",
+           "  in one process found inductor's caches warm, so its compile seconds are low; count such rows",
+           "  at `step`'s compile time. The paper presets compile the rows named in",
+           "  `search_spaces/common.py` (`PAPER_COMPILED`).",
            "- The CPU compile rows show that every mode runs; CPU steps are compute-bound, so they say little",
            "  about the GPU, where a small network's eager step is bound by the host's kernel launches",
            "  (the profile tables: wall time against kernel time per step).",
@@ -346,15 +274,10 @@ def performance_md(root: Path) -> str:
                 "`--seeds auto` on a real sweep (`benchmarks/seeds_auto_real.py`)": [],
                 "`ray job stop`'s time (`benchmarks/job_stop.py`)": [],
                 "Where a quick trial's time goes (`benchmarks/profile_quick.py`)": [],
-                "Seeds in packs: the quick start's cells (`benchmarks/packed_cells.py`)": [],
-                "Seeds in packs on a GPU (`benchmarks/packed_gpu.py`)": [],
-                "The quick trial's remaining CPU levers (`benchmarks/cpu_levers.py`)": [],
                 "Other results": []}
     titles = list(sections)
     by_name = {"sequential_seeds": (titles[6], sequential_md), "seeds_auto_real": (titles[7], seeds_auto_real_md),
-               "job_stop": (titles[8], job_stop_md), "profile_quick": (titles[9], profile_quick_md),
-               "packed_cells": (titles[10], packed_cells_md), "packed_gpu": (titles[11], packed_gpu_md),
-               "cpu_levers": (titles[12], cpu_levers_md)}
+               "job_stop": (titles[8], job_stop_md), "profile_quick": (titles[9], profile_quick_md)}
     for path in sorted((root / BENCHMARKS).glob("*.json")):
         if path == root / INSTALL:  # shown in the README's install block
             continue

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from search_spaces import Sweep, SweepError
 from sweeper import storage as store
+from sweeper.driver.preflight import InputError
 from sweeper.driver.provenance import source_commit
 from sweeper.driver.tune_state import TRIALS_FILE, created_trials, grid_meta, grid_trials, sha256_hex
 
@@ -32,13 +33,16 @@ def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict,
         print(f"resuming {exp_dir}")
         if args.set or args.seeds is not None:
             print("note: --set and --seeds do not apply on --resume; the stored trial configs run on", file=sys.stderr)
-        from sweeper.driver import old_names
         from trainables.tune import train_tune
 
-        old_names.install()  # an experiment stored while sweeper/ was flat names its modules so
-        return tune.Tuner.restore(trainable=tune.with_resources(train_tune, resources), resume_unfinished=True,
-                                  resume_errored=True, param_space=stored_grid(exp_dir),
-                                  **store.prepare_restore(exp_dir))
+        try:
+            return tune.Tuner.restore(trainable=tune.with_resources(train_tune, resources), resume_unfinished=True,
+                                      resume_errored=True, param_space=stored_grid(exp_dir),
+                                      **store.prepare_restore(exp_dir))
+        except ModuleNotFoundError as e:  # Tune's tuner.pkl names a module this version no longer has
+            raise InputError(f"{exp_dir} was stored by a version of the sweeper with module {e.name!r}, which "
+                             f"this one lacks; resume it from the commit that started it (sweep.json's "
+                             f"\"commit\")") from None
     meta = {**asdict(sweep), "preset": args.preset, "n_trials": len(trials), "argv": sys.argv,
             "start_points": start_points(sweep, trials), "commit": source_commit()}
     store.create_experiment(exp_dir)
