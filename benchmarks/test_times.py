@@ -32,8 +32,8 @@ from sweeper.driver.live import load_average  # noqa: E402
 from sweeper.driver.provenance import cpu_kernels  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "install.json"
-FAST = 'python -m pytest -q -m "not slow"'  # the README's first test command
-WHOLE = "python -m pytest -q"  # the README's second, what .ci/run runs
+FAST = 'python -m pytest -q -n 2 --dist loadfile -m "not slow"'  # the README's first test command
+WHOLE = "python -m pytest -q -n 2 --dist loadfile"  # the README's second, what .ci/run runs
 SUMMARY = re.compile(r"^=*\s*(?P<counts>\d+ passed.*?) in (?P<s>[0-9.]+)s", re.M)
 
 

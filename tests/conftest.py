@@ -9,11 +9,24 @@ process shut it down themselves; the hook below makes sure no Ray is left runnin
 """
 import json
 import math
+import os
+import secrets
+import signal
 import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
 import torchvision  # noqa: F401
+
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # two test processes on two cores: torch's default of one thread per core in each would
+    # oversubscribe them, and contended threads slow a CPU step far more than the halving
+    torch.set_num_threads(1)
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -52,6 +65,68 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+class RayHead:
+    """A Ray head on 127.0.0.1 (free ports, its own short temp dir, token auth as Ray 2.60 heads have it
+    by default) that drivers join with `--address`, and `ray job` reaches at `dashboard`."""
+
+    def __init__(self, temp: Path, log: Path, num_cpus: int = 2):
+        root = Path(__file__).resolve().parents[1]
+        env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+        self.env = {**env, "PYTHONPATH": str(root), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32),
+                    "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"}  # a job's `python`
+        self.temp, gcs, dash = temp, free_port(), free_port()
+        self.address, self.dashboard = f"127.0.0.1:{gcs}", f"http://127.0.0.1:{dash}"
+        self.ray = str(Path(sys.executable).parent / "ray")
+        self.proc = subprocess.Popen([self.ray, "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
+                                      "--port", str(gcs), "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash),
+                                      "--ray-client-server-port", str(free_port()),
+                                      "--dashboard-agent-listen-port", str(free_port()), "--temp-dir", str(temp),
+                                      "--num-cpus", str(num_cpus), "--disable-usage-stats"],
+                                     env=self.env, stdout=log.open("w"), stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        deadline = time.time() + 120
+        while self.job("list", timeout=60).returncode != 0:
+            assert self.proc.poll() is None and time.time() < deadline, log.read_text()[-3000:]
+            time.sleep(1)
+
+    def job(self, cmd: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+        """`ray job CMD --address DASHBOARD ARGS`, run from the repository."""
+        return subprocess.run([self.ray, "job", cmd, "--address", self.dashboard, *args],
+                              cwd=Path(__file__).resolve().parents[1], env=self.env, capture_output=True, text=True,
+                              timeout=timeout)
+
+    __call__ = job
+
+    def close(self) -> None:
+        from procs import pids_naming
+
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        for pid in pids_naming(str(self.temp)):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.fixture(scope="session")
+def ray_head(tmp_path_factory):
+    """One Ray head for the drivers of this pytest process whose property does not need a Ray of their
+    own (one that starts and ends with the driver): each driver joins it with `--address` in
+    `ray_head.env`, which saves a local Ray's start and shutdown per driver."""
+    import tempfile
+
+    temp = Path(tempfile.mkdtemp(prefix="rhead", dir="/tmp"))  # short: Ray's unix socket paths
+    head = RayHead(temp, tmp_path_factory.mktemp("ray_head") / "head.log")
+    try:
+        yield head
+    finally:
+        head.close()
+
 
 def rounding_tol(magnitude: float, n: int, dtype=torch.float32, lam: float = 8.0) -> float:
     """How far apart two results of the same computation in `dtype` may be when they differ only in

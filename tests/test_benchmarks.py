@@ -63,6 +63,7 @@ def load_cpu_step():
     return mod
 
 
+@pytest.mark.slow
 def test_cpu_step_against_the_same_tree_gives_the_same_losses_and_every_row(tmp_path):
     """This tree against itself: two processes from one seed take bit-identical steps (same_losses), and
     the JSON holds every variant's before/after rounds and their ratio."""

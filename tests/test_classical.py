@@ -86,6 +86,7 @@ def test_matches_a_direct_scikit_learn_run(result, direct):
     assert result["test_error"] < 15  # 100 labels on digits: a working baseline, far from 90 % chance
 
 
+@pytest.mark.slow
 def test_validation_rows_never_enter_the_fit(digits, result, direct):
     d = digits
     # labels = what the smallest-gamma model predicts: that gamma now has 0 % validation error and wins

@@ -20,6 +20,19 @@ from sweeper.docgen import claims as claimlib
 from trainables.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _test_commands() -> tuple[str, str]:
+    """The fast and the whole suite's commands as benchmarks/test_times.py times them."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("test_times", ROOT / "benchmarks" / "test_times.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.FAST, mod.WHOLE
+
+
+FAST, WHOLE = _test_commands()
 DOC_FILES = [ROOT / "README.md", ROOT / "cluster" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
@@ -31,7 +44,7 @@ def test_readme_is_a_landing_page_with_the_ci_install_and_test_command():
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 150
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "\npython -m pytest -q\n" in text and "\npython -m pytest -q\n" in ci  # .ci/run runs the README's
+    assert f"\n{WHOLE}\n" in text and f"\n{WHOLE}\n" in ci  # .ci/run runs the README's
     installs = re.findall(r"pip install -e '([^']+)'", ci)
     assert installs and all(f"pip install -e '{extras}'" in text for extras in installs)  # what CI installs
     assert ("chromium" in ci) == ("apt-get install -y chromium" in text)
@@ -56,8 +69,8 @@ def test_readme_install_block_runs_as_root_and_as_a_user_and_its_first_test_comm
     assert "pip install -e" in install
     assert not [line for line in install.splitlines() if PRIVILEGED.search(line)], install
     tests = [line.strip() for b in blocks for line in b.splitlines() if "pytest" in line]
-    assert tests[0] == 'python -m pytest -q -m "not slow"'  # the fast suite first
-    assert tests[-1] == "python -m pytest -q"  # everything, as .ci/run runs it
+    assert tests[0] == FAST  # the fast suite first
+    assert tests[-1] == WHOLE  # everything, as .ci/run runs it
     optional = [b for b in blocks if "chromium" in b]
     assert optional and blocks.index(optional[0]) > 0  # the browser has a block of its own, after the install
 
@@ -122,6 +135,7 @@ def test_every_committed_run_comes_from_a_commit_of_clean_code():
         assert run["machine"].get("cpu"), p.name
 
 
+@pytest.mark.slow
 def test_every_claim_is_graded_on_two_disjoint_halves_of_its_seeds_or_says_why_not():
     runs = [committed_runs.read_run(p) for p in committed_runs.run_dirs()]
     for c, graded in docs.grade_claims(docs.load_claims(), runs):
@@ -796,6 +810,7 @@ def test_each_committed_trials_own_time_sums_to_its_runs_trial_min():
         assert abs(total - run["machine"]["trial_min"]) <= 0.05 + 1e-9, run["name"]
 
 
+@pytest.mark.slow
 def test_the_docs_and_the_dry_run_price_each_claim_cell_alike():
     """Two implementations of one price: RESULTS.md matches a claim's cell among the parsed runs
     (docs.cell_minutes), `--dry-run` its planned trial's full configuration among the trials.csv files

@@ -1,10 +1,7 @@
 """End to end through a real local Ray (not mocked): a tiny sweep via the CLI, and `ray job submit`."""
-import contextlib
 import json
 import os
 import re
-import secrets
-import signal
 import subprocess
 import sys
 import time
@@ -12,7 +9,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import free_port
 from notorch import BLOCK_TORCH
 from procs import pids_naming
 
@@ -55,68 +51,23 @@ def test_tiny_sweep_runs_end_to_end_and_writes_results(tmp_path):
     assert not list(exp.glob("trial_*/events.out.tfevents*"))  # TensorBoard files only with --tensorboard
 
 
-@contextlib.contextmanager
-def local_head(tmp_path):
-    """A Ray head on 127.0.0.1 (free ports, own temp dir, 2 CPUs); yields `job(cmd, *args)`, which runs
-    `ray job CMD --address DASHBOARD ARGS` from the repository. Afterwards the head and every process
-    naming its temp dir are gone (SIGKILL by PID).
-
-    Ray 2.60 heads turn token auth on by default; head and client share a token passed by value."""
-    auth = _env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
-    temp = Path("/tmp") / f"rayjob-{os.getpid()}"  # short: Ray's socket paths have a length limit
-    gcs, dash = free_port(), free_port()
-    ray_bin = str(Path(sys.executable).parent / "ray")
-    head = subprocess.Popen([ray_bin, "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
-                             "--port", str(gcs), "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash),
-                             "--ray-client-server-port", str(free_port()),
-                             "--dashboard-agent-listen-port", str(free_port()),
-                             "--temp-dir", str(temp), "--num-cpus", "2", "--disable-usage-stats"],
-                            env=auth, stdout=(tmp_path / "head.log").open("w"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    address = f"http://127.0.0.1:{dash}"
-
-    def job(cmd, *args, timeout=600):
-        return subprocess.run([ray_bin, "job", cmd, "--address", address, *args], cwd=ROOT, env=auth,
-                              capture_output=True, text=True, timeout=timeout)
-
-    job.address, job.env, job.temp = address, auth, temp
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if job("list", timeout=60).returncode == 0:
-                break
-            time.sleep(2)
-        yield job
-    finally:
-        head.send_signal(signal.SIGTERM)
-        try:
-            head.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
-        for pid in pids_naming(str(temp)):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-
-def test_ray_job_submit_to_local_head_succeeds(tmp_path):
+def test_ray_job_submit_to_local_head_succeeds(ray_head, tmp_path):
     """`ray job submit --working-dir . -- python -m sweeper.run ...` against a head on 127.0.0.1."""
-    with local_head(tmp_path) as job:
-        p = job("submit", "--working-dir", ".", "--", "python", "-m", "sweeper.run", "ablation_radius",
-                "--preset", "quick", *TINY, "--tensorboard", "--storage", str(tmp_path / "results"))
-        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
-        assert "results:" in p.stdout  # the job's own log (the CLI's output) streams back
-        assert "note: `ray job stop`" in p.stdout  # Ray's default stop wait (3 s) is too short: the fix is named
-        job_id = re.search(r"Job '(raysubmit_\w+)' succeeded", p.stdout).group(1)
-        status = subprocess.run(  # the SDK reads RAY_AUTH_MODE when Ray loads: ask from a fresh process
-            [sys.executable, "-c", "import sys; from ray.job_submission import JobSubmissionClient as C; "
-             "print(C(sys.argv[1]).get_job_status(sys.argv[2]))", job.address, job_id],
-            env=job.env, capture_output=True, text=True)
-        assert status.stdout.strip().endswith("SUCCEEDED"), status.stdout + status.stderr[-2000:]
-        exp = next((tmp_path / "results").glob("ablation_radius-*"))
-        assert len(pd.read_parquet(exp / "trials.parquet")) == 5  # LabelSpreading, MT, MT+MUR at three radii
-        assert len(list(exp.glob("trial_*/events.out.tfevents*"))) == 5  # --tensorboard: one file per trial
+    job = ray_head
+    p = job("submit", "--working-dir", ".", "--", "python", "-m", "sweeper.run", "ablation_radius",
+            "--preset", "quick", *TINY, "--tensorboard", "--storage", str(tmp_path / "results"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    assert "results:" in p.stdout  # the job's own log (the CLI's output) streams back
+    assert "note: `ray job stop`" in p.stdout  # Ray's default stop wait (3 s) is too short: the fix is named
+    job_id = re.search(r"Job '(raysubmit_\w+)' succeeded", p.stdout).group(1)
+    status = subprocess.run(  # the SDK reads RAY_AUTH_MODE when Ray loads: ask from a fresh process
+        [sys.executable, "-c", "import sys; from ray.job_submission import JobSubmissionClient as C; "
+         "print(C(sys.argv[1]).get_job_status(sys.argv[2]))", job.dashboard, job_id],
+        env=job.env, capture_output=True, text=True)
+    assert status.stdout.strip().endswith("SUCCEEDED"), status.stdout + status.stderr[-2000:]
+    exp = next((tmp_path / "results").glob("ablation_radius-*"))
+    assert len(pd.read_parquet(exp / "trials.parquet")) == 5  # LabelSpreading, MT, MT+MUR at three radii
+    assert len(list(exp.glob("trial_*/events.out.tfevents*"))) == 5  # --tensorboard: one file per trial
 
 
 def _stop(job, job_id: str, storage: Path) -> float:
@@ -127,15 +78,15 @@ def _stop(job, job_id: str, storage: Path) -> float:
     log = job.temp / "session_latest" / "logs" / f"job-driver-{job_id}.log"
     assert "stopping:" not in log.read_text()
     stop = subprocess.Popen([str(Path(sys.executable).parent / "ray"), "job", "stop", "--no-wait", "--address",
-                             job.address, job_id], cwd=ROOT, env=job.env, stdout=subprocess.DEVNULL)
+                             job.dashboard, job_id], cwd=ROOT, env=job.env, stdout=subprocess.DEVNULL)
     t0 = time.monotonic()
     while "stopping:" not in log.read_text():
         assert time.monotonic() - t0 < 120, "no SIGTERM reached the driver in 2 minutes"
-        time.sleep(0.02)
+        time.sleep(0.1)
     signalled = time.monotonic()
     while pids_naming(str(storage)):
         assert time.monotonic() - signalled < 120, "the driver outlived its SIGTERM by 2 minutes"
-        time.sleep(0.02)
+        time.sleep(0.1)
     stop_s = time.monotonic() - signalled
     assert stop.wait(60) == 0
     deadline = time.time() + 60
@@ -150,7 +101,7 @@ def _reports(exp: Path) -> dict[str, list[dict]]:
             for t in exp.glob("trial_*") if (t / "result.json").is_file()}
 
 
-def test_ray_job_stop_keeps_what_finished_and_resume_finishes_every_trial(tmp_path):
+def test_ray_job_stop_keeps_what_finished_and_resume_finishes_every_trial(ray_head, tmp_path):
     """`ray job stop` mid-sweep, twice: with Ray's default stop wait (3 s, then SIGKILL) the job's log still
     holds the --resume command and trials.parquet what had finished; submitted with the stop wait that
     docs/USAGE.md gives, the stop ends in time, its log ends with the --resume line and trials.parquet
@@ -164,39 +115,39 @@ def test_ray_job_stop_keeps_what_finished_and_resume_finishes_every_trial(tmp_pa
     wait_env = json.dumps({"env_vars": {"RAY_JOB_STOP_WAIT_TIME_S": str(JOB_STOP_WAIT_S)}})
     finished = lambda reports: {t for t, r in reports.items() if r and r[-1]["step"] == 200}
     stops = []
-    with local_head(tmp_path) as job:
-        for i, extra in enumerate(([], ["--runtime-env-json", wait_env])):
-            resume = ["--resume", str(exp)] if i else []
-            p = job("submit", "--no-wait", *extra, "--working-dir", ".", "--", *argv, *resume)
-            job_id = re.search(r"raysubmit_\w+", p.stdout).group(0)
-            exp_of = lambda: next(storage.glob("ablation_radius-*"), None)
-            before = _reports(exp_of()) if i else {}
-            deadline = time.time() + 300
-            # stop once a trial finished (LabelSpreading, at once) and a running one reported new steps
-            while not (exp_of() and finished(now := _reports(exp_of())) and any(
-                    len(r) > len(before.get(t, [])) and r[-1]["step"] < 200 for t, r in now.items())):
-                assert time.time() < deadline, job("logs", job_id).stdout[-3000:]
-                time.sleep(0.2)
-            exp = exp_of()
-            at_stop = finished(_reports(exp))
-            stop_s = _stop(job, job_id, storage)
-            print(f"ray job stop {i + 1}: the driver ended {stop_s:.1f} s after its SIGTERM")
-            log = job("logs", job_id).stdout
-            resume_cmd = f"python -m sweeper.run ablation_radius --resume {exp}"
-            assert resume_cmd in log, log[-3000:]
-            df = pd.read_parquet(exp / "trials.parquet")  # written at the signal, or by the final report
-            assert at_stop <= set(df.loc[df["status"] == "finished", "trial_dir"]), df
-            if i == 0:
-                assert "note: `ray job stop` SIGKILLs this driver 3 s after its SIGTERM" in log
-            else:
-                assert "note: `ray job stop`" not in log and "interrupted:" in log
-                assert log.rstrip().splitlines()[-1].endswith(f"`{resume_cmd}`"), log[-3000:]
-                assert (exp / "summary.csv").is_file()
-            stops.append({"stop_wait_s": int(json.loads(extra[1])["env_vars"]["RAY_JOB_STOP_WAIT_TIME_S"]) if extra
-                          else 3, "sigterm_to_driver_end_s": round(stop_s, 1), "finished_at_stop": len(at_stop),
-                          "ended": "on its own" if "interrupted:" in log else "SIGKILLed"})
-        p = job("submit", "--working-dir", ".", "--", *argv[:3], "ablation_radius", "--resume", str(exp))
-        assert p.returncode == 0 and f"resuming {exp}" in p.stdout, p.stdout[-3000:] + p.stderr[-2000:]
+    job = ray_head
+    for i, extra in enumerate(([], ["--runtime-env-json", wait_env])):
+        resume = ["--resume", str(exp)] if i else []
+        p = job("submit", "--no-wait", *extra, "--working-dir", ".", "--", *argv, *resume)
+        job_id = re.search(r"raysubmit_\w+", p.stdout).group(0)
+        exp_of = lambda: next(storage.glob("ablation_radius-*"), None)
+        before = _reports(exp_of()) if i else {}
+        deadline = time.time() + 300
+        # stop once a trial finished (LabelSpreading, at once) and a running one reported new steps
+        while not (exp_of() and finished(now := _reports(exp_of())) and any(
+                len(r) > len(before.get(t, [])) and r[-1]["step"] < 200 for t, r in now.items())):
+            assert time.time() < deadline, job("logs", job_id).stdout[-3000:]
+            time.sleep(0.2)
+        exp = exp_of()
+        at_stop = finished(_reports(exp))
+        stop_s = _stop(job, job_id, storage)
+        print(f"ray job stop {i + 1}: the driver ended {stop_s:.1f} s after its SIGTERM")
+        log = job("logs", job_id).stdout
+        resume_cmd = f"python -m sweeper.run ablation_radius --resume {exp}"
+        assert resume_cmd in log, log[-3000:]
+        df = pd.read_parquet(exp / "trials.parquet")  # written at the signal, or by the final report
+        assert at_stop <= set(df.loc[df["status"] == "finished", "trial_dir"]), df
+        if i == 0:
+            assert "note: `ray job stop` SIGKILLs this driver 3 s after its SIGTERM" in log
+        else:
+            assert "note: `ray job stop`" not in log and "interrupted:" in log
+            assert log.rstrip().splitlines()[-1].endswith(f"`{resume_cmd}`"), log[-3000:]
+            assert (exp / "summary.csv").is_file()
+        stops.append({"stop_wait_s": int(json.loads(extra[1])["env_vars"]["RAY_JOB_STOP_WAIT_TIME_S"]) if extra
+                      else 3, "sigterm_to_driver_end_s": round(stop_s, 1), "finished_at_stop": len(at_stop),
+                      "ended": "on its own" if "interrupted:" in log else "SIGKILLed"})
+    p = job("submit", "--working-dir", ".", "--", *argv[:3], "ablation_radius", "--resume", str(exp))
+    assert p.returncode == 0 and f"resuming {exp}" in p.stdout, p.stdout[-3000:] + p.stderr[-2000:]
     df = pd.read_parquet(exp / "trials.parquet")
     assert len(df) == 5 and set(df["status"]) == {"finished"} and df["final_step"].eq(200).all()
     print(json.dumps({"test": "ray job stop + resume", "stops": stops}))

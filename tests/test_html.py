@@ -202,6 +202,7 @@ def test_sweep_state_from_the_heartbeat(tmp_path):
     assert sweep_state(tmp_path, part, 2, now) == "interrupted"
 
 
+@pytest.mark.slow
 def test_search_page_has_the_ranked_table_and_optuna_figures(tmp_path):
     import optuna
 
@@ -221,6 +222,7 @@ def test_search_page_has_the_ranked_table_and_optuna_figures(tmp_path):
     assert len(figs) == 3 and all(base64.b64decode(b).startswith(PNG) for b, _ in figs)
 
 
+@pytest.mark.slow
 def test_index_of_a_results_root(tmp_path, capsys):
     a, _ = make_table_exp(tmp_path / "a", baseline=BASELINE)
     root = tmp_path / "results"
@@ -244,6 +246,7 @@ def test_index_of_a_results_root(tmp_path, capsys):
     assert f"index: {root / 'index.html'}" in out and b.is_dir()
 
 
+@pytest.mark.slow
 def test_a_folder_name_cannot_make_a_link_run_script(tmp_path):
     """A results folder named like a URL with a scheme (`javascript:...`) is linked as a relative path
     below the index: every href of index.html and report.html has no scheme and, resolved against
@@ -405,11 +408,6 @@ CUT = ["--seeds", "2", "--set", "steps=100", "--set", "eval_every=50", "--set", 
        "--set", "sensitivity_samples=20"]
 
 
-def _env():
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    return {**env, "PYTHONPATH": str(ROOT)}
-
-
 def _consistent_snapshot(exp: Path):
     """(report.html text, trials.parquet) from one rebuild: the page is written after trials.parquet,
     so both are read between two equal page mtimes with the parquet no newer than the page."""
@@ -422,14 +420,15 @@ def _consistent_snapshot(exp: Path):
 
 
 @pytest.mark.slow
-def test_quick_sweep_pages_live_and_in_chromium(tmp_path):
+def test_quick_sweep_pages_live_and_in_chromium(ray_head, tmp_path):
     """A cut-down quick sweep (its rows x 2 seeds of 100 steps): report.html appears after the first
     trials end and shows a partial table and the progress of that moment while the sweep runs; the
     final page and the root's index open in Chromium with no network request, no console error,
     every image decoded, cells equal summary.csv's, the progress line the trials' statuses."""
     need_chromium()
     proc = subprocess.Popen([sys.executable, "-m", "sweeper.run", "ablation_radius", "--preset", "quick", *CUT,
-                             "--live-every", "3", "--storage", str(tmp_path)], cwd=ROOT, env=_env(),
+                             "--live-every", "3", "--storage", str(tmp_path), "--address", ray_head.address],
+                            cwd=ROOT, env=ray_head.env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     mid = None
     try:

@@ -10,6 +10,8 @@ lazy import inside a function cannot hide a circle.
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("sweeper", "trainables", "search_spaces", "benchmarks")
 
@@ -101,6 +103,7 @@ def test_no_import_cycle():
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
 
 
+@pytest.mark.slow
 def test_no_module_imports_a_private_name_of_another():
     """A name used across modules is public: no `from x import _name` (tests included)."""
     project = {m.split(".")[0] for m in _modules()} | {p.stem for p in (ROOT / "tests").glob("*.py")}
@@ -141,6 +144,7 @@ def test_the_driver_and_results_code_reach_no_module_that_imports_torch():
     assert not found, "\n".join(found)
 
 
+@pytest.mark.slow
 def test_storage_is_below_the_results_code():
     """sweeper/storage.py has its own error (StorageError) and imports no results module: the report code
     builds on storage, never the other way."""
@@ -207,6 +211,7 @@ def test_the_analysis_package_has_no_ray_import():
     assert not found, "\n".join(found)
 
 
+@pytest.mark.slow
 def test_importing_every_analysis_module_loads_no_ray():
     """Each module of sweeper/analysis/ imported in a fresh interpreter: Ray is not in sys.modules after
     all of them (an import only adds modules, so none of them loads it on its own either)."""

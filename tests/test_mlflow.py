@@ -33,6 +33,7 @@ def test_unreachable_server_is_one_line_and_exit_2_before_ray(tmp_path, capsys):
     assert not list(tmp_path.iterdir())  # nothing written, no Ray started
 
 
+@pytest.mark.slow
 def test_missing_mlflow_is_one_line_and_exit_2(tmp_path):
     code = ("import sys\n"
             "class _No:\n"
@@ -49,7 +50,7 @@ def test_missing_mlflow_is_one_line_and_exit_2(tmp_path):
 
 
 @pytest.mark.slow
-def test_every_trial_is_an_mlflow_run_with_its_tags_params_and_metrics(tmp_path):
+def test_every_trial_is_an_mlflow_run_with_its_tags_params_and_metrics(ray_head, tmp_path):
     mlflow = pytest.importorskip("mlflow")
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
@@ -74,8 +75,9 @@ def test_every_trial_is_an_mlflow_run_with_its_tags_params_and_metrics(tmp_path)
             time.sleep(1)
         p = subprocess.run([sys.executable, "-m", "sweeper.run", "ablation_mur_vs_rr", "--preset", "quick",
                             "--seeds", "1", "--set", "steps=20", "--set", "eval_every=10", "--set", "lr_rampdown=10",
-                            "--set", "sensitivity_samples=20", "--mlflow", uri, "--storage", str(tmp_path / "results")],
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+                            "--set", "sensitivity_samples=20", "--mlflow", uri, "--storage", str(tmp_path / "results"),
+                            "--address", ray_head.address, "--live-every", "0"],
+                           cwd=ROOT, env={**env, **ray_head.env}, capture_output=True, text=True, timeout=600)
         assert p.returncode == 0, p.stderr[-3000:]
         exp = next((tmp_path / "results").glob("ablation_mur_vs_rr-*"))
         trials = pd.read_parquet(exp / "trials.parquet")

@@ -343,16 +343,14 @@ def finished_reports(exp: Path) -> dict[str, int]:
 
 
 @pytest.mark.slow
-def test_two_real_drivers_on_one_local_experiment(tmp_path):
+def test_two_real_drivers_on_one_local_experiment(ray_head, tmp_path):
     """Driver A runs a tiny sweep; driver B (`--resume` of A's folder) is refused in one line naming A and
     leaves A's files alone; A is killed with SIGKILL (no release) and a third `--resume` finishes the sweep."""
-    from procs import pids_naming
-    from test_reliability import kill_tree, process_tree, ray_env, short_tmp
+    from test_reliability import kill_tree, process_tree
 
-    temp = short_tmp("rr1d")
-    env = ray_env(temp)
+    env = ray_head.env
     root = tmp_path / "results"
-    argv = [sys.executable, "-m", "sweeper.run", *QUICK, *TINY, "--storage", str(root)]
+    argv = [sys.executable, "-m", "sweeper.run", *QUICK, *TINY, "--storage", str(root), "--address", ray_head.address]
     exp = None
     a = None
     try:
@@ -380,38 +378,28 @@ def test_two_real_drivers_on_one_local_experiment(tmp_path):
     finally:
         if a is not None and a.poll() is None:
             kill_tree(process_tree(a.pid))
-        for pid in pids_naming(str(temp)):
-            os.kill(pid, signal.SIGKILL)
     steps = finished_reports(exp)
     assert len(steps) == 5 and set(steps.values()) == {40}, steps  # LabelSpreading reports once, at the end
 
 
 @pytest.mark.slow
-def test_a_real_torn_state_falls_back_and_runs_no_empty_trial(tmp_path):
+def test_a_real_torn_state_falls_back_and_runs_no_empty_trial(ray_head, tmp_path):
     """A tiny sweep run to its end, `--resume`d once (Tune saves a second run's state), then that newest
     state cut in half: the next `--resume` restores the first run's complete state, runs no trial
     again (no new trial folder, every result.json unchanged) and exits 0."""
-    from procs import pids_naming
-    from test_reliability import ray_env, short_tmp
-
-    temp = short_tmp("rrts")
-    env = ray_env(temp)
+    env = ray_head.env
     root = tmp_path / "results"
-    argv = [sys.executable, "-m", "sweeper.run", *QUICK, *TINY, "--storage", str(root)]
-    try:
-        for extra in ([], ["--resume"]):
-            p = subprocess.run([*argv, *extra], cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
-            assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
-        (exp,) = storage.experiments(root, "ablation_radius")
-        states = sorted(exp.glob("experiment_state-*.json"))
-        assert len(states) == 2, states
-        results = {f: f.read_bytes() for f in exp.glob("*/result.json")}
-        text = states[-1].read_text()
-        states[-1].write_text(text[: len(text) // 2])
-        p = subprocess.run([*argv, "--resume"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
-    finally:
-        for pid in pids_naming(str(temp)):
-            os.kill(pid, signal.SIGKILL)
+    argv = [sys.executable, "-m", "sweeper.run", *QUICK, *TINY, "--storage", str(root), "--address", ray_head.address]
+    for extra in ([], ["--resume"]):
+        p = subprocess.run([*argv, *extra], cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+        assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    (exp,) = storage.experiments(root, "ablation_radius")
+    states = sorted(exp.glob("experiment_state-*.json"))
+    assert len(states) == 2, states
+    results = {f: f.read_bytes() for f in exp.glob("*/result.json")}
+    text = states[-1].read_text()
+    states[-1].write_text(text[: len(text) // 2])
+    p = subprocess.run([*argv, "--resume"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
     assert len(list(exp.glob("*/params.json"))) == 5 and all(  # no trial of an empty config
         json.loads(f.read_text()).get("method") for f in exp.glob("*/params.json"))
     assert {f: f.read_bytes() for f in exp.glob("*/result.json")} == results  # nothing ran again

@@ -146,6 +146,7 @@ def test_png_text_chunks_round_trip():
     assert marked.endswith(png[png.rindex(b"IEND") - 4:])  # IEND stays last
 
 
+@pytest.mark.slow
 def test_the_picture_is_drawn_from_the_page_it_names(committed_run):
     need_chromium()
     root, run, _ = committed_run

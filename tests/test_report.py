@@ -286,6 +286,7 @@ def test_each_method_is_compared_with_its_own_base_row(table_built):
             assert row["diff_vs_baseline"] == pytest.approx(np.mean(c[:, -1] - base))
 
 
+@pytest.mark.slow
 def test_baseline_within_method_isolates_the_variant_and_keeps_method_vs_mt(tmp_path):
     """Sweep.baseline_within = ("method",), through build_report from sweep.json: ICT + VD + MUR is
     compared with ICT (its own method's base row, marked "vs ICT" in the table), while ICT itself and
@@ -547,6 +548,7 @@ def ablation_exp(tmp_path):
     return exp
 
 
+@pytest.mark.slow
 def test_every_plot_is_written(ablation_exp):
     paths = build_report(ablation_exp)
     for name in ("radius.png", "mur_vs_rr.png", "ga_vs_pga.png", "kl.png", "sensitivity_hist.png", "g0_norm.png"):
@@ -593,6 +595,7 @@ def test_virtual_point_mosaic_places_and_scales_every_tile():
     assert (m[4] == 1).all() and (m[:, 5] == 1).all()            # the gaps are white
 
 
+@pytest.mark.slow
 def test_cli_prints_the_table(table_exp, capsys):
     exp, _ = table_exp
     assert main([str(exp), "--format", "latex", "--which", "best_test"]) == 0
@@ -603,6 +606,7 @@ def test_cli_prints_the_table(table_exp, capsys):
     assert (exp / "trials.parquet").is_file() and (exp / "summary.csv").is_file()
 
 
+@pytest.mark.slow
 def test_cli_rejects_a_folder_that_is_not_an_experiment(tmp_path):
     (tmp_path / "notes.txt").write_text("hello")
     proc = subprocess.run([sys.executable, "-m", "sweeper.report", str(tmp_path)], cwd=ROOT,
@@ -634,6 +638,7 @@ def test_pooled_histograms_keep_every_test_point():
     np.testing.assert_array_equal(counts, np.histogram(centres, bins=edges)[0])
 
 
+@pytest.mark.slow
 def test_virtual_points_stored_by_the_trial_are_plotted_without_torch(tmp_path):
     """The appendix figure is rebuilt from the virtual_points.npz a MUR trial stores beside its checkpoint
     (x* of test images at 4 radii), in a process where torch cannot be imported; a checkpoint without
@@ -731,6 +736,7 @@ def test_the_search_sweeps_start_at_their_base_values_and_refuse_one_outside_the
                                                "[0.01, 0.3]; change --set lr=... or the range in search_spaces/hpo.py")
 
 
+@pytest.mark.slow
 def test_a_search_ranks_its_trials_by_validation_error(tmp_path):
     """hpo: finished trials by final val_error first (the test error beside it, not used), then the
     ASHA-stopped ones (most steps first), failed and diverged left out; build_report writes
@@ -810,6 +816,7 @@ def test_classical_note_sorts_rows_into_better_no_difference_and_worse_than_labe
                           trials[trials["method"] != "labelspreading"], ("method",), ()) == []
 
 
+@pytest.mark.slow
 def test_paired_diffs_plot_draws_every_paired_cell_and_nothing_without_a_baseline(tmp_path):
     """paired_diffs.png: one line per cell with >= 2 paired seeds, its difference and interval those
     of summary.csv (the diverged extra MT seed pairs nothing); no plot without a baseline."""

@@ -137,6 +137,7 @@ def test_report_of_a_uri_that_holds_nothing_is_one_line_exit_2(s3, capsys):
     assert len(err.strip().splitlines()) == 1 and f"s3://{BUCKET}/results/nothing-here does not exist" in err
 
 
+@pytest.mark.slow
 def test_report_page_and_index_of_a_bucket(s3, tmp_path, capsys):
     """A sweep folder in the bucket: its report (report.html included) is uploaded beside it; the
     bucket's results root gets index.html, one row linking to that page."""
@@ -276,6 +277,7 @@ def test_upload_missing_compares_content_not_only_size(s3, tmp_path):
     assert storage.upload_missing(local, pafs.LocalFileSystem(), str(remote_dir)) == 0
 
 
+@pytest.mark.slow
 def test_hpo_study_goes_up_after_each_trial_and_comes_back_on_another_machine(s3, tmp_path, monkeypatch):
     """The Tune callback uploads a consistent snapshot of the SQLite study while Optuna keeps it open;
     prepare_restore on a machine without it (another cache) pulls it back with every trial."""
@@ -362,6 +364,7 @@ def lease_of(client, prefix: str) -> dict:
     return json.loads(client.get_object(Bucket=BUCKET, Key=f"{prefix}/driver.lease")["Body"].read())
 
 
+@pytest.mark.slow
 def test_a_bucket_lease_refuses_while_it_beats_and_is_taken_over_once_it_stops(s3, monkeypatch, capsys):
     from sweeper.driver.lease import DriverLease, LeaseHeld
 

@@ -2,9 +2,10 @@
 sweep (driver and Ray's trial workers, all through AWS_ENDPOINT_URL_S3) and moto's ThreadedMotoServer
 is cut mid-sweep and restored on the same port.
 
-- 60 s black-holed (connections reset, new ones accepted and never answered), with the default retry
-  budget: the sweep finishes (exit 0), every result and kept checkpoint is in the bucket, and the
-  report built from the bucket alone equals an uninterrupted run's.
+- black-holed (connections reset, new ones accepted and never answered) for OUTAGE_S within a retry
+  budget of RETRY_BUDGET_S, the default's 60 s in 100 s scaled by a tenth (test_retry_attempts_cover_the_budget
+  holds the default's own arithmetic): the sweep finishes (exit 0), every result and kept checkpoint is
+  in the bucket, and the report built from the bucket alone equals an uninterrupted run's.
 - refused for longer than a small retry budget (VBI_MUR_STORAGE_RETRY_S=2): exit 4 with one line
   naming the storage and the `--resume` command; `--resume` after the outage finishes every trial.
 
@@ -44,7 +45,10 @@ BUCKET = "vbi-mur-outage"
 # the quick ablation_radius rows (LabelSpreading, MT, MT + MUR), 40 steps: 4 evaluations, each with a checkpoint
 TINY = ["--seeds", "1", "--set", "steps=40", "--set", "eval_every=10", "--set", "lr_rampdown=10",
         "--set", "sensitivity_samples=20", "--set", "checkpoint_every_s=0"]
-OUTAGE_S = 60.0
+# The property: the default budget (remote.RETRY_S, 100 s) rides out a one-minute outage. The sweep runs it
+# at a tenth of both, so that it waits seconds, not a minute.
+OUTAGE_S, RETRY_BUDGET_S = 6.0, 10.0
+DEFAULT_OUTAGE_S = 60.0
 
 
 @pytest.fixture(scope="module")
@@ -103,8 +107,15 @@ def test_retry_attempts_cover_the_budget():
         waits = [0.05 * 2 ** k for k in range(n - 1)]  # before attempts 2..n: 50 ms, doubling
         assert sum(waits) >= budget and (n == 1 or sum(waits[:-1]) < budget), (budget, n)
     assert remote.retry_attempts(remote.RETRY_S) == 12  # waits add up to 102.35 s: a minute with margin
+    # the end-to-end outage runs at a tenth of the default's outage and budget: the same ratio, and its
+    # budget's attempts wait out its outage as the default's wait out a minute
+    assert OUTAGE_S / RETRY_BUDGET_S == DEFAULT_OUTAGE_S / remote.RETRY_S
+    for outage, budget in ((OUTAGE_S, RETRY_BUDGET_S), (DEFAULT_OUTAGE_S, remote.RETRY_S)):
+        n = remote.retry_attempts(budget)
+        assert sum(0.05 * 2 ** k for k in range(n - 1)) >= budget > outage
 
 
+@pytest.mark.slow
 def test_the_retries_survive_pickling_and_wait_out_a_cut(s3, monkeypatch):
     """Tune pickles the run's file system to each trial. pyarrow's S3FileSystem pickles without its
     retry strategy (3 attempts after unpickling); RetryingS3FileSystem keeps its own: the unpickled
@@ -136,6 +147,7 @@ def test_a_bad_retry_budget_is_one_line_exit_2(s3, tmp_path, monkeypatch, capsys
     assert len(err.strip().splitlines()) == 1 and "VBI_MUR_STORAGE_RETRY_S='a minute' is not a number" in err, err
 
 
+@pytest.mark.slow
 def test_a_bucket_that_does_not_answer_at_the_start_is_one_line_exit_2_within_seconds(s3, capsys, monkeypatch):
     """The pre-flight check retries for storage.PREFLIGHT_RETRY_S (5 s), not the run's budget."""
     _, proxy = s3
@@ -152,6 +164,7 @@ def test_a_bucket_that_does_not_answer_at_the_start_is_one_line_exit_2_within_se
     assert storage.PREFLIGHT_RETRY_S <= took < 30, took  # the run's budget would wait 102 s
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("resume", ["latest", "folder"])
 def test_resume_from_a_bucket_that_does_not_answer_is_one_line_exit_2_within_seconds(resume, s3, capsys,
                                                                                        monkeypatch):
@@ -302,17 +315,19 @@ def start_until_checkpoint(client, prefix: str, env: dict, log: Path) -> subproc
 
 
 @pytest.mark.slow
-def test_a_minute_without_the_bucket_mid_sweep_loses_nothing(s3, uninterrupted, tmp_path):
-    """Black-holed for 60 s once the first checkpoint is in the bucket, with trials running: the
-    trials' uploads and Tune's state uploads wait (default retry budget), the sweep ends with exit 0,
-    and the bucket holds every evaluation and kept checkpoint and the same report."""
+def test_an_outage_within_the_retry_budget_mid_sweep_loses_nothing(s3, uninterrupted, tmp_path):
+    """Black-holed for OUTAGE_S once the first checkpoint is in the bucket, with trials running: the
+    trials' uploads and Tune's state uploads wait (a retry budget of RETRY_BUDGET_S, the default's ratio
+    of outage to budget), the sweep ends with exit 0, and the bucket holds every evaluation and kept
+    checkpoint and the same report."""
     client, proxy = s3
     temp = Path(tempfile.mkdtemp(prefix="rrout", dir="/tmp"))
     log = tmp_path / "driver.log"
     proc = None
     t0 = time.time()
     try:
-        proc = start_until_checkpoint(client, "minute", driver_env(temp, tmp_path / "driver-cache"), log)
+        proc = start_until_checkpoint(client, "minute", driver_env(temp, tmp_path / "driver-cache",
+                                                                   VBI_MUR_STORAGE_RETRY_S=str(RETRY_BUDGET_S)), log)
         proxy.cut()
         t_cut = time.time() - t0
         exp = experiment(client, "minute")
@@ -333,7 +348,7 @@ def test_a_minute_without_the_bucket_mid_sweep_loses_nothing(s3, uninterrupted, 
     got = bucket_report("minute", exp, tmp_path / "report-cache")
     assert got == uninterrupted
     assert pd.read_csv(io.StringIO(got["trials"]))["n_failures"].eq(0).all()  # waited out, no trial restarted
-    print(json.dumps({"test": "bucket black-holed 60 s", "cut_at_s": round(t_cut, 1),
+    print(json.dumps({"test": f"bucket black-holed {OUTAGE_S:g} s at a {RETRY_BUDGET_S:g} s budget", "cut_at_s": round(t_cut, 1),
                       "evaluations_stored_at_cut": sum(len(t["steps"]) for t in at_cut.values()),
                       "connections_dropped": during, "after_restore_s": round(t_end - t_cut - OUTAGE_S, 1),
                       "total_s": round(time.time() - t0, 1)}))

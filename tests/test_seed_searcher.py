@@ -183,6 +183,7 @@ def test_the_table_shows_each_cells_sequential_verdict(tmp_path):
     assert "| MT (baseline) |" in md and "| MT + VD |" in md  # the verdict is no config key of the labels
 
 
+@pytest.mark.slow
 def test_the_cli_dry_run_prints_least_expected_and_most_trials(capsys):
     from sweeper.run import main
 

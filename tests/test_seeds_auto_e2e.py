@@ -3,7 +3,6 @@ exit 3) and resumed ends with the same trials and verdicts as the same sweep run
 
     pytest tests/test_seeds_auto_e2e.py -q -m slow
 """
-import os
 import signal
 import subprocess
 import sys
@@ -21,11 +20,6 @@ AUTO = ["ablation_radius", "--preset", "quick", "--seeds", "auto", "--max-seeds"
 pytestmark = pytest.mark.slow
 
 
-def _env():
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    return {**env, "PYTHONPATH": str(ROOT)}
-
-
 def outcome(exp: Path) -> tuple[list, list]:
     """The finished (config, seed) trials and each cell's verdict."""
     df = pd.read_parquet(exp / "trials.parquet")
@@ -34,13 +28,14 @@ def outcome(exp: Path) -> tuple[list, list]:
     return trials, sorted((r.method, r.mur, r.verdict) for r in summary.itertuples())
 
 
-def test_a_stopped_and_resumed_sweep_ends_with_the_same_seeds_and_verdicts(tmp_path):
+def test_a_stopped_and_resumed_sweep_ends_with_the_same_seeds_and_verdicts(ray_head, tmp_path):
     run = [sys.executable, "-m", "sweeper.run"]
-    whole = subprocess.run([*run, *AUTO, "--storage", str(tmp_path / "whole")], cwd=ROOT, env=_env(),
+    head = ["--address", ray_head.address]
+    whole = subprocess.run([*run, *AUTO, *head, "--storage", str(tmp_path / "whole")], cwd=ROOT, env=ray_head.env,
                            capture_output=True, text=True, timeout=900)
     assert whole.returncode == 0, whole.stderr[-3000:]
     cut_root = tmp_path / "cut"
-    p = subprocess.Popen([*run, *AUTO, "--storage", str(cut_root)], cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
+    p = subprocess.Popen([*run, *AUTO, *head, "--storage", str(cut_root)], cwd=ROOT, env=ray_head.env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 600
@@ -54,8 +49,8 @@ def test_a_stopped_and_resumed_sweep_ends_with_the_same_seeds_and_verdicts(tmp_p
             p.kill()
     assert p.returncode == 3, err[-3000:]
     exp = next(cut_root.glob("ablation_radius-*"))
-    resumed = subprocess.run([*run, "ablation_radius", "--resume", str(exp), "--live-every", "0"], cwd=ROOT,
-                             env=_env(), capture_output=True, text=True, timeout=900)
+    resumed = subprocess.run([*run, "ablation_radius", "--resume", str(exp), "--live-every", "0", *head], cwd=ROOT,
+                             env=ray_head.env, capture_output=True, text=True, timeout=900)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     want = outcome(next((tmp_path / "whole").glob("ablation_radius-*")))
     assert outcome(exp) == want

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import pytest
+
 from conftest import write_trial
 from test_report import make_table_exp, reports
 
@@ -119,6 +121,7 @@ def test_the_live_callback_names_a_stalled_trial_once_and_ends_it_with_end_stall
         assert capsys.readouterr().err == ""  # named once
 
 
+@pytest.mark.slow
 def test_the_page_names_the_stalled_trials_while_the_sweep_runs(tmp_path):
     exp, _ = make_table_exp(tmp_path)
     write_trial(exp, 99, {"method": "mt", "vd": False, "mur": "none", "entmin_coef": 0.0, "dataset": "cifar10",

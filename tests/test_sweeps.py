@@ -112,6 +112,7 @@ def test_mnist_preset_sizes_and_rows():
     assert {t["mur"] for t in radius.variants} == {"none", "direct"} and len(radius.trials()) == 6 * 3
 
 
+@pytest.mark.slow
 def test_mnist_preset_dry_run_checks_the_data_without_torch(tmp_path):
     """sweeper.run parses the MNIST file and plans the sweep in a process where torch cannot be imported."""
     import gzip
@@ -175,6 +176,7 @@ def test_missing_data_folder_is_reported_before_ray(tmp_path, capsys):
     assert rc == 2 and "download" in err.lower() and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_cli_process_exit_status_and_list():
     p = subprocess.run([sys.executable, "-m", "sweeper.run", "nope"], capture_output=True, text=True)
     assert p.returncode == 2 and p.stderr.startswith("error: unknown sweep") and "Traceback" not in p.stderr
@@ -184,6 +186,7 @@ def test_cli_process_exit_status_and_list():
     assert p.returncode == 0 and all(n in p.stdout for n in EXPECTED)
 
 
+@pytest.mark.slow
 def test_driver_checks_a_digits_sweep_without_torch():
     """sweeper.run validates and plans a digits sweep in a process where torch cannot be imported:
     the driver leaves torch (a slow import) to the trial processes."""

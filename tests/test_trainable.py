@@ -39,6 +39,7 @@ class FakeTune:
         return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("every_s, checkpointed", [
     (0.0, [10, 20, 30, 40, 50, 60]),  # 0: every evaluation
     (10.0, [30, 60]),                 # 4 s an interval: 12 s at step 30, then 12 s more at step 60
@@ -78,6 +79,7 @@ print(last["cpu_kernels"])
 """
 
 
+@pytest.mark.slow
 def test_each_report_names_the_cpu_kernels_the_trial_ran_on():
     """ATEN_CPU_CAPABILITY=default makes torch use its plain kernels on any CPU (a trajectory of its own:
     docgen/evidence.py tells trajectories apart by this key), so the report must say DEFAULT, whatever
@@ -102,6 +104,7 @@ def test_checkpoint_every_s_below_zero_is_a_config_error():
         TrainConfig(checkpoint_every_s=-1)
 
 
+@pytest.mark.slow
 def test_checkpoints_do_not_change_the_numbers(monkeypatch):
     """The trainable's last report, checkpointing at every evaluation, equals an uninterrupted
     trainer.train run that never saves (so checkpoint_every_s may differ from the paper's row)."""
@@ -124,6 +127,7 @@ class Planted:
         return Path.touch, (self.marker,)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_loads_as_weights_only_and_continues_the_run(tmp_path):
     """Everything Trainer.state_dict holds loads with torch.load(weights_only=True), and the restored
     trainer continues exactly like one that never stopped."""
@@ -181,6 +185,7 @@ def checkpoint_without(field: str, cfg: TrainConfig, folder: Path, intervals: in
     return tr.step
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("field", ["checkpoint_every_s", "channels_last"])
 def test_checkpoint_older_than_a_field_that_cannot_change_numbers_resumes_with_its_default(field, monkeypatch,
                                                                                           tmp_path):
@@ -249,6 +254,7 @@ def test_a_config_the_trial_cannot_run_ends_it_once_with_its_message(bad, words,
     assert trial_status(fake.metrics, has_error=False, ray_status="TERMINATED", steps=STEPS) == "failed"
 
 
+@pytest.mark.slow
 def test_cpu_kernels_answers_the_same_with_torch_imported_and_from_a_child():
     """The dry run asks cpu_kernels() after torch is imported (its answer then comes from this process),
     the docs code before (a child Python answers). Both must name the kernels in use: under

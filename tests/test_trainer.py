@@ -25,6 +25,7 @@ def _params(tr):
     return torch.cat([t.flatten().float() for n in nets for t in n.state_dict().values()])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kw", [dict(method="mt", vd=True, mur="direct", entmin_coef=0.1),
                                 dict(method="ict", mur="random"),
                                 dict(method="pi", mur="pga", mur_steps=2)],
