@@ -42,6 +42,9 @@ def test_committed_generated_files_equal_what_the_generator_makes():
 
 def test_readme_is_a_landing_page_with_the_ci_install_and_test_command():
     text = (ROOT / "README.md").read_text()
+    first_screen = "\n".join(text.splitlines()[:40])
+    assert "pip install -e" in first_screen and "python -m sweeper.run ablation_radius --preset quick" in first_screen
+    assert "took" in first_screen.split("python -m sweeper.run ablation_radius --preset quick", 1)[1]  # its time
     assert len(text.splitlines()) <= 150
     ci = (ROOT / ".ci" / "run").read_text()
     assert f"\n{WHOLE}\n" in text and f"\n{WHOLE}\n" in ci  # .ci/run runs the README's
@@ -64,10 +67,10 @@ def bash_blocks(text: str) -> list[str]:
 def test_readme_install_block_runs_as_root_and_as_a_user_and_its_first_test_command_is_the_fast_one():
     text = (ROOT / "README.md").read_text()
     section = text[text.index("## Install"):text.index("\n## ", text.index("## Install") + 1)]
-    blocks = bash_blocks(section)
-    install = blocks[0]  # the block a newcomer pastes first
+    install = bash_blocks(section)[0]  # the block a newcomer pastes first
     assert "pip install -e" in install
     assert not [line for line in install.splitlines() if PRIVILEGED.search(line)], install
+    blocks = bash_blocks(text)
     tests = [line.strip() for b in blocks for line in b.splitlines() if "pytest" in line]
     assert tests[0] == FAST  # the fast suite first
     assert tests[-1] == WHOLE  # everything, as .ci/run runs it
