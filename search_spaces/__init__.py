@@ -15,12 +15,14 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainables.files import closest
+
 PRESETS = ("paper", "quick", "mnist")
 SWEEP_PRESETS = ("paper", "quick")  # what a sweep module offers unless it sets its own PRESETS
 
 
 class SweepError(ValueError):
-    """Unknown sweep or preset; the message lists the valid names."""
+    """Unknown sweep or preset; the message names the closest valid ones."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,8 @@ def names() -> list[str]:
 def _module(name: str):
     valid = names()
     if name not in valid:
-        raise SweepError(f"unknown sweep {name!r}; valid sweeps: {', '.join(valid)}")
+        raise SweepError(f"unknown sweep {name!r}; "
+                         f"{closest(name, valid, 'see the sweeps with python -m sweeper.list')}")
     return importlib.import_module(f"search_spaces.{name}")
 
 
@@ -91,7 +94,7 @@ def default_preset(name: str) -> str:
 def get_sweep(name: str, preset: str = "paper") -> Sweep:
     module = _module(name)  # an unknown name fails first, with the valid ones
     if preset not in PRESETS:
-        raise SweepError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
+        raise SweepError(f"unknown preset {preset!r}; {closest(preset, PRESETS, 'valid presets: ' + ', '.join(PRESETS))}")
     offered = _offered(module)
     if preset not in offered:
         raise SweepError(f"sweep {name} has no {preset} preset; use {' or '.join(offered)}")

@@ -34,7 +34,7 @@ from sweeper.analysis.aggregate import (SELECT_METRIC, WHICH, AggregateError, ch
 from sweeper import storage
 from sweeper.seeds.auto_seeds import sequential_diffs
 from sweeper.analysis.html import PAGE, write_page
-from sweeper.analysis.index import index_at, index_text, is_results_root
+from sweeper.analysis.index import UNREADABLE, index_at, index_text, is_results_root
 from sweeper.analysis.plots import (plot_g0, plot_ga_vs_pga, plot_kl, plot_mur_vs_rr, plot_paired_diffs, plot_radius,
                                     plot_sensitivity_hist, virtual_points_from_checkpoint)
 from sweeper.analysis.labels import WHICH_TITLE, metric_name
@@ -164,6 +164,9 @@ def main(argv=None) -> int:
         if is_results_root(args.results_dir):  # a results root: its index.html, one row per sweep
             path, rows = index_at(args.results_dir)
             print(index_text(rows))
+            for r in rows:
+                if r.state == UNREADABLE:
+                    print(f"warning: {r.folder} is unreadable ({r.headline}); its row in the index says so", file=sys.stderr)
             print(f"index: {path}")
             return 0
     except (AggregateError, storage.StorageError) as e:

@@ -42,12 +42,13 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 from search_spaces import PRESETS, Sweep, SweepError, default_preset, get_sweep
 from trainables.config import ConfigError
-from trainables.datafiles import DataError, check_readable
+from trainables.datafiles import DataError, check_available, check_readable
 from trainables.files import one_line, refusal
 from sweeper import storage as store
 from sweeper.driver.lease import DriverLease
-from sweeper.driver.preflight import (InputError, check_address, check_baseline, check_credentials, check_data_dir,
-                                      check_device, check_resources, check_search, select_cells, trial_configs)
+from sweeper.driver.preflight import (InputError, check_address, check_baseline, check_cache, check_credentials,
+                                      check_data_dir, check_device, check_paths, check_resources, check_search,
+                                      select_cells, trial_configs)
 from sweeper.driver.ray_session import credentials_from_each_node, env_set, start_ray, use_token_if_available
 from sweeper.driver.signals import signals_interrupt
 from sweeper.driver.stopping import GracefulStop, job_stop_note
@@ -318,10 +319,12 @@ def prepare(args):
     None after a dry run's printout. SweepError, ConfigError, DataError, InputError or StorageError
     with the fix on bad input."""
     check_credentials(args)  # before any URI is stored, printed or used as a cache folder's name
-    get_sweep(args.sweep, args.preset or default_preset(args.sweep))  # unknown sweep or preset: the valid ones
+    check_paths(args)
+    get_sweep(args.sweep, args.preset or default_preset(args.sweep))  # unknown sweep or preset: the closest ones
     exp_dir = root = None
     if args.resume and not args.dry_run:  # the stored run decides the preset; its configs were checked
-        root = store.check(args.storage)
+        # --resume DIR reads and writes DIR alone: the results root is looked at only to find the latest
+        root = store.check(args.storage) if args.resume == "latest" else None
         exp_dir, meta = find_experiment(root, args.sweep + ("_confirm" if args.confirm else ""), args.resume)
         store.check_resumable(exp_dir)  # Tune writes into it: a read-only folder ends here, not inside Ray
         args.preset = stored_preset(exp_dir, meta, args.preset)
@@ -367,21 +370,33 @@ def prepare(args):
     check_resources(args)
     check_device(trials, args)
     check_data_dir(trials)
+    check_cache(trials, args)
     if args.mlflow:  # mlflow installed, its server answering: before Ray starts
         from sweeper.driver.mlflow_log import MLflowError, check_mlflow
         try:
             check_mlflow(args.mlflow)
         except MLflowError as e:
             raise InputError(str(e)) from None
+    missing = []  # a dry run plans without the data: one line per data set it lacks, after the plan
     if exp_dir is None:  # on --resume the trials run their stored configs, data_dir included
-        for name in sorted({(t["dataset"], t["data_dir"], t.get("download", False)) for t in trials}):
-            check_readable(*name)  # parses the files: a corrupt one fails now, not in every trial
-    if args.dry_run:
+        for name, data_dir, download in sorted({(t["dataset"], t["data_dir"], bool(t.get("download", False)))
+                                                for t in trials}):
+            if args.dry_run:  # never downloads; a data set not there yet is a line, a corrupt one still an error
+                try:
+                    check_available(name, data_dir, False)
+                except DataError as e:
+                    missing.append(f"data: {name}: not in {data_dir} yet; the run downloads it (download=true)"
+                                   if download else f"data: {name}: {e}")
+                    continue
+            check_readable(name, data_dir, download and not args.dry_run)  # parses the files: a corrupt one fails now
+    if args.dry_run:  # the results root as a real run checks it, but a local one is not created
+        store.check(args.storage, create=False)
         print_dry_run(sweep, trials, args)
+        for line in missing:
+            print(line)
         return None
-    if root is None:  # the results root, writable (a bucket: probed once)
-        root = store.check(args.storage)
-    if exp_dir is None:
+    if exp_dir is None:  # a new experiment under the results root, writable (a bucket: probed once)
+        root = root or store.check(args.storage)
         exp_dir = root / store.experiment_name(sweep.name, time.time())
     address = check_address(args.address or os.environ.get("RAY_ADDRESS"))
     if address:

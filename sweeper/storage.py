@@ -122,11 +122,20 @@ def _write_probe(folder: Folder) -> None:
         folder.fs.delete_file(probe.path)
 
 
-def check(where: str | Path) -> Folder:
-    """The results root, checked before Ray starts: a local folder is created and must take a file;
-    a bucket must exist and take (and give back) a small object. StorageError with the fix if not;
+def check(where: str | Path, create: bool = True) -> Folder:
+    """The results root, checked before Ray starts: a local folder is created and must take a file
+    (`create=False`, a dry run: it, or the folder it would be made in, must be writable, and nothing is
+    made); a bucket must exist and take (and give back) a small object. StorageError with the fix if not;
     a missing bucket or refused credentials leaves nothing written."""
     root = resolve(where)
+    if isinstance(root, Path) and not create:
+        here = root
+        while not here.exists() and here != here.parent:
+            here = here.parent
+        if not here.is_dir() or not os.access(here, os.W_OK | os.X_OK):
+            raise StorageError(f"storage folder {root} cannot be made ({here} is "
+                               f"{'not writable' if here.is_dir() else 'a file'}); pass --storage with a writable folder")
+        return root
     if isinstance(root, Path):
         try:
             root.mkdir(parents=True, exist_ok=True)

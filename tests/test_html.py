@@ -476,3 +476,41 @@ def test_quick_sweep_pages_live_and_in_chromium(ray_head, tmp_path):
     assert idx["blocked"] == [] and idx["errors"] == []
     assert idx["links"] == [(exp / "report.html").resolve().as_uri()]
     assert f"{exp.name}\tquick" in idx["text"] and f"{N_TRIALS} / {N_TRIALS}\tfinished" in idx["text"]
+
+
+def test_a_corrupt_live_json_never_stops_a_report(tmp_path, capsys):
+    """live.json is a side file: torn, or not the heartbeat's object, the report is built without it
+    (one warning naming it) and the sweep's state comes from the trials' own files."""
+    from sweeper.analysis.html import page_live
+
+    exp, _ = make_table_exp(tmp_path)
+    (exp / LIVE).write_text('{"state": "ended", "upd')
+    assert main([str(exp)]) == 0
+    err = capsys.readouterr().err
+    assert (exp / "report.html").is_file() and err.count(f"warning: {exp / LIVE} is unreadable") == 1
+    assert "finished" in (exp / "report.html").read_text()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / LIVE).write_text("[1, 2]")
+    assert page_live(other) is None and "not the driver's heartbeat object" in capsys.readouterr().err
+
+
+def test_one_unreadable_experiment_does_not_hide_the_others_from_the_index(tmp_path, capsys):
+    """A results root with a torn sweep.json in one experiment and a sweep name edited to hold a dot in
+    another: exit 0, index.html lists every folder, the torn one as unreadable with its reason, one warning."""
+    good, _ = make_table_exp(tmp_path)
+    torn = tmp_path / "table_cifar-20260102-000000"
+    shutil.copytree(good, torn)
+    (torn / "sweep.json").write_text('{"name": "table_cif')
+    dotted = tmp_path / "table_cifar-20260103-000000"
+    shutil.copytree(good, dotted)
+    (dotted / "sweep.json").write_text(json.dumps({**json.loads((good / "sweep.json").read_text()), "name": "a.b"}))
+    assert main([str(dotted)]) == 0  # its page: no hypothesis for a name that is no sweep module
+    capsys.readouterr()
+    assert main([str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    page = (tmp_path / "index.html").read_text()
+    assert all(e.name in page for e in (good, torn, dotted)) and "state-unreadable" in page and "is not JSON" in page
+    reason = next(ln for ln in out.splitlines() if ln.startswith(torn.name)).split("unreadable  ")[1]
+    assert "is not JSON" in reason
+    assert err.strip().splitlines() == [f"warning: {torn.name} is unreadable ({reason}); its row in the index says so"]

@@ -923,11 +923,27 @@ def no_ray(*a, **k):
 
 QUICK = ["ablation_radius", "--preset", "quick"]
 BAD_INPUT = {  # name -> (argv after the sweep; {root}, {data}, {file} are filled in), words in the error
-    "unknown sweep": (["no_such_sweep"], "unknown sweep 'no_such_sweep'; valid sweeps:"),
+    "unknown sweep": (["no_such_sweep"], "unknown sweep 'no_such_sweep'; see the sweeps with python -m sweeper.list"),
+    "mistyped sweep": (["ablation_radious"], "unknown sweep 'ablation_radious'; did you mean ablation_radius or"),
     "dashboard address": ([*QUICK, "--address", "http://127.0.0.1:8265"], "is a dashboard / job API address"),
     "unknown preset": (["ablation_radius", "--preset", "fast"], "unknown preset 'fast'; valid presets"),
+    "mistyped preset": (["ablation_radius", "--preset", "quik"], "unknown preset 'quik'; did you mean quick?"),
     "unknown method": ([*QUICK, "--set", "method=bogus"], "unknown method 'bogus'; choose one of"),
-    "unknown config key": ([*QUICK, "--set", "radius=3"], "unknown config key(s) ['radius']"),
+    "unknown config key": ([*QUICK, "--set", "radius=3"], "--set: unknown key(s) ['radius'] (radius: did you mean "
+                                                           "mur_radius"),
+    "mistyped --set key": ([*QUICK, "--set", "mur_radus=2"], "(mur_radus: did you mean mur_radius?); every key: the "
+                                                             "TrainConfig fields"),
+    "mistyped --cells key": ([*QUICK, "--cells", "mur_radus=2"], "--cells: unknown key(s) ['mur_radus'] (mur_radus: "
+                                                                 "did you mean mur_radius?)"),
+    "key no name is close to": ([*QUICK, "--set", "zzzz=1"], "(zzzz: no key is close); every key: the TrainConfig"),
+    "storage URI with one slash": ([*QUICK, "--storage", "s3:/bucket/x"],
+                                   "--storage s3:/bucket/x is neither a folder nor a URI (no // after s3:); write "
+                                   "s3://bucket/x"),
+    "data URI without slashes": ([*QUICK, "--data-dir", "gs:bucket/data"], "write gs://bucket/data"),
+    "empty storage": ([*QUICK, "--storage", ""], "--storage is empty; name a folder or a URI"),
+    "empty data folder name": ([*QUICK, "--data-dir", ""], "--data-dir is empty"),
+    "resume DIR makes no results root": ([*QUICK, "--resume", "{data}", "--storage", "{root}/new-root"],
+                                         "is not an experiment folder"),
     "--set without =": ([*QUICK, "--set", "steps"], "is not KEY=VALUE"),
     "--set seed": ([*QUICK, "--set", "seed=3"], "seeds are a grid axis: --seeds N (how many) and --seed-start N"),
     "value of the wrong type": ([*QUICK, "--set", "steps=abc"], "steps must be an integer, got 'abc'"),
@@ -982,7 +998,8 @@ BAD_INPUT = {  # name -> (argv after the sweep; {root}, {data}, {file} are fille
 }
 DRY_RUN_REFUSES = [n for n in BAD_INPUT if n.split()[0] in ("lr", "bn_eps", "cons_coef", "checkpoint", "width",
                                                             "steps", "eval_batch", "labeled", "data_dir",
-                                                            "--data-dir", "device")]
+                                                            "--data-dir", "device", "empty", "mistyped")] + [
+    "storage URI with one slash", "data URI without slashes"]
 
 
 @pytest.mark.parametrize("name", sorted(BAD_INPUT))
@@ -1019,6 +1036,34 @@ def test_dry_run_refuses_what_a_trial_would_fail_on(name, stored, capsys, monkey
     assert sweeper_run.main([a.format(root=stored) for a in argv] + ["--dry-run"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("error: ") and len(err.splitlines()) == 1 and words in err, err
+
+
+def test_a_dry_run_checks_the_storage_uri_as_a_run_does_and_makes_no_folder(stored, tmp_path, capsys):
+    assert sweeper_run.main([*QUICK, "--dry-run", "--storage", "s4://bucket/x"]) == 2
+    assert "unsupported scheme s4://" in capsys.readouterr().err
+    assert sweeper_run.main([*QUICK, "--dry-run", "--storage", str(tmp_path / "new" / "root")]) == 0
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "a_file").write_text("x")
+    assert sweeper_run.main([*QUICK, "--dry-run", "--storage", str(tmp_path / "a_file" / "root")]) == 2
+    assert "cannot be made" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["storage", "data"])
+def test_a_cache_folder_that_is_a_file_is_refused_before_ray(where, stored, tmp_path, capsys, monkeypatch):
+    """A URI's local copies go to the cache folder: one that cannot be a folder is exit 2 now, not after the
+    trials trained (the report of a bucket's experiment is built there)."""
+    monkeypatch.setattr(ray_session, "connect_ray", no_ray)
+    (tmp_path / "a_file").write_text("x")
+    monkeypatch.setenv("VBI_MUR_CACHE", str(tmp_path / "a_file" / "cache"))
+    uri = ["--storage", "s3://bucket/x"] if where == "storage" else ["--data-dir", "s3://bucket/data"]
+    before = snapshot(stored)
+    assert sweeper_run.main([*QUICK, *uri] + (["--storage", str(stored)] if where == "data" else [])) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"VBI_MUR_CACHE={tmp_path / 'a_file' / 'cache'} cannot be a " \
+        f"folder: {tmp_path / 'a_file'} is a file" in err
+    assert snapshot(stored) == before
+    monkeypatch.setenv("VBI_MUR_CACHE", str(tmp_path / "cache"))  # a local sweep needs no cache
+    assert sweeper_run.main([*QUICK, "--dry-run", "--storage", str(stored)]) == 0
 
 
 def test_ray_address_from_the_environment_is_checked_too(stored, capsys, monkeypatch):

@@ -132,11 +132,23 @@ def test_mnist_preset_dry_run_checks_the_data_without_torch(tmp_path):
     assert p.returncode == 2 and "mnist.pkl.gz" in p.stderr and "corrupt" in p.stderr, p.stderr[-2000:]
 
 
-def test_unknown_sweep_and_preset_errors_list_valid_names():
-    with pytest.raises(SweepError, match="valid sweeps: .*ablation_radius"):
+def test_unknown_sweep_and_preset_errors_name_the_closest_valid_names():
+    with pytest.raises(SweepError, match=r"did you mean ablation_radius\b"):
         get_sweep("ablation_radiu")
+    with pytest.raises(SweepError, match=r"^unknown sweep 'zz'; see the sweeps with python -m sweeper.list$"):
+        get_sweep("zz")
     with pytest.raises(SweepError, match="valid presets: paper, quick"):
         get_sweep("ablation_radius", "fast")
+    with pytest.raises(SweepError, match=r"did you mean paper\?$"):
+        get_sweep("ablation_radius", "papr")
+
+
+def test_closest_names_are_the_difflib_neighbours_and_never_the_whole_list():
+    from trainables.files import closest
+    valid = [f"key_{i}" for i in range(60)] + ["mur_radius"]
+    assert closest("mur_radus", valid, "-") == "did you mean mur_radius?"
+    assert closest("qqqqqq", valid, "see the list") == "see the list"
+    assert closest("key_1", valid, "-").count(" or ") <= 2
 
 
 def test_dry_run_counts_match_grid(capsys, tmp_path):
@@ -155,12 +167,12 @@ def test_dry_run_counts_match_grid(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["no_such_sweep"], "unknown sweep 'no_such_sweep'; valid sweeps:"),
+    (["no_such_sweep"], "unknown sweep 'no_such_sweep'; see the sweeps"),
     (["ablation_radius", "--preset", "fast"], "unknown preset 'fast'"),
     (["table_svhn", "--preset", "mnist"], "sweep table_svhn has no mnist preset; use paper or quick"),
     (["ablation_radius", "--preset", "quick", "--set", "mur_radius=-1"], "mur_radius must be > 0"),
     (["ablation_radius", "--preset", "quick", "--set", "num_labels=105"], "not divisible"),
-    (["ablation_radius", "--preset", "quick", "--set", "radius=3"], "unknown config key"),
+    (["ablation_radius", "--preset", "quick", "--set", "radius=3"], "--set: unknown key(s)"),
     (["ablation_radius", "--preset", "quick", "--seeds", "0"], "--seeds must be >= 1"),
     (["ablation_radius", "--preset", "quick", "--address", "127.0.0.1:1"], "does not answer"),
 ])
@@ -635,7 +647,7 @@ def test_cells_keeps_the_row_baseline_for_names_for_a_cell_of_another_method():
     assert _cell_keys(cut, ("method", "mur")) == [("mut", "direct"), ("vat", "none")]
 
 
-@pytest.mark.parametrize("specs, msg", [(["foo=1"], "not TrainConfig fields"), (["mur_step_size=7"], "no cell"),
+@pytest.mark.parametrize("specs, msg", [(["foo=1"], "--cells: unknown key(s) ['foo']"), (["mur_step_size=7"], "no cell"),
                                         (["mur_step_size"], "give KEY=VALUE"),
                                         (["mur_steps=2|mur_step_size"], "give KEY=VALUE"),
                                         (["mur_steps=2,=1"], "give KEY=VALUE")])
@@ -643,3 +655,25 @@ def test_cells_refuses_what_selects_nothing_in_one_line(specs, msg, capsys):
     assert run_main(["ablation_mur_steps", "--preset", "quick", "--dry-run", *sum((["--cells", s] for s in specs), [])]) == 2
     err = capsys.readouterr().err.strip()
     assert msg in err and "\n" not in err
+
+
+def _needs_files(name: str, preset: str) -> bool:
+    return any(t["dataset"] != "digits" for t in get_sweep(name, preset).trials())
+
+
+@pytest.mark.parametrize("name, preset", [(n, p) for n in names() for p in presets(n) if _needs_files(n, p)])
+def test_a_dry_run_plans_every_sweep_and_preset_before_the_data_exists(name, preset, tmp_path, capsys, monkeypatch):
+    """No data on disk: the grid and its cost, then one line per data set the sweep needs, exit 0; with
+    download=true nothing is fetched (the folder stays empty). (The presets on digits read no files.)"""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    argv = [name, "--preset", preset, "--dry-run", "--set", "download=true"] if preset == "paper" else \
+        [name, "--preset", preset, "--dry-run"]
+    assert run_main(argv) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    needed = {t["dataset"] for t in get_sweep(name, preset).trials()} - {"digits"}
+    lines = [ln for ln in out.splitlines() if ln.startswith("data: ")]
+    assert " trials = " in out and "cost: " in out and sorted(ln.split(":")[1].strip() for ln in lines) == sorted(needed)
+    assert all("the run downloads it" in ln for ln in lines) if preset == "paper" else \
+        all("create it" in ln or "missing in" in ln for ln in lines)
+    assert list((tmp_path / "data").iterdir()) == [] and not (tmp_path / "results").exists()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from trainables import registry
+from trainables.files import closest
 
 METHODS = tuple(registry.METHODS)  # trainables/registry/: what each one is
 DATASETS = ("digits", "mnist", "cifar10", "cifar100", "svhn")
@@ -63,6 +64,12 @@ BOOKKEEPING = ("trial_index",)
 def held_out(dataset: str, val_size: int) -> int:
     """Validation images a run holds out of the training set: val_size, or VAL_SIZE[dataset] for -1."""
     return VAL_SIZE[dataset] if val_size < 0 else val_size
+
+
+def unknown_keys(unknown: list[str], names, what: str = "config key") -> str:
+    """One line for keys that are no TrainConfig field: each with the closest field names."""
+    hint = "; ".join(f"{k}: {closest(k, names, 'no key is close')}" for k in unknown)
+    return f"unknown {what}(s) {unknown} ({hint}); every key: the TrainConfig fields in trainables/config.py"
 
 
 class ConfigError(ValueError):
@@ -170,7 +177,7 @@ class TrainConfig:
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - names)
         if unknown:
-            raise ConfigError(f"unknown config key(s) {unknown}; valid keys: {sorted(names)}")
+            raise ConfigError(unknown_keys(unknown, names))
         typed = {}
         for f in fields(cls):
             if f.name in d:

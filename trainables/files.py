@@ -1,14 +1,22 @@
-"""Two helpers every module that writes or reads files shares: an atomic write, and an error in one line;
-and the names of the files a trial writes into its checkpoints (trainables/tune.py), which the report reads.
+"""Helpers every module that writes or reads files shares: an atomic write, an error in one line, the
+closest valid names to a mistyped one; and the names of the files a trial writes into its checkpoints (trainables/tune.py), which the report reads.
 
     python -c "from trainables.files import atomic_write; atomic_write('x.txt', lambda t: open(t, 'w').write('hi'))"
 """
 from __future__ import annotations
 
+import difflib
 import os
 import uuid
 from pathlib import Path
 from typing import Callable
+
+def closest(word: str, valid, fallback: str) -> str:
+    """The tail of an "unknown NAME" message: the valid names nearest to `word` (difflib, up to three),
+    else `fallback` (where the valid names are listed), so a typo gets the name meant, not the whole list."""
+    near = difflib.get_close_matches(str(word), sorted(valid), n=3, cutoff=0.6)
+    return f"did you mean {' or '.join(near)}?" if near else fallback
+
 
 # Report keys a trial ends itself with, failed and not retried (trainables/tune.py); torch-free for the driver
 RESUME_ERROR = "resume_error"  # why its checkpoint cannot be continued

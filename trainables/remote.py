@@ -41,6 +41,18 @@ def is_uri(s) -> bool:
     return bool(_SCHEME.match(str(s)))
 
 
+# the schemes of pyarrow's file systems and of tracking servers: "s3:/b" or "s3:b" is a URI mistyped, not
+# a local folder named "s3:" (a folder name with another word before a colon stays a folder)
+_URI_SCHEMES = ("s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss", "az", "file", "http", "https")
+_HALF_URI = re.compile(rf"^({'|'.join(_URI_SCHEMES)}):(?!//)", re.IGNORECASE)
+
+
+def half_uri(s) -> str | None:
+    """The scheme of a string that starts like a URI but lacks its "//" (s3:/bucket, gs:bucket), else None."""
+    m = _HALF_URI.match(str(s))
+    return m.group(1) if m else None
+
+
 # a URI's authority up to "@": userinfo, unless it is only host[:port] followed by a path that holds "@"
 _USERINFO = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://([^@]*)@")
 _HOST_PORT_PATH = re.compile(r"[^:/?#]*(:\d+)?([/?#].*)?")

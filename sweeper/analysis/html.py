@@ -19,19 +19,20 @@ from __future__ import annotations
 import base64
 import html
 import importlib
-import importlib.util
 import io
 import json
 import math
 import shlex
+import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 
+from search_spaces import names as sweep_names
 from sweeper import storage as store
 from sweeper.analysis.aggregate import config_columns, metric_column, read_sweep, run_span
-from trainables.files import atomic_write
+from trainables.files import atomic_write, one_line
 
 PAGE = "report.html"
 LIVE = "live.json"   # {"state": "running" | "ended", "updated": epoch seconds, "load_avg": [...], "stalled", "ended_stalled": {trial: {...}}}: the driver's heartbeat (sweeper/driver/live.py)
@@ -131,7 +132,26 @@ def read_live(exp: store.Folder) -> dict | None:
     live = exp / LIVE
     if not store.is_file(live):
         return None
-    return json.loads(store.read_text(live))
+    beat = json.loads(store.read_text(live))
+    if not isinstance(beat, dict):
+        raise ValueError(f"a JSON {type(beat).__name__}, not the driver's heartbeat object")
+    return beat
+
+
+_WARNED: set[str] = set()
+
+
+def page_live(exp: store.Folder) -> dict | None:
+    """read_live for a report: a torn or unreadable live.json (a side file) never stops it; the report
+    leaves the heartbeat out, with one warning on stderr per file."""
+    try:
+        return read_live(exp)
+    except (OSError, store.StorageError, ValueError) as e:
+        if str(exp) not in _WARNED:
+            _WARNED.add(str(exp))
+            print(f"warning: {exp / LIVE} is unreadable ({one_line(e)}); the report leaves the driver's "
+                  f"heartbeat out (running or stalled trials are judged from the trials' own files)", file=sys.stderr)
+        return None
 
 
 def sweep_state(exp: Path, trials: pd.DataFrame, total: int, now: float | None = None) -> str:
@@ -143,7 +163,7 @@ def sweep_state(exp: Path, trials: pd.DataFrame, total: int, now: float | None =
     ended = trials["status"].isin(("finished", "stopped", "failed", "diverged")).sum() if len(trials) else 0
     if len(trials) >= total and ended == len(trials):
         return "finished"
-    beat = read_live(exp)
+    beat = page_live(exp)
     if beat is not None:
         fresh = beat.get("state") == "running" and now - float(beat.get("updated", 0)) < STALE_S
     else:
@@ -163,7 +183,7 @@ def stalled_trials(exp: Path, key: str = "stalled") -> dict[str, dict]:
     """The running trials the driver's heartbeat names stalled (live.json's "stalled", sweeper/driver/stalls.py),
     or with key="ended_stalled" those --end-stalled ended: {trial folder: {"silent_s", "pace_s"}}, as of
     its last beat; {} without one."""
-    return (read_live(exp) or {}).get(key) or {}
+    return (page_live(exp) or {}).get(key) or {}
 
 
 def stalled_text(stalled: dict[str, dict], lead: str = "Stalled") -> str:
@@ -204,7 +224,7 @@ def img_html(data: bytes, caption: str) -> str:
 def hypothesis(name: str) -> str:
     """The paragraph of search_spaces/<name>.py's docstring that begins "Hypothesis:" (to the first
     command line or blank line); "" for a sweep without a module (a --confirm run) or without one."""
-    if importlib.util.find_spec(f"search_spaces.{name}") is None:
+    if name not in sweep_names():  # a --confirm run, or a name edited in sweep.json ("a.b", "../x")
         return ""
     doc = importlib.import_module(f"search_spaces.{name}").__doc__ or ""
     lines, out = doc.splitlines(), []

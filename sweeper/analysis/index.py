@@ -1,7 +1,8 @@
 """index.html of a results root: one row per sweep folder, linking to each sweep's report.html.
 
 A row: the folder (its sweep's name and stamp), preset, start date, trials finished / total, the
-state (running, finished, interrupted: html.sweep_state), the headline cell and a link to the page.
+state (running, finished, interrupted: html.sweep_state; unreadable, with the reason, where the folder's
+files cannot be read), the headline cell and a link to the page.
 The headline is the row with the lowest mean among those with a paired difference from the baseline
 (table.csv), as the table shows it: "MT + MUR (r 1) · 3.11 ± 0.27 · −1.04 [−1.67, −0.40]*"; for a
 search without a baseline, its first-ranked trial (table_ranked.csv). A folder whose report has not
@@ -22,10 +23,10 @@ from pathlib import Path
 import pandas as pd
 
 from sweeper import storage as store
-from sweeper.analysis.aggregate import load_trials, read_sweep, trial_dirs
+from sweeper.analysis.aggregate import AggregateError, load_trials, read_sweep, trial_dirs
 from sweeper.analysis.html import CSS, PAGE, sweep_state, total_trials
 from sweeper.analysis.tables import cell_text
-from trainables.files import atomic_write
+from trainables.files import atomic_write, one_line
 
 INDEX = "index.html"
 PULLED = ("table.csv", "table_ranked.csv", PAGE)  # besides the report's inputs: what a row and its link need
@@ -92,11 +93,22 @@ def sweep_row(root: Path, exp: Path) -> Row:
                headline(exp), (exp / PAGE).is_file())
 
 
+UNREADABLE = "unreadable"  # a row's state where the folder's files could not be read; its headline says why
+
+
 def index_rows(root: Path) -> list[Row]:
-    """Every experiment folder directly under root (those with sweep.json), newest first."""
+    """Every experiment folder directly under root (those with sweep.json), newest first. A folder whose
+    files cannot be read (a torn sweep.json, a corrupt result.json) is a row of state "unreadable" with its
+    reason as headline: one bad folder never hides the others."""
     exps = sorted((p.parent for p in root.glob("*/sweep.json")), key=lambda p: (store.stamp(p.name), p.name),
                   reverse=True)
-    return [sweep_row(root, e) for e in exps]
+    rows = []
+    for e in exps:
+        try:
+            rows.append(sweep_row(root, e))
+        except (AggregateError, OSError, ValueError) as err:
+            rows.append(Row(e.relative_to(root).as_posix(), e.name, "?", "?", 0, 0, UNREADABLE, one_line(err), False))
+    return rows
 
 
 def relative_href(*parts: str) -> str:

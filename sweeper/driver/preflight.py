@@ -21,10 +21,10 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 from search_spaces import Sweep
-from trainables.config import TrainConfig
+from trainables.config import TrainConfig, unknown_keys
 from sweeper import storage as store
 from sweeper.storage import is_uri
-from trainables.remote import redact, scheme, secret_in_uri
+from trainables.remote import cache_root, half_uri, redact, scheme, secret_in_uri
 
 
 class InputError(ValueError):
@@ -58,6 +58,9 @@ def trial_configs(sweep: Sweep, args: argparse.Namespace) -> list[dict]:
     if args.seed_start is not None:
         sweep = replace(sweep, first_seed=args.seed_start)
     overrides = dict(_parse_override(s) for s in args.set)
+    known = {f.name for f in fields(TrainConfig)}
+    if bad := sorted(set(overrides) - known):
+        raise InputError(f"--set: {unknown_keys(bad, known, 'key')}")
     data_dir = args.data_dir or overrides.get("data_dir") or sweep.base.get("data_dir", "./data")
     overrides["data_dir"] = data_dir if is_uri(data_dir) else str(Path(data_dir).expanduser().resolve())  # trials run in other folders
     trials = [{**t, **overrides} for t in sweep.trials(args.seeds)]
@@ -89,7 +92,7 @@ def select_cells(sweep: Sweep, specs: list[str], compared: bool = True) -> Sweep
     known = {f.name for f in fields(TrainConfig)}
     bad = sorted({k for spec in want for alt in spec for k in alt} - known)
     if bad:
-        raise InputError(f"--cells names {bad}, not TrainConfig fields; write e.g. --cells mur_step_size=0.1")
+        raise InputError(f"--cells: {unknown_keys(bad, known, 'key')}")
     keys = list(sweep.grid)
     cells = [{**v, **dict(zip(keys, vals))} for v in sweep.variants
              for vals in itertools.product(*(sweep.grid[k] for k in keys))]
@@ -173,6 +176,47 @@ def check_credentials(args: argparse.Namespace, env=os.environ) -> None:
             raise InputError(f"{option} {redact(uri)} carries credentials in the URI, which would be stored "
                              f"(sweep.json, params.json, the report) and printed; pass it without them and "
                              f"{credentials_hint(option, uri)}")
+
+
+def path_options(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(option, value) of every option that names a folder or a URI and was given."""
+    return [(o, v) for o, v in (("--storage", args.storage), ("--data-dir", args.data_dir),
+                                ("--resume", None if args.resume == "latest" else args.resume),
+                                ("--confirm", args.confirm),
+                                *(("--set data_dir", o.split("=", 1)[1]) for o in args.set
+                                  if o.split("=", 1)[0] == "data_dir")) if v is not None]
+
+
+def check_paths(args: argparse.Namespace) -> None:
+    """A folder option that is empty (it would mean the working folder, or the default, silently) or that
+    starts like a URI without its "//" (s3:/bucket would train into a local folder named "s3:"): InputError."""
+    for option, value in path_options(args):
+        if not value.strip():
+            raise InputError(f"{option} is empty; name a folder or a URI (s3://BUCKET/PREFIX), or leave "
+                             f"{option.split()[0]} out for its default")
+        if s := half_uri(value):
+            rest = value[len(s) + 1:].lstrip("/")
+            raise InputError(f"{option} {value} is neither a folder nor a URI (no // after {s}:); "
+                             f"write {s}://{rest}, or ./{value} for a local folder of that name")
+
+
+def check_cache(trials: list[dict], args: argparse.Namespace) -> None:
+    """Where a URI is read or written (--storage, a data_dir, --resume, --confirm), this machine keeps local
+    copies in the cache folder (trainables/remote.py cache_root): it must be, or be creatable as, a
+    writable folder, checked now rather than after the trials have trained (InputError)."""
+    if not any(is_uri(v) for _, v in path_options(args)) and not any(is_uri(t["data_dir"]) for t in trials):
+        return
+    root = cache_root()
+    named = f"VBI_MUR_CACHE={root}" if os.environ.get("VBI_MUR_CACHE") else f"the cache folder {root}"
+    here = root
+    while not here.exists() and here != here.parent:
+        here = here.parent
+    if not here.is_dir():
+        raise InputError(f"{named} cannot be a folder: {here} is a file; set VBI_MUR_CACHE to a folder "
+                         f"(the local copies of what a URI holds go there)")
+    if not os.access(here, os.W_OK | os.X_OK):
+        raise InputError(f"{named} cannot be written ({here} is not writable); set VBI_MUR_CACHE to a "
+                         f"writable folder")
 
 
 def check_resources(args: argparse.Namespace) -> None:
