@@ -40,6 +40,7 @@ from sweeper.analysis.plots import (plot_g0, plot_ga_vs_pga, plot_kl, plot_mur_v
 from sweeper.analysis.labels import WHICH_TITLE, metric_name
 from sweeper.analysis.layout import paper_error, paper_sens
 from sweeper.analysis.paired import baseline_diffs
+from sweeper.analysis.planned import add_planned, short_cells
 from sweeper.analysis.ranking import write_ranking
 from sweeper.analysis.render import write_tables
 from sweeper.analysis.tables import (classical_note, fixmatch_note, subset_note, table_frame, test_beside_note,
@@ -79,11 +80,11 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
     baseline, within = meta.get("baseline"), tuple(meta.get("baseline_within") or ())
     named = meta.get("baseline_for") or {}
     no_val = val_note(trials)
-    summary, notes = baseline_diffs(summarize(trials, metric, which), trials, baseline, rows, cols, within=within,
-                                    baseline_for=named)
+    summary, notes = baseline_diffs(add_planned(summarize(trials, metric, which), trials, exp, meta), trials,
+                                    baseline, rows, cols, within=within, baseline_for=named)
     summary, seq_notes = sequential_diffs(summary, trials, meta)  # --seeds auto: each cell's sequential verdict
     notes = notes + seq_notes + classical_note(summary, trials, rows, cols) + [subset_note(trials)] \
-        + fixmatch_note(trials, rows, cols)
+        + fixmatch_note(trials, rows, cols) + [f"Fewer trials than planned: {c}" for c in short_cells(summary)]
     if metric == SELECT_METRIC:  # a table to choose from (--confirm): the test error beside, not used
         notes += test_beside_note(trials, baseline, rows, cols, which, within, named)
     paths.update(write_summary(summary, exp))
@@ -178,6 +179,8 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(paths["table"].read_text())
+    for line in short_cells(pd.read_csv(paths["summary.csv"], keep_default_na=False, na_values=[""])):
+        print(f"warning: {line}", file=sys.stderr)  # a report of what exists is no failure: exit 0
     if "table_ranked.md" in paths:  # a search (hpo): its trials ranked
         print(paths["table_ranked.md"].read_text())
     plots = [n for n in paths if n.endswith(".png")]

@@ -40,8 +40,14 @@ REPORT_INPUTS = ("sweep.json", "params.json", "result.json", "error.txt", "error
 EXPERIMENT_STATE = re.compile(r"experiment_state-(.*)\.json")  # Tune's state of one driver run; group 1: its start time
 TRIAL_DIR_PREFIX = "trial_"  # a trial's folder: trial_<Tune's trial id> (sweeper/driver/tuner.py's trial_dirname)
 TUNER_STATE = "tuner.pkl"          # what Tuner.restore needs (Tune writes it when the Tuner is built)
+TRIALS_FILE = "trials.json"        # a grid's trial configs, in order (trial_index): what --resume rebuilds the grid from
 OPTUNA_DB = "optuna.db"            # hpo's study: SQLite, so on the driver's disk, copied beside the results
 PREFLIGHT_RETRY_S = 5.0            # check()'s retry budget (the run's: remote.retry_budget())
+
+
+def grid_meta(meta: dict) -> bool:
+    """sweep.json `meta` describes a fixed list of trials (neither a search nor --seeds auto)."""
+    return not (meta.get("search") or meta.get("max_seeds"))
 
 
 class StorageError(ValueError):

@@ -257,7 +257,7 @@ def test_a_new_grid_keeps_its_trials_and_a_torn_edited_or_lost_list_is_refused_b
     assert sweeper_run.main(argv) == 5  # no trial reported: no report
     (exp,) = storage.experiments(root, "ablation_radius")
     want = trial_configs(get_sweep("ablation_radius", "quick"), sweeper_run.parse_args(argv))
-    kept = (exp / tuner.TRIALS_FILE).read_bytes()
+    kept = (exp / storage.TRIALS_FILE).read_bytes()
     assert json.loads(kept) == want and {t["lr"] for t in json.loads(kept)} == {0.25}  # the --set is in it
     meta = json.loads((exp / "sweep.json").read_text())
     assert meta["trials_digest"] == tune_state.sha256_hex(kept)
@@ -269,9 +269,9 @@ def test_a_new_grid_keeps_its_trials_and_a_torn_edited_or_lost_list_is_refused_b
                           (None, "trials.json is missing")):
         capsys.readouterr()
         if damage is None:
-            (exp / tuner.TRIALS_FILE).unlink()
+            (exp / storage.TRIALS_FILE).unlink()
         else:
-            (exp / tuner.TRIALS_FILE).write_bytes(damage)
+            (exp / storage.TRIALS_FILE).write_bytes(damage)
         assert sweeper_run.main([*QUICK, "--storage", str(root), "--resume"]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and words in err, err

@@ -38,6 +38,7 @@ from sweeper.driver import preflight, ray_session, tuner
 from sweeper.driver.stopping import GracefulStop
 from sweeper import run as sweeper_run
 from sweeper.analysis.aggregate import newest_ray_state, read_reports, write_summary, write_trials
+from sweeper.storage import TRIALS_FILE
 from trainables.config import TrainConfig
 from trainables.files import atomic_write
 from trainables.trainer import TERMS, Diverged, Trainer, train
@@ -610,7 +611,7 @@ def test_ctrl_c_before_tune_created_every_trial_ends_gracefully_and_resume_runs_
     assert len(final) == 5 and all(r and r[-1]["step"] == 60 for r in final.values()), final
     ended = {t for t, r in stopped.items() if r and r[-1]["step"] == 60}
     assert ended and all(final[t] == stopped[t] for t in ended)  # finished before the stop: not run again
-    planned = json.loads((exp / tuner.TRIALS_FILE).read_text())
+    planned = json.loads((exp / TRIALS_FILE).read_text())
     ran = sorted((json.loads((exp / t / "params.json").read_text()) for t in final), key=lambda c: c["trial_index"])
     assert ran == [{"trial_index": i, **t} for i, t in enumerate(planned)]
     print(json.dumps({"test": "resume of a grid Tune had not created whole", "created_at_stop": len(created)}))

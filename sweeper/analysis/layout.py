@@ -26,7 +26,8 @@ VERDICT_COL = "verdict"  # --seeds auto: a cell's sequential verdict, "differs a
 
 # ---------------------------------------------------------------- the layout
 
-SUMMARY_COLS = (*STAT_COLS, *DIFF_COLS, VERDICT_COL)  # a summary's columns that are not config keys
+PLAN_COLS = ("n_planned", "n_missing", "short_why")  # planned against present (sweeper/analysis/planned.py)
+SUMMARY_COLS = (*STAT_COLS, *DIFF_COLS, VERDICT_COL, *PLAN_COLS)  # a summary's columns that are not config keys
 
 
 def config_keys(summary: pd.DataFrame) -> list[str]:

@@ -24,7 +24,7 @@ import pandas as pd
 
 from sweeper.analysis.aggregate import MEDIAN_LAST, SELECT_METRIC, AggregateError, summarize
 from sweeper.analysis.labels import DATASET_NAMES, WHICH_TEXT, col_label, metric_name, py_value, sort_key
-from sweeper.analysis.layout import DIFF_COLS, STAT_COLS, cell_configs, layout_keys, paper_error, row_labels
+from sweeper.analysis.layout import DIFF_COLS, PLAN_COLS, STAT_COLS, cell_configs, layout_keys, paper_error, row_labels
 from sweeper.analysis.paired import LEVEL, baseline_diffs
 from sweeper.analysis.paper_results import protocol_reason
 from sweeper.analysis.stats import excludes_zero
@@ -71,7 +71,8 @@ def table_frame(summary: pd.DataFrame, rows=("method", "vd", "mur"), cols=(), pa
                     "paper_mean": pm, "paper_std": math.nan if ps is None else ps,
                     "delta": math.nan if reason else r["mean"] - pm, "paper_note": reason or "",
                     **({c: r[c] for c in DIFF_COLS} if has_diff else {}),
-                    **({"verdict": r["verdict"]} if "verdict" in summary.columns else {})})  # --seeds auto
+                    **({"verdict": r["verdict"]} if "verdict" in summary.columns else {}),  # --seeds auto
+                    **{c: r[c] for c in PLAN_COLS if c in summary.columns}})  # planned against present
     table = pd.DataFrame(out)
     dup = table[table.duplicated(["row", "col"], keep=False)] if len(table) else table
     if len(dup):
@@ -92,6 +93,9 @@ def cell_text(r) -> str:
     text = "—" if n == 0 else f"{r['mean']:.2f}" if n == 1 else f"{r['mean']:.2f} ± {r['std']:.2f}"
     extra = [f"{int(r[c])} {w}" for c, w in (("n_failed", "failed"), ("n_diverged", "diverged"),
                                              ("n_incomplete", "unfinished")) if r[c]]
+    missing = pd.to_numeric(r.get("n_missing", 0) if hasattr(r, "get") else 0, errors="coerce")  # planned.py
+    if missing > 0:  # NaN (a table from before plans were kept) is not
+        extra.append(f"{int(missing)} missing")
     if extra or n == 1:
         text += f" (n={n}" + "".join(f", {e}" for e in extra) + ")"
     return text + diff_text(r)

@@ -28,11 +28,11 @@ import hashlib
 import json
 
 from sweeper import storage as store
+from sweeper.storage import TRIALS_FILE, grid_meta
 from sweeper.driver.preflight import InputError
 from trainables.config import SWEEP_KEYS
 
 TORN = ".torn"
-TRIALS_FILE = "trials.json"  # a grid's trial configs, in order (trial_index): what --resume rebuilds the grid from
 
 
 def sha256_hex(data: bytes) -> str:
@@ -59,11 +59,6 @@ def check_resumable(exp) -> list[str]:
     check_tuner(exp, meta)
     grid_trials(exp, meta)
     return check_state(exp, meta)
-
-
-def grid_meta(meta: dict) -> bool:
-    """sweep.json describes a fixed list of trials (neither a search nor --seeds auto)."""
-    return not (meta.get("search") or meta.get("max_seeds"))
 
 
 def grid_trials(exp, meta: dict) -> list[dict] | None:

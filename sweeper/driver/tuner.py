@@ -20,7 +20,8 @@ from search_spaces import Sweep, SweepError
 from sweeper import storage as store
 from sweeper.driver.preflight import InputError
 from sweeper.driver.provenance import source_commit
-from sweeper.driver.tune_state import TRIALS_FILE, created_trials, grid_meta, grid_trials, sha256_hex
+from sweeper.driver.tune_state import created_trials, grid_trials, sha256_hex
+from sweeper.storage import TRIALS_FILE, grid_meta
 
 
 def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict, lease):
