@@ -638,3 +638,29 @@ def test_two_real_drivers_on_one_bucket_experiment(s3, tmp_path):
         shutil.rmtree(temp, ignore_errors=True)
     final = trial_reports(s3, f"{prefix}/")
     assert len(final) == 5 and all(r and r[-1]["step"] == 40 for r in final.values()), final
+
+
+def test_an_unreadable_latest_checkpoint_in_a_bucket_is_named_and_the_older_one_loads(s3, tmp_path, capsys):
+    """On a bucket the older checkpoint is found the same way as locally: the checkpoint_NNNNNN folders beside
+    Tune's latest, listed on the checkpoint's own file system; an empty trainer.pt there is named and skipped."""
+    from ray.tune import Checkpoint
+
+    from trainables.config import TrainConfig
+    from trainables.files import CKPT
+    from trainables.trainer import Trainer
+    from trainables.tune import restore
+
+    cfg = TrainConfig(dataset="digits", num_labels=100, arch="convnet_small", method="mt", steps=20, eval_every=10,
+                      lr_rampdown=10, sensitivity_samples=4)
+    root = storage.check(f"s3://{BUCKET}/ckpt")
+    tr = Trainer(cfg)
+    for i in range(2):
+        tr.run_interval()
+        tr.save(tmp_path / CKPT)
+        storage.write_bytes(root / "trial" / f"checkpoint_{i:06d}" / CKPT, (tmp_path / CKPT).read_bytes())
+    storage.write_bytes(root / "trial" / "checkpoint_000001" / CKPT, b"")
+    latest = Checkpoint(f"{root.path}/trial/checkpoint_000001", filesystem=root.fs)
+    loaded = restore(Trainer(cfg), latest, lambda: Trainer(cfg))
+    err = capsys.readouterr().err
+    assert loaded.step == 10 and "checkpoint unreadable: " in err and "trainer.pt cannot be read" in err
+    assert f"trial goes on from the older checkpoint {root.path}/trial/checkpoint_000000 (step 10)" in err

@@ -271,3 +271,74 @@ def test_cpu_kernels_answers_the_same_with_torch_imported_and_from_a_child():
                        timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.split() == ["DEFAULT", "DEFAULT"]
+
+
+# ---------------------------------------------------------------- a checkpoint that does not load
+
+def two_checkpoints(cfg: TrainConfig, trial: Path) -> tuple[int, int]:
+    """Tune's layout of a trial that checkpointed twice: trial/checkpoint_000000 and checkpoint_000001, each
+    with trainer.pt after one and two evaluations; returns their steps."""
+    tr = Trainer(cfg)
+    steps = []
+    for i in range(2):
+        tr.run_interval()
+        tr.save(trial / f"checkpoint_{i:06d}" / trainable.CKPT)
+        steps.append(tr.step)
+    return steps[0], steps[1]
+
+
+class RestartingTune(ResumingTune):
+    """A restarted trial whose latest checkpoint is a real ray.tune.Checkpoint (path and file system)."""
+
+    def __init__(self, ckpt):
+        super().__init__(Path("."))
+        self.ckpt = ckpt
+
+    def get_checkpoint(self):
+        return self.ckpt
+
+
+@pytest.mark.parametrize("damage", ["empty", pytest.param("cut short", marks=pytest.mark.slow),
+                                    pytest.param("not a checkpoint", marks=pytest.mark.slow)])
+def test_an_unreadable_latest_checkpoint_is_named_and_the_older_one_continues(damage, monkeypatch, tmp_path, capsys):
+    """The latest checkpoint damaged (an empty trainer.pt, one cut short, another torch file): one line names
+    it, the trial goes on from the older checkpoint Tune keeps beside it, and never raises (Tune would retry
+    the same file)."""
+    import torch
+    from ray.tune import Checkpoint
+
+    cfg = config(checkpoint_every_s=0)
+    first, _ = two_checkpoints(cfg, tmp_path / "trial")
+    latest = tmp_path / "trial" / "checkpoint_000001"
+    data = (latest / trainable.CKPT).read_bytes()
+    if damage == "not a checkpoint":
+        torch.save({"weights": torch.zeros(3)}, latest / trainable.CKPT)
+    else:
+        (latest / trainable.CKPT).write_bytes(b"" if damage == "empty" else data[: len(data) // 2])
+    fake = RestartingTune(Checkpoint(str(latest)))
+    monkeypatch.setattr(trainable, "tune", fake)
+    trainable.train_tune(cfg.__dict__)
+    err = capsys.readouterr().err
+    assert [m["step"] for m in fake.metrics] == list(range(first + EVERY, STEPS + 1, EVERY))
+    assert f"checkpoint unreadable: {latest / trainable.CKPT} " in err
+    assert f"trial goes on from the older checkpoint {tmp_path / 'trial' / 'checkpoint_000000'} (step {first})" in err
+
+
+@pytest.mark.slow
+def test_a_trial_whose_checkpoints_all_fail_starts_again_and_ends_as_an_uninterrupted_run(monkeypatch, tmp_path,
+                                                                                          capsys):
+    from ray.tune import Checkpoint
+
+    cfg = config(checkpoint_every_s=0)
+    two_checkpoints(cfg, tmp_path / "trial")
+    for i in range(2):
+        (tmp_path / "trial" / f"checkpoint_{i:06d}" / trainable.CKPT).write_bytes(b"")
+    fake = RestartingTune(Checkpoint(str(tmp_path / "trial" / "checkpoint_000001")))
+    monkeypatch.setattr(trainable, "tune", fake)
+    trainable.train_tune(cfg.__dict__)
+    err = capsys.readouterr().err
+    assert err.count("checkpoint unreadable: ") == 2 and "no checkpoint of this trial reads (2 tried): the trial " \
+                                                         "starts again from step 0" in err
+    assert [m["step"] for m in fake.metrics] == list(range(EVERY, STEPS + 1, EVERY))
+    ref = train(cfg, log=None)
+    assert {k: fake.metrics[-1][k] for k in EXACT} == {k: ref[k] for k in EXACT}

@@ -29,7 +29,7 @@ from trainables.config import NOT_COMPARED, ConfigError, TrainConfig
 from trainables.data import (Batcher, Dataset, augment, labeled_split, load_dataset, unlabeled_with_labeled,
                               validation_indices)
 from trainables.datafiles import DataError, check_available
-from trainables.files import atomic_write
+from trainables.files import atomic_write, one_line
 from trainables.methods import Views, loss_terms, needs_input_grad
 from trainables.metrics import error_rate, histogram, sensitivity
 from trainables.models import build_model
@@ -39,6 +39,16 @@ from trainables.variational import sparsity
 
 class CheckpointMismatch(ValueError):
     """A checkpoint that this config cannot continue; the message names the field. Retrying cannot help."""
+
+
+# what load_state_dict reads from a checkpoint (state_dict writes them all)
+STATE_KEYS = frozenset({"config", "step", "best_test_error", "best_val_error", "test_error_at_best_val", "wall_time",
+                        "student", "teacher", "opt", "batcher", "rng", "interval"})
+
+
+class CheckpointUnreadable(ValueError):
+    """A checkpoint file that does not load (empty, cut short, not a torch file, or holding objects other
+    than tensors and plain values); the message names the file. Retrying cannot help either."""
 
 
 def check_resumable(stored: dict, cfg: TrainConfig, step: int) -> None:
@@ -482,10 +492,25 @@ class Trainer:
             state = torch.load(path, map_location=self.device, weights_only=True)
         except pickle.UnpicklingError as e:
             named = re.search(r"Unsupported global: GLOBAL (\S+)", str(e))
-            raise ValueError(f"{path} holds objects other than tensors and plain values "
-                             f"({named.group(1) if named else type(e).__name__}), which loading could run as code; "
-                             f"Trainer.save did not write it: remove it or restore from another checkpoint") from None
-        self.load_state_dict(state)
+            if named or "weights only" in str(e).lower().replace("_", " "):
+                raise CheckpointUnreadable(
+                    f"{path} holds objects other than tensors and plain values "
+                    f"({named.group(1) if named else type(e).__name__}), which loading could run as code; "
+                    f"Trainer.save did not write it: remove it or restore from another checkpoint") from None
+            raise CheckpointUnreadable(f"{path} cannot be read ({one_line(e)}): cut short or not a checkpoint") from None
+        except (EOFError, OSError, RuntimeError) as e:  # empty, cut short, not a torch file, gone
+            raise CheckpointUnreadable(f"{path} cannot be read ({one_line(e)}): cut short or not a checkpoint") from None
+        if not isinstance(state, dict) or not STATE_KEYS <= set(state):
+            raise CheckpointUnreadable(f"{path} is a torch file but not a Trainer checkpoint (it lacks "
+                                       f"{sorted(STATE_KEYS - set(state)) if isinstance(state, dict) else 'a dict'})")
+        try:
+            self.load_state_dict(state)
+        except CheckpointMismatch:
+            raise
+        except (KeyError, TypeError, ValueError, RuntimeError) as e:  # e.g. weights of another shape
+            err = CheckpointUnreadable(f"{path} does not fit this trainer ({one_line(e)})")
+            err.partial = True  # some state was loaded before the error: the trainer must be built anew
+            raise err from None
 
 
 def train(cfg: TrainConfig, data: Dataset | None = None, log=print) -> dict:

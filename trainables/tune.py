@@ -2,7 +2,9 @@
 
 Config dict -> TrainConfig -> Trainer; every evaluation is reported, with a checkpoint once
 `checkpoint_every_s` seconds passed since the last one, and always at the end; after a failure Ray
-Tune restarts the trial and it resumes from `tune.get_checkpoint()`. A checkpoint that the trial's config
+Tune restarts the trial and it resumes from `tune.get_checkpoint()`, or, where that one does not load (empty,
+cut short), from the older checkpoint Tune keeps beside it, else from step 0, saying so (`restore`).
+A checkpoint that the trial's config
 cannot continue (trainer.check_resumable) ends the trial at once with one report naming the field
 (`resume_error`): Ray's retries would load the same checkpoint again. So does a config the trial
 cannot run (`ConfigError` from the config or the trainer's set-up, e.g. device=cuda on a node without a
@@ -26,6 +28,8 @@ from __future__ import annotations
 
 import math
 import platform
+import re
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -35,7 +39,7 @@ import ray
 from ray import tune
 
 from trainables.config import BOOKKEEPING, SWEEP_KEYS, ConfigError, TrainConfig
-from trainables.files import CKPT, CONFIG_ERROR, KERNELS_KEY, RESUME_ERROR, VIRTUAL_POINTS, unresolved
+from trainables.files import CKPT, CONFIG_ERROR, KERNELS_KEY, RESUME_ERROR, VIRTUAL_POINTS, one_line, unresolved
 
 N_VIRTUAL_POINT_IMAGES = 8
 
@@ -71,12 +75,11 @@ def train_tune(config: dict) -> None:
         return
     ckpt = tune.get_checkpoint()
     if ckpt is not None:
-        with ckpt.as_directory() as d:
-            try:
-                trainer.load(Path(d) / CKPT)
-            except CheckpointMismatch as e:  # every retry would fail the same way: end the trial, saying why
-                tune.report({RESUME_ERROR: str(e), "done": True})
-                return
+        try:
+            trainer = restore(trainer, ckpt, lambda: Trainer(cfg))
+        except CheckpointMismatch as e:  # every retry would fail the same way: end the trial, saying why
+            tune.report({RESUME_ERROR: str(e), "done": True})
+            return
     last: dict = {}
     saved = time.monotonic()  # the last checkpoint (or the start)
     while not trainer.done:
@@ -96,6 +99,59 @@ def train_tune(config: dict) -> None:
                 x = trainer.data.x_test[:N_VIRTUAL_POINT_IMAGES]  # (8, C, H, W)
                 np.savez(Path(d) / VIRTUAL_POINTS, **virtual_point_examples(trainer.student, x, cfg.mur_radius))
             tune.report(last, checkpoint=tune.Checkpoint.from_directory(d))
+
+
+CHECKPOINT_DIR = re.compile(r"checkpoint_(\d+)")  # Tune's name of a trial's checkpoint folder
+
+
+def older_checkpoints(ckpt) -> list:
+    """The trial's other checkpoints older than `ckpt`, newest first: the checkpoint_NNNNNN folders beside
+    it (Tune keeps the newest two, sweeper/driver/tuner.py), listed on its own file system, a local
+    folder or a bucket alike; [] where they cannot be listed."""
+    import pyarrow.fs as pafs
+
+    parent, _, name = ckpt.path.rstrip("/").rpartition("/")
+    own = CHECKPOINT_DIR.fullmatch(name)
+    try:
+        infos = ckpt.filesystem.get_file_info(pafs.FileSelector(parent, allow_not_found=True))
+    except OSError:
+        return []
+    found = [(int(m.group(1)), i.path) for i in infos
+             if i.type == pafs.FileType.Directory and (m := CHECKPOINT_DIR.fullmatch(i.base_name))]
+    return [type(ckpt)(path, filesystem=ckpt.filesystem)
+            for n, path in sorted(found, reverse=True) if own is None or n < int(own.group(1))]
+
+
+def restore(trainer, ckpt, fresh):
+    """`trainer` loaded from the newest checkpoint of its trial that reads: Tune's latest (`ckpt`), else
+    the older ones beside it, newest first, else none (`fresh()`: a new trainer, from step 0). Each
+    checkpoint that does not load is named in one line on stderr (Ray shows it in the driver's output),
+    and so is where the trial goes on from; the error never reaches Tune, whose retries would load the
+    same file again. CheckpointMismatch (a config that cannot continue it) propagates."""
+    from trainables.trainer import CheckpointUnreadable
+
+    def candidates():
+        yield ckpt
+        yield from older_checkpoints(ckpt)  # listed only once the latest has failed
+
+    skipped = []
+    for c in candidates():
+        try:
+            with c.as_directory() as d:
+                trainer.load(Path(d) / CKPT)
+        except (CheckpointUnreadable, OSError) as e:  # OSError: the folder itself cannot be fetched
+            skipped.append(c.path)
+            print(f"checkpoint unreadable: {one_line(str(e) if isinstance(e, CheckpointUnreadable) else e)}",
+                  file=sys.stderr)
+            if getattr(e, "partial", False):  # a load that failed part-way changed the trainer
+                trainer = fresh()
+            continue
+        if skipped:
+            print(f"trial goes on from the older checkpoint {c.path} (step {trainer.step})", file=sys.stderr)
+        return trainer
+    print(f"no checkpoint of this trial reads ({len(skipped)} tried): the trial starts again from step 0",
+          file=sys.stderr)
+    return trainer
 
 
 def _nan_metrics(last: dict) -> dict:
