@@ -6,8 +6,8 @@ select on the validation split's `val_error`, never on the test error),
 prints Tune's progress, then the mean ± std table and the results folder. Exit status: 0 all
 trials finished (a diverged trial is a result: counted in the tables, noted on stderr), 1 some trial
 failed (Tune's fit() does not raise), 2 bad input (one line, nothing written; a URI carrying
-credentials is bad input too, and so is an experiment another live driver holds), 3 interrupted (Ctrl+C, SIGTERM, `ray job stop`, also while the report
-is written: the state is saved, `--resume` continues it), 4 the storage bucket stopped answering for
+credentials is bad input too, and so is an experiment another live driver holds), 3 interrupted (Ctrl+C, SIGTERM, `ray job stop`, SIGHUP, at any moment, the report
+included: the state is saved, `--resume` continues it, and the command is kept in the folder's resume.txt), 4 the storage bucket stopped answering for
 longer than its retries ($VBI_MUR_STORAGE_RETRY_S; `--resume` continues it), or the disk of a local
 results folder ran full (one line with its free space; `--resume` continues it once there is space), 5 the trials finished
 but the report could not be built or uploaded (`python -m sweeper.report EXP_DIR` rebuilds it).
@@ -30,7 +30,9 @@ import os
 import pickle
 import shlex
 import shutil
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -50,7 +52,7 @@ from sweeper.driver.preflight import (InputError, check_address, check_baseline,
                                       check_data_dir, check_device, check_paths, check_resources, check_search,
                                       select_cells, trial_configs)
 from sweeper.driver.ray_session import credentials_from_each_node, env_set, start_ray, use_token_if_available
-from sweeper.driver.signals import signals_interrupt
+from sweeper.driver.signals import STOP_SIGNALS, pause_point, signals_interrupt
 from sweeper.driver.stopping import GracefulStop, job_stop_note
 from sweeper.driver.stalls import FACTOR as STALL_FACTOR, MIN_PACE_S
 from sweeper.storage import StorageError
@@ -62,7 +64,7 @@ from sweeper.driver.tuner import make_tuner, start_points, varying_keys
 EXIT_OK = 0            # every trial finished (diverged ones included: a divergence is a result, reported)
 EXIT_TRIAL_FAILED = 1  # some trial failed (Tune's fit() does not raise); the report is still written
 EXIT_BAD_INPUT = 2     # bad input, one line `error: ...` before Ray starts
-EXIT_INTERRUPTED = 3   # Ctrl+C, SIGTERM, `ray job stop`: the state is saved, `--resume` continues it
+EXIT_INTERRUPTED = 3   # Ctrl+C, SIGTERM, `ray job stop`, SIGHUP: the state is saved, `--resume` continues it
 EXIT_STORAGE_LOST = 4  # the storage bucket stopped answering for longer than its retries, or its disk ran full
 EXIT_NO_REPORT = 5     # every trial finished but the report (or its upload) failed; sweeper.report rebuilds it
 LOW_SPACE = 16 << 20  # bytes: a disk with less free is full for a sweep (a checkpoint is larger)
@@ -246,7 +248,67 @@ def print_dry_run(sweep: Sweep, trials: list[dict], args) -> None:
 
 
 def main(argv=None) -> int:
+    """The run, its exit status, and at a stop signal at any moment (SIGINT, SIGTERM, SIGHUP) exit status 3
+    with the --resume line; for 3 and 4 that line is also kept in the experiment folder (RESUME_FILE)."""
     args = parse_args(argv)
+    run: dict = {}  # the experiment folder and its --resume command, once known: what a stop's last line needs
+    with signals_interrupt():
+        try:
+            status = drive(args, run)
+            ignore_stop_signals()  # the run is over: its last lines are written whatever comes now
+        except KeyboardInterrupt:
+            ignore_stop_signals()
+            status = interrupted(run)
+        keep_resume_line(run, status)
+    return status
+
+
+def ignore_stop_signals() -> None:
+    if threading.current_thread() is threading.main_thread():
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+
+
+def interrupted(run: dict) -> int:
+    """A stop signal outside Tune's fit() (its graceful stop ends fit() itself): the --resume line where the
+    experiment holds a Tune state, else that there is nothing to continue."""
+    exp = run.get("exp_dir")
+    if exp is not None and resumable(exp):
+        print(f"interrupted: the sweep's state is saved; continue it with `{run['resume']}`", file=sys.stderr)
+    else:
+        print("interrupted before the sweep's first trial was set up: there is nothing to continue; run the "
+              "command again", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def resumable(exp) -> bool:
+    try:
+        return store.is_file(store.quick(exp) / store.TUNER_STATE)
+    except (OSError, StorageError):
+        return False
+
+
+RESUME_FILE = "resume.txt"  # an experiment's --resume command, kept there by a run that ended with 3 or 4
+
+
+def keep_resume_line(run: dict, status: int) -> None:
+    """The --resume command into the experiment folder after exit 3 or 4 (after SIGHUP no terminal read it),
+    removed again once a run of it ends with 0; a folder that does not take it is a note, not an error."""
+    exp = run.get("exp_dir")
+    if exp is None or not resumable(exp):
+        return
+    path = store.quick(exp) / RESUME_FILE
+    try:
+        if status in (EXIT_INTERRUPTED, EXIT_STORAGE_LOST):
+            store.write_text(path, run["resume"] + "\n")
+        elif status == EXIT_OK and store.is_file(path):
+            store.remove(path)
+    except (OSError, StorageError) as e:
+        print(f"note: {RESUME_FILE} not updated in {exp} ({one_line(e)})", file=sys.stderr)
+
+
+def drive(args, run: dict) -> int:
+    """Checks, lease, Ray, Tune and the report: the exit status (main turns a stop signal into 3)."""
     try:
         plan = prepare(args)
     except (SweepError, ConfigError, DataError, InputError, StorageError) as e:
@@ -255,6 +317,8 @@ def main(argv=None) -> int:
     if plan is None:  # --dry-run: printed
         return EXIT_OK
     sweep, trials, exp_dir, address = plan
+    run.update(exp_dir=exp_dir, resume=resume_command(sweep.name, exp_dir, args.cells, args.cells_only))
+    pause_point("checked")
     try:
         # one driver per experiment
         lease = DriverLease(exp_dir, resume_command(sweep.name, exp_dir, args.cells, args.cells_only))
@@ -287,6 +351,7 @@ def run_sweep(args, sweep: Sweep, trials: list[dict], exp_dir, address: str | No
             credentials_from_each_node():
         try:
             resources = start_ray(address, args, stop)
+            pause_point("ray_up")
         except ConnectionError as e:  # e.g. --address auto with no cluster running here
             print(f"error: cannot connect to Ray at {address}: {str(e).splitlines()[0]}; start a head with "
                   f"`ray start --head --dashboard-host 127.0.0.1` or omit --address for a local Ray", file=sys.stderr)
@@ -309,8 +374,10 @@ def run_sweep(args, sweep: Sweep, trials: list[dict], exp_dir, address: str | No
                 raise
             storage_lost(stop.resume, exp_dir, one_line(e))
             return exit_status(storage=True)
+    pause_point("fit_done")  # the graceful stop's block is over: signals_interrupt has the signals again
     import ray
     ray.shutdown()  # prints the worker log lines Ray still buffers now: the lines of finish() end the log
+    pause_point("ray_down")
     return finish(grid, exp_dir, stop)
 
 
@@ -439,6 +506,7 @@ def finish(grid, exp_dir, stop: GracefulStop) -> int:
     no_report = None
     try:
         with signals_interrupt():
+            pause_point("report")
             paths = report_at(exp_dir)  # a URI: built in a local cache, uploaded
     except KeyboardInterrupt:  # Ctrl+C or SIGTERM while the report is built: the state is saved
         print(f"interrupted while writing the report: the sweep's state is saved; `{stop.resume}` "
@@ -459,6 +527,7 @@ def finish(grid, exp_dir, stop: GracefulStop) -> int:
     for r in refused:
         print(f"trial {r.path} failed: {refusal(r.metrics)}", file=sys.stderr)
     print(f"results: {exp_dir}")
+    pause_point("reported")
     status = exit_status(stopped=stop.stopped.is_set(), failed=bool(errors or refused), no_report=no_report is not None)
     if status == EXIT_INTERRUPTED:
         print(f"interrupted: the sweep's state is saved; continue it with `{stop.resume}`",

@@ -297,6 +297,15 @@ def write_text(f: Folder, text: str) -> None:
     write_bytes(f, text.encode())
 
 
+def remove(f: Folder) -> None:
+    """Delete a file (one already gone is no error locally)."""
+    if isinstance(f, Path):
+        f.unlink(missing_ok=True)
+        return
+    with _explained(f):
+        f.fs.delete_file(f.path)
+
+
 STAMP = re.compile(r"-(\d{8}-\d{6})(?:-[0-9a-f]+)?$")  # <sweep>-<YYYYmmdd-HHMMSS>[-<suffix>]
 
 

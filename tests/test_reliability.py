@@ -312,9 +312,9 @@ class Driver:
     """`python -m sweeper.run ...` in a subprocess with its own Ray temp dir, or joined to `head` (a
     conftest.RayHead) with --address; SIGKILLed by PID."""
 
-    def __init__(self, argv: list[str], temp: Path, log: Path, new_session: bool = False, head=None):
+    def __init__(self, argv: list[str], temp: Path, log: Path, new_session: bool = False, head=None, env=None):
         self.log = log
-        env = ray_env(temp) if head is None else {**head.env, "RAY_TMPDIR": str(temp)}
+        env = {**(ray_env(temp) if head is None else {**head.env, "RAY_TMPDIR": str(temp)}), **(env or {})}
         argv = argv if head is None else [*argv, "--address", head.address]
         self.proc = subprocess.Popen([sys.executable, "-m", "sweeper.run", *argv], cwd=ROOT, env=env,
                                      stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=new_session)
@@ -532,7 +532,8 @@ def test_a_stop_signal_ends_the_sweep_gracefully_and_resume_finishes_it(ray_head
     """SIGTERM (what `ray job stop` sends the driver) mid-sweep: Tune stops the trials and saves its
     state, the report of what finished is written, exit status 3 names the --resume command; the
     resumed run re-runs no finished trial, continues the stopped ones from their checkpoints and ends
-    with every trial finished. Ctrl+C: test_ctrl_c_before_tune_created_every_trial_..."""
+    with every trial finished; SIGHUP after its fit() ends it with exit 3 and resume.txt too, and a third
+    run of it ends with 0 and removes resume.txt. Ctrl+C: test_ctrl_c_before_tune_created_every_trial_..."""
     sig = signal.SIGTERM
     temp, storage = short_tmp("rrterm"), tmp_path / "results"
     # 100 steps: the LabelSpreading row ends at once, so the MUR trials must run long enough to be stopped
@@ -555,10 +556,21 @@ def test_a_stop_signal_ends_the_sweep_gracefully_and_resume_finishes_it(ray_head
         assert rc == 3, log[-3000:]
         exp = exp_of()
         assert f"--resume {exp}" in log and "interrupted:" in log and (exp / "trials.parquet").is_file()
+        assert (exp / "resume.txt").read_text() == f"python -m sweeper.run ablation_radius --resume {exp}\n"
         waited = "stopping once" in log  # a checkpoint was being registered when the signal came
         stopped = sweep_state(exp)
-        d = Driver([*argv, "--resume", str(exp)], temp, tmp_path / "driver2.log", head=ray_head)
+        # the resumed run trains to the end, then gets SIGHUP (a closed terminal) once fit() is over and the
+        # graceful stop's handlers are gone (the test-only pause point): exit 3 and the line kept again
+        d = Driver([*argv, "--resume", str(exp)], temp, tmp_path / "driver2.log", head=ray_head,
+                   env={"VBI_MUR_PAUSE_AT": "fit_done"})
+        d.wait_until(lambda: "paused at fit_done" in d.log.read_text(), timeout=900)
+        (exp / "resume.txt").unlink()
+        d.proc.send_signal(signal.SIGHUP)
+        assert d.finish(timeout=300) == 3, d.log.read_text()[-3000:]
+        assert "Traceback" not in d.log.read_text() and (exp / "resume.txt").is_file()
+        d = Driver([*argv, "--resume", str(exp)], temp, tmp_path / "driver3.log", head=ray_head)
         assert d.finish(timeout=900) == 0, d.log.read_text()[-3000:]
+        assert not (exp / "resume.txt").exists()  # a run of it that ended with 0 removes it
     finally:
         end_driver(d, temp)
     # finished = reached its 100 steps (Tune marks the trials it stopped on the signal done=True too)

@@ -23,7 +23,7 @@ import pytest
 
 from sweeper import storage
 from sweeper.analysis import index
-from sweeper.driver import preflight, ray_session, stopping, tuner
+from sweeper.driver import preflight, ray_session, signals, stopping, tuner
 from sweeper import run as sweeper_run
 from sweeper.analysis.aggregate import AggregateError
 from trainables.remote import redact, secret_in_uri
@@ -301,8 +301,54 @@ def test_a_signal_before_fit_stops_the_sweep_once_fit_runs(tmp_path, capsys, mon
     assert sent == []  # no SIGUSR1 before Tune could take it
     assert rc == 3
     (exp,) = [p for p in tmp_path.iterdir() if p.is_dir()]
-    assert sorted(p.name for p in exp.iterdir()) == ["driver.lock", "sweep.json", "trials.json", "tuner.pkl"]
+    assert sorted(p.name for p in exp.iterdir()) == ["driver.lock", "resume.txt", "sweep.json", "trials.json",
+                                                     "tuner.pkl"]
     assert f"--resume {exp}`" in capsys.readouterr().err
+    assert (exp / "resume.txt").read_text() == f"python -m sweeper.run ablation_radius --resume {exp}\n"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("at", signals.PAUSE_POINTS)
+def test_a_stop_signal_at_any_moment_of_the_run_ends_with_exit_3_and_the_resume_line(at, sig, tmp_path, capsys,
+                                                                                     monkeypatch):
+    """Each moment of a run (its pause points, in order: checked, Ray up, fit done, Ray down, the report, the
+    report written), each stop signal, raised at that moment: exit 3, no traceback, the last line the --resume
+    command (or, before the experiment holds a Tune state, that there is nothing to continue), that command in
+    resume.txt, no temporary file left; the handlers before the run are back."""
+    started(monkeypatch)
+    monkeypatch.setattr(sweeper_run, "pause_point", lambda name: signal.raise_signal(sig) if name == at else None)
+    monkeypatch.setattr(stopping.os, "kill", lambda pid, s: None)  # Tune's SIGUSR1: no Tune here
+    before = {s: signal.getsignal(s) for s in signals.STOP_SIGNALS}
+    assert sweeper_run.main([*QUICK, "--storage", str(tmp_path)]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and {s: signal.getsignal(s) for s in before} == before
+    folders = [p for p in tmp_path.iterdir() if p.is_dir()]
+    if at == "checked":  # before the lease and the Tuner: no folder
+        assert folders == [] and err.strip().splitlines()[-1] == (
+            "interrupted before the sweep's first trial was set up: there is nothing to continue; run the command again")
+        return
+    (exp,) = folders
+    resume = f"python -m sweeper.run ablation_radius --resume {exp}"
+    assert f"`{resume}`" in err.strip().splitlines()[-1] and "interrupted" in err.strip().splitlines()[-1]
+    assert (exp / "resume.txt").read_text() == resume + "\n"
+    assert not [p for p in exp.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_a_finished_resume_removes_the_kept_resume_line(tmp_path, capsys, monkeypatch):
+    from sweeper import report
+
+    started(monkeypatch)
+    monkeypatch.setattr(sweeper_run, "pause_point", lambda name: signal.raise_signal(signal.SIGHUP)
+                        if name == "fit_done" else None)
+    assert sweeper_run.main([*QUICK, "--storage", str(tmp_path)]) == 3
+    (exp,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert (exp / "resume.txt").is_file()
+    monkeypatch.setattr(sweeper_run, "pause_point", lambda name: None)
+    monkeypatch.setattr(sweeper_run, "make_tuner", lambda sweep, trials, args, e, res, lease: FakeTuner(e))
+    monkeypatch.setattr(sweeper_run, "check_resumable", lambda e: [])
+    monkeypatch.setattr(report, "report_at", lambda e: {})
+    assert sweeper_run.main([*QUICK, "--storage", str(tmp_path), "--resume", str(exp)]) == 0
+    assert not (exp / "resume.txt").exists()
 
 
 def test_resume_of_a_folder_without_tune_state_is_one_line_exit_2(tmp_path, capsys, monkeypatch):

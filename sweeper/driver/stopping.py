@@ -1,4 +1,4 @@
-"""The driver's graceful stop, in one object: Ctrl+C and SIGTERM stop a sweep with every checkpoint a
+"""The driver's graceful stop, in one object: Ctrl+C, SIGTERM and SIGHUP stop a sweep with every checkpoint a
 trial has reported kept, its state saved, and exit status 3.
 
     python -m sweeper.run ablation_radius --preset quick   # then Ctrl+C: exit status 3, --resume continues
@@ -39,17 +39,19 @@ from pathlib import Path
 
 from ray import tune
 
+from sweeper.driver.signals import STOP_SIGNALS, away_from_a_closed_terminal
+
 WAIT_S = 10.0  # a save is one actor call: the worker uploaded the checkpoint before it reported
 # RAY_JOB_STOP_WAIT_TIME_S that docs/USAGE.md asks `ray job submit` for: WAIT_S for the saves, then
 # Tune's state and the report, with room for a loaded machine
 JOB_STOP_WAIT_S = 60
 RAY_DEFAULT_JOB_STOP_WAIT_S = 3  # Ray's JobSupervisor.DEFAULT_RAY_JOB_STOP_WAIT_TIME_S
-SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what a user, `ray job stop` and most schedulers send
+SIGNALS = STOP_SIGNALS  # Ctrl+C, SIGTERM (`ray job stop`, schedulers), SIGHUP (a closed terminal)
 
 
 class GracefulStop:
     """The stop of one driver run. `with GracefulStop(resume, exp_dir) as stop:` puts its handler on
-    Ctrl+C and SIGTERM (in the main thread; elsewhere the block runs without one); a signal then sets
+    Ctrl+C, SIGTERM and SIGHUP (in the main thread; elsewhere the block runs without one); a signal then sets
     `stopped`, prints `resume`, starts trials.parquet of `exp_dir` (a local folder) and asks Tune to stop
     once no trial is saving. A second signal acts at once. Tune's own SIGINT handler must be off
     (TUNE_DISABLE_SIGINT_HANDLER=1) or it would replace this one inside fit()."""
@@ -95,9 +97,11 @@ class GracefulStop:
             signal.signal(sig, handler)
 
     def _on_signal(self, signum, frame) -> None:
+        away_from_a_closed_terminal(signum)
         self.stopped.set()
         self._want(signal.SIGINT, signal.default_int_handler)  # a second signal acts at once
         self._want(signal.SIGTERM, signal.SIG_DFL)
+        self._want(signal.SIGHUP, signal.SIG_IGN)  # the terminal is gone already
         self.announce()
         self.request()
 
