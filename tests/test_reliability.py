@@ -954,6 +954,8 @@ BAD_INPUT = {  # name -> (argv after the sweep; {root}, {data}, {file} are fille
                                    "s3://bucket/x"),
     "data URI without slashes": ([*QUICK, "--data-dir", "gs:bucket/data"], "write gs://bucket/data"),
     "empty storage": ([*QUICK, "--storage", ""], "--storage is empty; name a folder or a URI"),
+    "tracking URI with one slash": ([*QUICK, "--mlflow", "http:/127.0.0.1:5000"], "write http://127.0.0.1:5000"),
+    "storage of blanks": ([*QUICK, "--storage", "  "], "--storage is empty"),
     "empty data folder name": ([*QUICK, "--data-dir", ""], "--data-dir is empty"),
     "resume DIR makes no results root": ([*QUICK, "--resume", "{data}", "--storage", "{root}/new-root"],
                                          "is not an experiment folder"),

@@ -190,7 +190,7 @@ def path_options(args: argparse.Namespace) -> list[tuple[str, str]]:
 def check_paths(args: argparse.Namespace) -> None:
     """A folder option that is empty (it would mean the working folder, or the default, silently) or that
     starts like a URI without its "//" (s3:/bucket would train into a local folder named "s3:"): InputError."""
-    for option, value in path_options(args):
+    for option, value in [*path_options(args), *((("--mlflow", args.mlflow),) if args.mlflow is not None else ())]:
         if not value.strip():
             raise InputError(f"{option} is empty; name a folder or a URI (s3://BUCKET/PREFIX), or leave "
                              f"{option.split()[0]} out for its default")
