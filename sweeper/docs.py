@@ -29,6 +29,7 @@ from pathlib import Path
 
 from sweeper.costs import RUNS, machine_text, per_trial, trial_count
 from sweeper.docgen import claims as claimlib
+from sweeper.docgen import gpu_prices
 from sweeper.docgen.benchmark_docs import GENERATED_NOTE, INSTALL, performance_md
 from sweeper.docgen.committed_runs import (ROOT, DocsError, add, check_disjoint, command_line, public_args, read_run,
                                            run_dirs, runs_of)
@@ -358,7 +359,8 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
     graded = grade_claims(load_claims(root), runs)  # once, for RESULTS.md and the README
     return {Path("docs/RESULTS.md"): results_md(runs, graded, root),
             Path("docs/PERFORMANCE.md"): performance_md(root),
-            Path("README.md"): readme_md((root / "README.md").read_text(), runs, graded, root)}
+            Path("README.md"): readme_md((root / "README.md").read_text(), runs, graded, root),
+            **gpu_prices.generated(root)}
 
 
 def stale(root: Path = ROOT) -> list[Path]:

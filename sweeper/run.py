@@ -119,6 +119,12 @@ def parser() -> argparse.ArgumentParser:
                         "trust. tuner.pkl must be the file the experiment wrote at its start (its SHA-256 is in "
                         "sweep.json)")
     p.add_argument("--dry-run", action="store_true", help="print the trial grid and cost, run nothing")
+    p.add_argument("--gpu-kind", default=None, metavar="KIND",
+                   help="price a GPU preset's trials on this GPU kind, e.g. H100 (default: this machine's GPU, else "
+                        "the most recently measured kind; sweeper/gpu_cost.py), and launch a grid's trials longest "
+                        "first by those prices")
+    p.add_argument("--gpus", type=float, default=None, metavar="N",
+                   help="--dry-run: the sweep's wall time on N GPUs at --gpus-per-trial (default: one trial at a time)")
     p.add_argument("--confirm", default=None, metavar="SEARCH_DIR",
                    help="searches (hpo, hpo_base): rerun that search's best trial by validation error and its "
                         "base values on fresh seeds (--seeds, default 5), paired (sweeper/seeds/confirm.py)")
@@ -238,6 +244,13 @@ def print_dry_run(sweep: Sweep, trials: list[dict], args) -> None:
         prices, how = trial_prices(sweep.name, args.preset, cells, cpu_kernels() if on_cpu else None)
         print("\n".join(auto_cost_lines(sweep, trials, args.preset, prices, how)))
         return
+    if not on_cpu and not sweep.search:  # a GPU preset: each trial priced on a named kind, the sweep on N GPUs
+        per_trial = args.gpus_per_trial if args.gpus_per_trial else 1.0
+        print(f"resources per trial: {args.cpus_per_trial:g} CPU, {per_trial:g} GPU (--gpus-per-trial)")
+        from sweeper.gpu_cost import cost_lines as gpu_lines
+        for line in gpu_lines(trials, sweep.minutes_per_trial, args.gpu_kind,
+                              args.gpus if args.gpus else per_trial, per_trial):
+            print(line)
     n = sweep.search["num_samples"] if sweep.search else len(trials)
     changed = bool(args.seeds or args.set or args.cells)
     planned = None if sweep.search else trials

@@ -674,6 +674,8 @@ def test_a_dry_run_plans_every_sweep_and_preset_before_the_data_exists(name, pre
     needed = {t["dataset"] for t in get_sweep(name, preset).trials()} - {"digits"}
     lines = [ln for ln in out.splitlines() if ln.startswith("data: ")]
     assert " trials = " in out and "cost: " in out and sorted(ln.split(":")[1].strip() for ln in lines) == sorted(needed)
+    if preset == "paper" and not get_sweep(name, preset).search:  # a GPU preset: priced on a kind, on N GPUs
+        assert "resources per trial: 1 CPU, 1 GPU" in out and "GPU-hours on " in out and "longest first" in out
     assert all("the run downloads it" in ln for ln in lines) if preset == "paper" else \
         all("create it" in ln or "missing in" in ln for ln in lines)
     assert list((tmp_path / "data").iterdir()) == [] and not (tmp_path / "results").exists()

@@ -45,7 +45,8 @@ def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict,
                              f"this one lacks; resume it from the commit that started it (sweep.json's "
                              f"\"commit\")") from None
     meta = {**asdict(sweep), "preset": args.preset, "n_trials": len(trials), "argv": sys.argv,
-            "start_points": start_points(sweep, trials), "commit": source_commit()}
+            "start_points": start_points(sweep, trials), "commit": source_commit(),
+            "launch_order": launch_order(sweep, trials, args)}
     store.create_experiment(exp_dir)
     lease.acquire()
     tuner = build_tuner(sweep, trials, args, exp_dir, resources)  # Tune writes its tuner.pkl here
@@ -127,7 +128,7 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
         tune_config = tune.TuneConfig(search_alg=algo, num_samples=most, trial_dirname_creator=trial_dirname,
                                       max_concurrent_trials=args.max_concurrent or None, reuse_actors=True)
     else:  # a grid: trial_index picks one fully specified config (variants need not be a product)
-        param_space = grid_space(trials)
+        param_space = grid_space(trials, launch_order(sweep, trials, args))
         tune_config = tune.TuneConfig(max_concurrent_trials=args.max_concurrent or None,
                                       trial_dirname_creator=trial_dirname,
                                       reuse_actors=True)  # no new process (torch import) per trial
@@ -139,13 +140,27 @@ def is_grid(sweep: Sweep) -> bool:
     return not sweep.search and not sweep.max_seeds
 
 
-def grid_space(trials: list[dict]) -> dict:
-    """Tune's param_space of a grid over `trials`: trial_index picks one fully specified config. Tune
-    resolves the functions when it creates a trial and stores only placeholders for them, so a
-    restored Tuner needs this same space again (stored_grid) for the trials it creates after a stop."""
+def launch_order(sweep: Sweep, trials: list[dict], args) -> list[int] | None:
+    """A GPU preset's grid starts its trials longest first by their GPU prices (sweeper/gpu_cost.py), so that
+    no long trial is left running alone at the end; None (grid order) for a quick preset, whose trials run
+    on CPUs, and for a search or --seeds auto, whose searchers choose. Only the order moves: trial_index,
+    seed and folder stay; sweep.json records it for --resume."""
+    if not is_grid(sweep) or args.preset == "quick":
+        return None
+    from sweeper.gpu_cost import longest_first, pick_kind, price
+
+    kind, _ = pick_kind(getattr(args, "gpu_kind", None))
+    return longest_first([price(t, kind, sweep.minutes_per_trial)[0] for t in trials])
+
+
+def grid_space(trials: list[dict], order: list[int] | None = None) -> dict:
+    """Tune's param_space of a grid over `trials`: trial_index picks one fully specified config, and Tune
+    creates the trials in `order` (default: trial_index order). Tune resolves the functions when it
+    creates a trial and stores only placeholders for them, so a restored Tuner needs this same space
+    again, in the same order (stored_grid), for the trials it creates after a stop."""
     from ray import tune
 
-    space = {"trial_index": tune.grid_search(list(range(len(trials))))}
+    space = {"trial_index": tune.grid_search(list(range(len(trials))) if order is None else list(order))}
     for k in trials[0]:
         space[k] = tune.sample_from(lambda config, k=k: trials[config["trial_index"]][k])
     return space
@@ -164,7 +179,11 @@ def stored_grid(exp_dir) -> dict | None:
         print(f"note: {exp_dir} keeps no {TRIALS_FILE}, so the {missing} trial(s) Tune had not created before the "
               f"stop cannot get their configs: they are refused and left out of the tables; run their seeds in "
               f"a new run", file=sys.stderr)
-    return None if trials is None else grid_space(trials)
+    order = meta.get("launch_order")
+    if trials is not None and order is not None and sorted(order) != list(range(len(trials))):
+        raise InputError(f"{exp_dir}/sweep.json's launch_order is not an order of its {len(trials)} trials (edited?); "
+                         f"restore sweep.json from a copy, or start a new run without --resume")
+    return None if trials is None else grid_space(trials, order)
 
 
 def start_points(sweep: Sweep, trials: list[dict]) -> list[dict] | None:
