@@ -27,8 +27,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sweeper.docgen.claims import read_trials  # noqa: E402
-from sweeper.docgen.committed_runs import machine_info  # noqa: E402
+from study.claims import read_trials  # noqa: E402
+from study.committed_runs import machine_info  # noqa: E402
 from sweeper.analysis.stats import excludes_zero, paired_diff  # noqa: E402
 
 KEYS = ("method", "mur", "mur_radius")  # what tells ablation_radius's cells apart
@@ -74,7 +74,7 @@ def compare(fixed: dict, auto: dict) -> tuple[bool, bool]:
 
 
 def wall_min(folder: Path) -> float:
-    """A committed run's machine.json, else what `sweeper.docs add` would write for the results folder."""
+    """A committed run's machine.json, else what `study.docs add` would write for the results folder."""
     if (folder / "machine.json").is_file():
         return json.loads((folder / "machine.json").read_text())["wall_min"]
     return machine_info(folder, {})["wall_min"]

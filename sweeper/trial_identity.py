@@ -1,5 +1,5 @@
 """What one trial is: the full configuration of a trials.csv row, and the keys that make two trials the
-same run but for the seed. The claims count each (configuration, seed) once by it (docgen/evidence.py),
+same run but for the seed. The claims count each (configuration, seed) once by it (study/evidence.py),
 and `sweeper.run --dry-run` prices a planned trial at its configuration's committed trial-min by it
 (costs.py).
 

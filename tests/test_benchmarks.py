@@ -134,7 +134,7 @@ def test_benchmarks_and_committed_runs_name_the_cpu_by_one_rule(monkeypatch):
     import re
 
     from benchmarks import provenance as bench
-    from sweeper.docgen import committed_runs
+    from study import committed_runs
     from sweeper.driver import provenance
 
     assert bench.cpu_name is provenance.cpu_name and committed_runs.cpu_name is provenance.cpu_name

@@ -1,5 +1,5 @@
-"""sweeper/docgen/claims.py: a claim's verdict against its declared effect size, on hand-computed cases; one grade
-per comparison, each trial counted once (sweeper/docgen/evidence.py).
+"""study/claims.py: a claim's verdict against its declared effect size, on hand-computed cases; one grade
+per comparison, each trial counted once (study/evidence.py).
 
     pytest tests/test_claims.py -q
 """
@@ -9,7 +9,7 @@ import math
 import pytest
 from scipy import stats
 
-from sweeper.docgen import claims
+from study import claims
 
 NAN = math.nan
 

@@ -1,4 +1,4 @@
-"""The generated docs equal what `python -m sweeper.docs` makes from the committed files, the claims
+"""The generated docs equal what `python -m study.docs` makes from the committed files, the claims
 are classified as declared, and the README and docs stay a landing page plus links that resolve.
 
     python -m pytest tests/test_docs.py -q
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from search_spaces import get_sweep, names
-from sweeper import docs
-from sweeper.docgen import benchmark_docs, committed_runs
-from sweeper.docgen import claims as claimlib
+from study import docs
+from study import benchmark_docs, committed_runs
+from study import claims as claimlib
 from trainables.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,7 +37,7 @@ DOC_FILES = [ROOT / "README.md", ROOT / "cluster" / "README.md", *sorted((ROOT /
 
 
 def test_committed_generated_files_equal_what_the_generator_makes():
-    assert docs.stale() == [], "run `python -m sweeper.docs` and commit what it writes"
+    assert docs.stale() == [], "run `python -m study.docs` and commit what it writes"
 
 
 def test_readme_is_a_landing_page_with_the_ci_install_and_test_command():
@@ -344,7 +344,7 @@ def test_a_key_every_cell_of_a_run_shares_is_found_though_trials_csv_leaves_it_o
     the row's variant in sweep.json), with the value that trial ran."""
     import pandas as pd
 
-    from sweeper.docgen import claims as claimlib
+    from study import claims as claimlib
 
     exp = tmp_path / "results" / "few_labels-20000101-000000"
     exp.mkdir(parents=True)
@@ -389,7 +389,7 @@ def test_add_refuses_trials_that_left_their_sweeps_definition_and_writes_nothing
 
 
 def test_a_committed_command_drops_the_machines_paths_but_keeps_every_other_argument():
-    from sweeper.docgen.committed_runs import public_args
+    from study.committed_runs import public_args
     argv = ["/home/u/p/sweeper/run.py", "ablation_radius", "--storage", "/tmp/r", "--preset", "quick",
             "--storage=s3://b/p", "--seed-start", "8"]
     assert public_args(argv) == ["ablation_radius", "--preset", "quick", "--seed-start", "8"]
@@ -736,7 +736,7 @@ def _shell_words(command: str) -> list[str]:
 def test_each_runs_command_pastes_into_a_shell_as_it_ran():
     """RESULTS.md's and machine.json's command line of every committed run, read as a shell reads it, is
     the run's own arguments: a --cells value with '|' is quoted, not a pipe."""
-    from sweeper.docgen.committed_runs import public_args
+    from study.committed_runs import public_args
 
     runs = [committed_runs.read_run(p) for p in committed_runs.run_dirs()]
     assert any("|" in a for r in runs for a in r["meta"].get("argv") or [])
@@ -831,7 +831,7 @@ def test_the_docs_and_the_dry_run_price_each_claim_cell_alike():
                 if minutes is None:
                     continue
                 key = claimlib.configuration(mine, x, c["claim"])
-                assert own[key] == pytest.approx(minutes, rel=1e-12), (c["claim"], x)
+                assert own[costs.config_key(key)] == pytest.approx(minutes, rel=1e-12), (c["claim"], x)
                 compared += 1
     assert compared >= 10
 

@@ -105,7 +105,7 @@ def test_the_price_table_is_current_and_a_changed_benchmark_makes_it_stale(tmp_p
     it), and a benchmark file that changes makes it differ (so --check fails until it is rewritten)."""
     from pathlib import Path
 
-    from sweeper.docgen import gpu_prices
+    from study import gpu_prices
 
     root = Path(__file__).resolve().parents[1]
     assert (root / gpu_prices.TABLE).read_text() == gpu_prices.text(root)

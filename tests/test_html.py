@@ -28,10 +28,10 @@ from conftest import write_trial
 from test_report import make_search_exp, make_table_exp, reports
 
 from sweeper.costs import machine_text
-from sweeper.docgen import committed_runs
+from study import committed_runs
 from sweeper.analysis.html import LIVE, STALE_S, parse_markdown_table, sweep_state
 from sweeper.report import build_report, main
-from sweeper.analysis.layout import DIFF_COLS, STAT_COLS
+from sweeper.analysis.layout import DIFF_COLS, STAT_COLS, SUMMARY_COLS
 from search_spaces import get_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,7 +109,7 @@ def expected_cells(exp: Path) -> dict[tuple[str, str], str]:
     baseline with the interval and the star, formatted here from summary.csv's numbers (the star
     computed from the interval's ends)."""
     summary, table = pd.read_csv(exp / "summary.csv"), pd.read_csv(exp / "table.csv")
-    keys = [k for k in table.columns if k in summary.columns and k not in (*STAT_COLS, *DIFF_COLS)]
+    keys = [k for k in table.columns if k in summary.columns and k not in SUMMARY_COLS]
     out = {}
     for _, c in table.iterrows():
         s = summary

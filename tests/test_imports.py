@@ -1,6 +1,6 @@
 """The import graph of the project's packages has no cycle, and sweeper/'s sub-packages keep their
-rules: analysis/ imports no Ray, docgen/ is reached from `python -m sweeper.docs` only, and at most
-12 modules sit directly in sweeper/.
+rules: analysis/ imports no Ray, no installed module imports the study (study/, the repository's record
+of itself, which `pip install` leaves out), and at most 12 modules sit directly in sweeper/.
 
 Built with `ast` from the source, top-level and function-level imports alike, so a
 lazy import inside a function cannot hide a circle.
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("sweeper", "trainables", "search_spaces", "benchmarks")
+PACKAGES = ("sweeper", "trainables", "search_spaces", "benchmarks", "study")
+SERVICE = ("sweeper", "trainables", "search_spaces")  # what `pip install` installs (pyproject.toml)
 
 
 def _module_name(path):
@@ -155,7 +156,7 @@ def test_storage_is_below_the_results_code():
 # ---------------------------------------------------------------- sweeper/ by concern
 
 SWEEPER = ROOT / "sweeper"
-COMMANDS = ("run", "report", "list", "docs", "check_cluster")  # what a user types: python -m sweeper.X
+COMMANDS = ("run", "report", "list", "check_cluster")  # what a user types: python -m sweeper.X
 MOST_TOP_LEVEL = 12  # modules directly in sweeper/, __init__.py included
 
 
@@ -183,7 +184,7 @@ def test_sweeper_keeps_the_commands_on_top_and_the_rest_in_sub_packages():
     top = sorted(p.stem for p in SWEEPER.glob("*.py"))
     assert set(COMMANDS) <= set(top), top
     assert len(top) <= MOST_TOP_LEVEL, f"{len(top)} modules directly in sweeper/: {top}"
-    for pkg in ("driver", "seeds", "analysis", "docgen"):
+    for pkg in ("driver", "seeds", "analysis"):
         assert (SWEEPER / pkg / "__init__.py").is_file() and len(list((SWEEPER / pkg).glob("*.py"))) > 2, pkg
 
 
@@ -227,19 +228,24 @@ def test_importing_every_analysis_module_loads_no_ray():
     assert len(names) >= 10  # aggregate … paper_results: the whole results pipeline was imported
 
 
-def test_the_service_never_imports_the_repository_docs_code():
-    """sweeper/docgen/ (docs/RESULTS.md, PERFORMANCE.md, the README's picture) is reached only from
-    `python -m sweeper.docs`: no other module of the service imports it, directly or through another."""
+def test_no_installed_module_imports_the_study_and_pip_installs_no_study():
+    """study/ (the generated docs, the claims, the committed-run index, the price tables' generator) is
+    outside the service: no module of sweeper/, trainables/ or search_spaces/ reaches it, directly or through
+    another, and pyproject.toml's package list leaves it out."""
+    import fnmatch
+    import tomllib
+
     graph = import_graph()
-    service = [m for m in graph if m.split(".")[0] in ("sweeper", "trainables", "search_spaces")
-               and not m.startswith("sweeper.docgen") and m != "sweeper.docs"]
     found = []
-    for start in sorted(service):
+    for start in sorted(m for m in graph if m.split(".")[0] in SERVICE):
         seen, todo = set(), [start]
         while todo:
             for nxt in graph[todo.pop()] - seen:
                 seen.add(nxt)
                 todo.append(nxt)
-        found += [f"{start} -> {m}" for m in sorted(seen) if m.startswith("sweeper.docgen")]
+        found += [f"{start} -> {m}" for m in sorted(seen) if m.split(".")[0] == "study"]
     assert not found, "\n".join(found)
-    assert any(m.startswith("sweeper.docgen") for m in graph["sweeper.docs"])  # the check sees such an arrow
+    assert any(m.startswith("study.") for m in graph["study.docs"])  # the check sees such an arrow
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert not any(fnmatch.fnmatch(name, pat) for pat in include for name in ("study", "study.docs"))
+    assert all(any(fnmatch.fnmatch(pkg, pat) for pat in include) for pkg in SERVICE)

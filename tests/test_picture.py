@@ -1,4 +1,4 @@
-"""The README's picture: the quick start's report page rebuilt from a committed run (sweeper/docgen/picture.py),
+"""The README's picture: the quick start's report page rebuilt from a committed run (study/picture.py),
 its table equal to the run's summary.csv, the same page from the same files, no machine path in it,
 and docs/report.png made from the committed docs/report.html.
 
@@ -17,7 +17,7 @@ import pytest
 from browser import need_chromium, open_page
 from conftest import write_trial
 from search_spaces import get_sweep
-from sweeper.docgen import committed_runs, picture
+from study import committed_runs, picture
 from sweeper.report import build_report
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -415,6 +415,14 @@ def test_ablation_paper_presets_use_the_entmin_of_the_run_series_behind_their_fi
     assert used == set(range(len(rows))), f"{name}: rows of the table no trial matched"
 
 
+def prices(root):
+    """The price table the study makes from the committed runs under `root` (what sweeper/run_prices.json is
+    for the repository's own)."""
+    from study import run_prices
+
+    return run_prices.table(root)
+
+
 def test_a_cost_is_its_committed_runs_wall_time_else_no_committed_run(tmp_path):
     from sweeper import costs
 
@@ -422,10 +430,10 @@ def test_a_cost_is_its_committed_runs_wall_time_else_no_committed_run(tmp_path):
     folder.mkdir(parents=True)
     (folder / "sweep.json").write_text(json.dumps({"name": "ablation_kl", "preset": "quick", "n_trials": 7}))
     (folder / "machine.json").write_text(json.dumps({"cpu": "Test CPU", "cores": 3, "wall_min": 4.25}))
-    lines = costs.cost_lines("ablation_kl", "quick", 35, 0.8, root=tmp_path)
+    lines = costs.cost_lines("ablation_kl", "quick", 35, 0.8, table=prices(tmp_path))
     assert lines == ["committed run of the preset: 4.2 min for 7 trials on Test CPU, 3 cores "
                      "(docs/runs/ablation_kl-quick-s0-4)"]
-    assert costs.cost_lines("ablation_kl", "quick", 35, 0.8, changed=True, root=tmp_path)[1] == (
+    assert costs.cost_lines("ablation_kl", "quick", 35, 0.8, changed=True, table=prices(tmp_path))[1] == (
         "this command changes its trials: estimate 35 trials x 0.8 min = 0.5 trial-hours on a 2-core CPU "
         "machine (Sweep.minutes_per_trial, a planning value)")  # no run records its trials' times
     (folder / "machine.json").write_text(json.dumps({"cpu": "Test CPU", "cores": 3, "wall_min": 4.25,
@@ -435,14 +443,14 @@ def test_a_cost_is_its_committed_runs_wall_time_else_no_committed_run(tmp_path):
     (other / "sweep.json").write_text(json.dumps({"name": "ablation_kl", "preset": "quick", "n_trials": 3}))
     (other / "machine.json").write_text(json.dumps({"cpu": "Test CPU", "cores": 3, "wall_min": 1.0,
                                                     "trial_min": 1.1}))
-    assert costs.cost_lines("ablation_kl", "quick", 40, 0.8, changed=True, root=tmp_path)[2] == (
+    assert costs.cost_lines("ablation_kl", "quick", 40, 0.8, changed=True, table=prices(tmp_path))[2] == (
         "this command changes its trials: 40 trials x 0.60 trial-min (its committed runs' trial-min per "
         "trial) = 0.4 trial-hours")  # (4.9 + 1.1) / (7 + 3) = 0.6 a trial; 40 * 0.6 / 60 = 0.4
     # a --seeds auto run: sweep.json plans the first look's 7 trials, trials.csv holds the 9 it ran
     (folder / "trials.csv").write_text('trial_dir,note\n' + "".join(f't{i},"a\nb"\n' for i in range(9)))
-    assert costs.cost_lines("ablation_kl", "quick", 35, 0.8, root=tmp_path)[0].startswith(
+    assert costs.cost_lines("ablation_kl", "quick", 35, 0.8, table=prices(tmp_path))[0].startswith(
         "committed run of the preset: 4.2 min for 9 trials on")
-    (lines,) = [costs.cost_lines("ablation_kl", "paper", 18, 140, root=tmp_path)]
+    (lines,) = [costs.cost_lines("ablation_kl", "paper", 18, 140, table=prices(tmp_path))]
     assert lines == ["no committed run; estimate 18 trials x 140 min = 42.0 trial-hours on one GPU per trial "
                      "(Sweep.minutes_per_trial, a planning value)"]  # 18 * 140 / 60 = 42
 
@@ -463,15 +471,15 @@ def test_a_changed_command_prices_each_trial_at_its_configurations_own_committed
                                        "direct,0,finished,5.1,3000\ndirect,1,finished,4.9,9000\n"
                                        "pga,0,finished,5.0,\npga,1,failed,,600\n")
     planned = [{"mur": "direct", "seed": 7}, {"mur": "pga", "seed": 7}, {"mur": "direct", "seed": 8}]
-    line = costs.cost_lines("ablation_mur_steps", "quick", 3, 0.8, changed=True, root=tmp_path, planned=planned)[1]
+    line = costs.cost_lines("ablation_mur_steps", "quick", 3, 0.8, changed=True, table=prices(tmp_path), planned=planned)[1]
     assert line == ("this command changes its trials: 3 trials = 4.2 trial-hours, 2 at their configuration's "
                     "committed trial-min (the mean of its trials' own times), 1 at the committed runs' 50.00 "
                     "trial-min per trial")
     # the seed is no part of a configuration; another radius is another configuration, priced at the rate
-    assert costs.config_minutes("ablation_mur_steps", "quick", tmp_path) == {
-        costs.planned_identity({"mur": "direct", "seed": 99}): 100.0}
+    assert costs.config_minutes("ablation_mur_steps", "quick", prices(tmp_path)) == {
+        costs.planned_key({"mur": "direct", "seed": 99}): 100.0}
     other = [{"mur": "direct", "mur_radius": 3.0, "seed": 7}]
-    assert costs.cost_lines("ablation_mur_steps", "quick", 1, 0.8, changed=True, root=tmp_path,
+    assert costs.cost_lines("ablation_mur_steps", "quick", 1, 0.8, changed=True, table=prices(tmp_path),
                             planned=other)[1].startswith("this command changes its trials: 1 trials x 50.00 trial-min")
 
 
@@ -509,23 +517,23 @@ def test_a_dry_run_prices_a_trial_on_this_machines_cpu_kernels(tmp_path):
     from sweeper import costs
 
     _runs_on_two_kinds(tmp_path)
-    assert costs.kernel_ratio("quick", "AVX2", tmp_path) == pytest.approx((4.0, 2))
-    assert costs.kernel_ratio("quick", "AVX512", tmp_path) == pytest.approx((0.25, 2))
+    assert costs.kernel_ratio("quick", "AVX2", prices(tmp_path)) == pytest.approx((4.0, 2))
+    assert costs.kernel_ratio("quick", "AVX512", prices(tmp_path)) == pytest.approx((0.25, 2))
     planned = [{"mur": "direct", "seed": s} for s in (7, 8)] + [{"mur": "pga", "seed": s} for s in (7, 8, 9)]
-    line = costs.cost_lines("ablation_mur_steps", "quick", 5, 0.8, changed=True, root=tmp_path, planned=planned,
+    line = costs.cost_lines("ablation_mur_steps", "quick", 5, 0.8, changed=True, table=prices(tmp_path), planned=planned,
                             kernels="AVX2")[-1]
     assert line == ("this command changes its trials: 5 trials = 0.9 trial-hours, 5 at their configuration's "
                     "committed trial-min (the mean of its trials' own times); on this machine's AVX2 kernels, 2 "
                     "priced on AVX2 and 3 at their configuration's trial-min on other kernels (x 4.00, AVX2 against "
                     "the others over the 2 configurations committed on both)")
     # on AVX512 every planned configuration has its own price there: direct 1.5 and PGA 4, 2 x 1.5 + 4 x 4 = 19 min
-    line = costs.cost_lines("ablation_mur_steps", "quick", 6, 0.8, changed=True, root=tmp_path,
+    line = costs.cost_lines("ablation_mur_steps", "quick", 6, 0.8, changed=True, table=prices(tmp_path),
                             planned=planned + [{"mur": "pga", "seed": 10}], kernels="AVX512")[-1]
     assert line == ("this command changes its trials: 6 trials = 0.3 trial-hours, 6 at their configuration's "
                     "committed trial-min (the mean of its trials' own times); each on this machine's AVX512 kernels")
     # a kind no configuration ran on: every kind's times, unscaled and said so: direct (60 + 120 + 180) / 3 s
     # = 2 min, PGA 4 min, 2 x 2 + 3 x 4 = 16 min
-    line = costs.cost_lines("ablation_mur_steps", "quick", 5, 0.8, changed=True, root=tmp_path, planned=planned,
+    line = costs.cost_lines("ablation_mur_steps", "quick", 5, 0.8, changed=True, table=prices(tmp_path), planned=planned,
                             kernels="NEON")[-1]
     assert "(unscaled: no configuration is committed on both NEON and another kind)" in line
     assert "5 trials = 0.3 trial-hours" in line and "0 priced on NEON and 5 at" in line
@@ -541,19 +549,19 @@ def test_a_dry_run_of_the_presets_own_trials_prices_them_on_this_machines_kernel
 
     _runs_on_two_kinds(tmp_path)
     planned = [{"mur": "direct", "seed": s} for s in (7, 8)] + [{"mur": "pga", "seed": s} for s in (7, 8, 9)]
-    lines = costs.cost_lines("ablation_mur_steps", "quick", 5, 0.8, root=tmp_path, planned=planned, kernels="AVX2")
+    lines = costs.cost_lines("ablation_mur_steps", "quick", 5, 0.8, table=prices(tmp_path), planned=planned, kernels="AVX2")
     assert lines[0] == ("committed run of the preset: 1.0 min for 3 trials on Test CPU, 2 cores, AVX512 kernels "
                         "(docs/runs/ablation_mur_steps-quick-s0-1)")
     assert lines[2] == ("its trials on this machine: 5 trials = 0.9 trial-hours, 5 at their configuration's "
                         "committed trial-min (the mean of its trials' own times); on this machine's AVX2 kernels, 2 "
                         "priced on AVX2 and 3 at their configuration's trial-min on other kernels (x 4.00, AVX2 "
                         "against the others over the 2 configurations committed on both)")
-    line = costs.cost_lines("ablation_mur_steps", "quick", 5, 0.8, root=tmp_path, planned=planned,
+    line = costs.cost_lines("ablation_mur_steps", "quick", 5, 0.8, table=prices(tmp_path), planned=planned,
                             kernels="AVX512")[-1]  # 2 x 1.5 + 3 x 4 = 15 trial-min
     assert line == ("its trials on this machine: 5 trials = 0.2 trial-hours, 5 at their configuration's committed "
                     "trial-min (the mean of its trials' own times); each on this machine's AVX512 kernels")
     # without this machine's kernels (a paper preset, trained on a GPU) the committed runs alone
-    assert len(costs.cost_lines("ablation_mur_steps", "quick", 5, 0.8, root=tmp_path, planned=planned)) == 2
+    assert len(costs.cost_lines("ablation_mur_steps", "quick", 5, 0.8, table=prices(tmp_path), planned=planned)) == 2
 
 
 def test_list_and_dry_run_show_the_committed_runs_wall_time(capsys):

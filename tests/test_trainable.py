@@ -82,7 +82,7 @@ print(last["cpu_kernels"])
 @pytest.mark.slow
 def test_each_report_names_the_cpu_kernels_the_trial_ran_on():
     """ATEN_CPU_CAPABILITY=default makes torch use its plain kernels on any CPU (a trajectory of its own:
-    docgen/evidence.py tells trajectories apart by this key), so the report must say DEFAULT, whatever
+    study/evidence.py tells trajectories apart by this key), so the report must say DEFAULT, whatever
     this machine's own vector instruction set is."""
     import json
     import os

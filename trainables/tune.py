@@ -52,7 +52,7 @@ def train_tune(config: dict) -> None:
 
     # plain str: a TorchVersion in a reported result makes the driver import torch to unpickle it
     # cpu_kernels: the vector instruction set torch's CPU kernels use here (AVX2, AVX512, ...); it sets the
-    # rounding of every sum, so two machines' trials of one seed are two trajectories (docgen/evidence.py)
+    # rounding of every sum, so two machines' trials of one seed are two trajectories (study/evidence.py)
     versions = {"python_version": platform.python_version(), "torch_version": str(torch.__version__),
                 "ray_version": ray.__version__, KERNELS_KEY: torch.backends.cpu.get_cpu_capability()}
     try:  # a config error fails the same way on every retry: end the trial once, with its message

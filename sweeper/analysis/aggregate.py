@@ -178,7 +178,7 @@ def read_reports(tdir: Path) -> list[dict]:
 
 def read_params(tdir: Path) -> dict:
     """The trial's config, flattened (nested dicts as "a/b" keys, lists as JSON text)."""
-    return _flatten(_params(tdir))
+    return flatten(_params(tdir))
 
 
 def _params(tdir: Path) -> dict:
@@ -301,7 +301,7 @@ def trial_row(tdir: Path, sweep: str, ray_states: dict[str, dict], env: dict, pa
         row.update(env, versions_source="aggregation_env")
     row.update(params)
     metrics = {k: v for k, v in last.items() if k not in RAY_KEYS and k not in VERSION_KEYS and k != KERNELS_KEY}
-    row.update({f"final_{k}": _scalar(v) for k, v in _flatten(metrics).items()})
+    row.update({f"final_{k}": _scalar(v) for k, v in flatten(metrics).items()})
     row.update(best_metrics(reports))
     row.update(bestval_metrics(reports))
     row.update(median_last_metrics(reports))
@@ -372,7 +372,7 @@ def load_trials(exp_dir: str | Path) -> pd.DataFrame:
         warnings.warn(f"{len(blank)} trial(s) of {exp} have Tune's placeholders instead of a config (resumed "
                       f"without the grid's trials.json), so they ran nothing of the sweep and are left out: "
                       f"{', '.join(blank)}")
-    rows = [trial_row(t, sweep, states, env, _flatten(p)) for t, p in raw.items() if t.name not in blank]
+    rows = [trial_row(t, sweep, states, env, flatten(p)) for t, p in raw.items() if t.name not in blank]
     if not rows:
         raise AggregateError(f"no trial of {exp} has a config (each holds Tune's placeholders); run the sweep anew")
     df = pd.DataFrame(rows)
@@ -576,12 +576,12 @@ def _trial_id(tdir: Path, last: dict, state: dict) -> str:
     return tdir.name.removeprefix(TRIAL_DIR_PREFIX)
 
 
-def _flatten(d: dict, prefix: str = "") -> dict:
+def flatten(d: dict, prefix: str = "") -> dict:
     """Nested dicts become "a/b" keys (Ray's convention); lists become JSON text."""
     out = {}
     for k, v in d.items():
         if isinstance(v, dict):
-            out.update(_flatten(v, f"{prefix}{k}/"))
+            out.update(flatten(v, f"{prefix}{k}/"))
         else:
             out[f"{prefix}{k}"] = json.dumps(v) if isinstance(v, (list, tuple)) else v
     return out

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from sweeper.analysis.aggregate import (_flatten, config_key, group_keys, newest_ray_state, read_json_lines,
+from sweeper.analysis.aggregate import (config_key, flatten, group_keys, newest_ray_state, read_json_lines,
                                         read_sweep)
 from sweeper.analysis.layout import PLAN_COLS, config_keys
 from sweeper.storage import TRIALS_FILE, grid_meta
@@ -104,7 +104,7 @@ def add_planned(summary: pd.DataFrame, trials: pd.DataFrame, exp: Path, meta: di
     counts: dict[tuple, dict] = {}
     status = {}
     for p in planned:
-        cfg = {**defaults, **_flatten(p["config"])}
+        cfg = {**defaults, **flatten(p["config"])}
         cell = counts.setdefault(config_key(cfg, keys), {"cfg": cfg, "n_planned": 0, "why": []})
         cell["n_planned"] += 1
         here = p["trial_index"] in present_index if grid else p["trial_dir"] in present_dirs

@@ -7,15 +7,15 @@ machine.json), the claims from docs/claims.json, docs/PERFORMANCE.md from benchm
 and the README's install figures (benchmarks/results/install.json), quick-start excerpt and claims
 table from the same files (between the markers `<!-- generated: NAME -->` and `<!-- end -->`).
 
-    python -m sweeper.docs                              # rewrite the generated files
-    python -m sweeper.docs --check                      # exit 1 when a committed one differs
-    python -m sweeper.docs add results/<sweep>-<stamp>  # copy a finished run into docs/runs/, then rewrite
-    python -m sweeper.docs --picture                    # docs/report.png from the quick start's run (Chromium)
+    python -m study.docs                              # rewrite the generated files
+    python -m study.docs --check                      # exit 1 when a committed one differs
+    python -m study.docs add results/<sweep>-<stamp>  # copy a finished run into docs/runs/, then rewrite
+    python -m study.docs --picture                    # docs/report.png from the quick start's run (Chromium)
 
-Claims are graded by sweeper/docgen/claims.py from the committed runs' trials.csv (per-seed values), each
+Claims are graded by study/claims.py from the committed runs' trials.csv (per-seed values), each
 comparison once on every committed seed of it, split into two disjoint halves. docs/PERFORMANCE.md's
-tables are drawn by sweeper/docgen/benchmark_docs.py, and
-sweeper/docgen/committed_runs.py reads the committed runs and adds new ones. No torch, no Ray, no pandas (but in
+tables are drawn by study/benchmark_docs.py, and
+study/committed_runs.py reads the committed runs and adds new ones. No torch, no Ray, no pandas (but in
 `add`): this runs in CI's test of the docs.
 """
 from __future__ import annotations
@@ -27,14 +27,15 @@ import re
 import sys
 from pathlib import Path
 
-from sweeper.costs import RUNS, machine_text, per_trial, trial_count
-from sweeper.docgen import claims as claimlib
-from sweeper.docgen import gpu_prices
-from sweeper.docgen.benchmark_docs import GENERATED_NOTE, INSTALL, performance_md
-from sweeper.docgen.committed_runs import (ROOT, DocsError, add, check_disjoint, command_line, public_args, read_run,
+from study.run_prices import RUNS, trial_count
+from sweeper.costs import machine_text, per_trial
+from study import claims as claimlib
+from study import gpu_prices, run_prices
+from study.benchmark_docs import GENERATED_NOTE, INSTALL, performance_md
+from study.committed_runs import (ROOT, DocsError, add, check_disjoint, command_line, public_args, read_run,
                                            run_dirs, runs_of)
-from sweeper.docgen.evidence import as_number
-from sweeper.docgen.picture import PAGE_INPUTS, QUICKSTART, PictureError, picture_is_current, write_picture
+from study.evidence import as_number
+from study.picture import PAGE_INPUTS, QUICKSTART, PictureError, picture_is_current, write_picture
 from trainables.files import one_line
 
 CLAIMS = Path("docs/claims.json")
@@ -93,7 +94,7 @@ def claims_table(graded: list[tuple[dict, dict | None]], link: str) -> str:
 
 def held_trials(run: dict, root: Path) -> int | None:
     """The trials a committed run holds, one count for every table: the trials.csv rows read_run parsed,
-    else costs.trial_count (sweep.json's planned count where the run has no trials.csv)."""
+    else run_prices.trial_count (sweep.json's planned count where the run has no trials.csv)."""
     if run.get("trials"):
         return len(run["trials"])
     return trial_count(root / RUNS / run["name"], run["meta"].get("n_trials"))
@@ -262,7 +263,7 @@ def results_md(runs: list[dict], graded: list[tuple[dict, dict | None]], root: P
     if runs:
         out += ["", "### What the committed runs cost", "", *cost_md(runs, root), "", *sweep_cost_md(runs, root)]
     else:
-        out += ["", "No run is committed yet: `python -m sweeper.docs add results/<sweep>-<stamp>` adds one."]
+        out += ["", "No run is committed yet: `python -m study.docs add results/<sweep>-<stamp>` adds one."]
     for run in runs:
         m = run["machine"]
         out += ["", f"## {run['sweep']} ({run['preset']}, seeds {run['seeds'][0]}-{run['seeds'][-1]})", "",
@@ -288,7 +289,7 @@ def results_md(runs: list[dict], graded: list[tuple[dict, dict | None]], root: P
 def quickstart_md(runs: list[dict]) -> str:
     qs = runs_of(runs, *QUICKSTART)
     if not qs:
-        return f"(no committed run of the quick start yet: `{command(*QUICKSTART)}`, then `python -m sweeper.docs add`)"
+        return f"(no committed run of the quick start yet: `{command(*QUICKSTART)}`, then `python -m study.docs add`)"
     run = qs[0]
     m = run["machine"]
     cost = f"{m['wall_min']:.1f} min" if m.get("wall_min") else "its wall time"
@@ -329,11 +330,11 @@ def picture_md(runs: list[dict], root: Path = ROOT) -> str:
     if qs and picture_is_current(root):
         return (f"![report.html of the quick start's committed run](docs/report.png)\n\nThe page "
                 f"([docs/report.html](docs/report.html)) is rebuilt from [docs/runs/{qs[0]['name']}]"
-                f"(docs/runs/{qs[0]['name']}/) and drawn by `python -m sweeper.docs --picture`.")
+                f"(docs/runs/{qs[0]['name']}/) and drawn by `python -m study.docs --picture`.")
     missing = [n for n in PAGE_INPUTS if qs and not (qs[0]["folder"] / n).is_file()]
-    why = (f"the committed quick-start run has no {', '.join(missing)}; add it again with `python -m sweeper.docs "
+    why = (f"the committed quick-start run has no {', '.join(missing)}; add it again with `python -m study.docs "
            f"add results/<sweep>-<stamp>`, then" if missing else "run")
-    return f"(no picture of the report page yet: {why} `python -m sweeper.docs --picture`)"
+    return f"(no picture of the report page yet: {why} `python -m study.docs --picture`)"
 
 
 def replace_block(text: str, name: str, body: str, where: str) -> str:
@@ -360,7 +361,7 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
     return {Path("docs/RESULTS.md"): results_md(runs, graded, root),
             Path("docs/PERFORMANCE.md"): performance_md(root),
             Path("README.md"): readme_md((root / "README.md").read_text(), runs, graded, root),
-            **gpu_prices.generated(root)}
+            **gpu_prices.generated(root), **run_prices.generated(root)}
 
 
 def stale(root: Path = ROOT) -> list[Path]:
@@ -369,7 +370,7 @@ def stale(root: Path = ROOT) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m sweeper.docs", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m study.docs", description=__doc__.split("\n\n")[0])
     p.add_argument("--check", action="store_true", help="exit 1 when a committed generated file differs")
     p.add_argument("--picture", action="store_true",
                    help="rebuild docs/report.html from the quick start's committed run and draw docs/report.png "
@@ -385,7 +386,7 @@ def main(argv=None) -> int:
             qs = runs_of([read_run(p) for p in run_dirs()], *QUICKSTART)
             if not qs:
                 raise DocsError(f"no committed run of the quick start: `{command(*QUICKSTART)}`, then "
-                                f"`python -m sweeper.docs add results/<sweep>-<stamp>`")
+                                f"`python -m study.docs add results/<sweep>-<stamp>`")
             try:
                 for path in write_picture(qs[0]["folder"]):
                     print(f"wrote {path}")
@@ -394,7 +395,7 @@ def main(argv=None) -> int:
         if args.check:
             bad = stale()
             for path in bad:
-                print(f"{path} differs from what `python -m sweeper.docs` makes; run it and commit", file=sys.stderr)
+                print(f"{path} differs from what `python -m study.docs` makes; run it and commit", file=sys.stderr)
             return 1 if bad else 0
         for path, text in generated().items():
             if not (ROOT / path).is_file() or (ROOT / path).read_text() != text:

@@ -8,7 +8,7 @@ for it (sweeper/trial_identity.py); only the keys that change what such a run do
 (trainables.config.applies, without NOT_COMPARED), so MT + MUR's unused `mur_steps` or MT's unused radius
 never tells two runs of it apart.
 
-    python -c "from sweeper.docgen import evidence; from sweeper.docgen.committed_runs import read_run, run_dirs; \
+    python -c "from study import evidence; from study.committed_runs import read_run, run_dirs; \
 print(len(evidence.index([read_run(p) for p in run_dirs()])))"
     pytest tests/test_claims.py -q
 """

@@ -1,15 +1,15 @@
 """The runs committed under docs/runs/: reading them for the generated docs, and adding a finished one.
 
-`python -m sweeper.docs add results/<sweep>-<stamp>` copies a results folder's small files (sweep.json
+`python -m study.docs add results/<sweep>-<stamp>` copies a results folder's small files (sweep.json
 without the machine's paths, summary.csv, table.md, the PNGs the docs show; for the quick start also
 table.csv and trials.parquet, which its report picture's page reads) into
 docs/runs/<sweep>-<preset>-s<first>-<last>/ (-2, -3, ... where another run has that span), with trials.csv
 (one row per trial, what the claims read) and machine.json (the machine `add` runs on, the CPU kernels the
 trials ran on, the run's dates and wall time less any stop before a `--resume`, the load the driver saw).
-`read_run` reads one back for sweeper/docs.py; runs of one sweep share a seed only where they ran
+`read_run` reads one back for study/docs.py; runs of one sweep share a seed only where they ran
 different cells on it, as `--cells` runs do (`check_disjoint`).
 
-    python -m sweeper.docs add results/ablation_radius-<stamp>
+    python -m study.docs add results/ablation_radius-<stamp>
 """
 from __future__ import annotations
 
@@ -23,11 +23,11 @@ from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from sweeper.docgen import claims as claimlib
+from study import claims as claimlib
 from sweeper.trial_identity import full_config, identity
-from sweeper.costs import ROOT, RUNS
+from study.run_prices import ROOT, RUNS
 from sweeper.driver.provenance import cpu_kernels, cpu_name
-from sweeper.docgen.picture import QUICKSTART, public_trials
+from study.picture import QUICKSTART, public_trials
 from trainables.files import KERNELS_KEY, MIXED
 
 RUN_FILES = ("sweep.json", "summary.csv", "table.md")  # and, for the quick start only, its picture's inputs
@@ -46,7 +46,7 @@ def read_run(folder: Path) -> dict:
     """A committed run: its sweep.json, machine.json, summary rows, table and seeds."""
     for name in (*RUN_FILES, "machine.json"):
         if not (folder / name).is_file():
-            raise DocsError(f"{folder}: no {name}; add the run with `python -m sweeper.docs add RESULTS_DIR`")
+            raise DocsError(f"{folder}: no {name}; add the run with `python -m study.docs add RESULTS_DIR`")
     meta = json.loads((folder / "sweep.json").read_text())
     with open(folder / "summary.csv", newline="") as f:
         rows = list(csv.DictReader(f))

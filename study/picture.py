@@ -1,8 +1,8 @@
 """The README's picture of a report page, rendered from the quick-start run committed under docs/runs/.
 
-    python -m sweeper.docs --picture     # rewrites docs/report.html and docs/report.png, then the README
+    python -m study.docs --picture     # rewrites docs/report.html and docs/report.png, then the README
 
-sweeper.analysis.html.build_page rebuilds the run's report.html from the files `python -m sweeper.docs add`
+sweeper.analysis.html.build_page rebuilds the run's report.html from the files `python -m study.docs add`
 commits beside it (sweep.json, table.md, table.csv, trials.parquet, the PNGs). It is built from a copy
 of the run folder at the relative path docs/runs/<run>, its clock fixed to the run's date
 (machine.json) in UTC, so the same committed files give the same page, byte for byte, and no path
@@ -24,7 +24,7 @@ import time
 import zlib
 from pathlib import Path
 
-from sweeper.costs import ROOT, RUNS
+from study.run_prices import ROOT, RUNS
 
 PAGE = Path("docs/report.html")  # the quick start's report page, rebuilt from its committed run
 PICTURE = Path("docs/report.png")  # its first screen, with the page's SHA-256 in a tEXt chunk under HASH_KEY
@@ -45,7 +45,7 @@ def check_run(run: Path) -> None:
     missing = [n for n in PAGE_FILES if not (run / n).is_file()]
     if missing:
         raise PictureError(f"{run.name}: no {', '.join(missing)} to rebuild its report page from; add the run again "
-                        f"from its results folder: `python -m sweeper.docs add results/<sweep>-<stamp>`")
+                        f"from its results folder: `python -m study.docs add results/<sweep>-<stamp>`")
 
 
 @contextlib.contextmanager
@@ -85,7 +85,7 @@ def page_html(run: Path) -> str:
     found = [p for p in MACHINE_PATHS if p in page]
     if found:
         raise PictureError(f"{run.name}: its report page would show machine paths ({', '.join(found)}); add the run "
-                        f"again with `python -m sweeper.docs add`, which keeps them out")
+                        f"again with `python -m study.docs add`, which keeps them out")
     return page
 
 

@@ -9,7 +9,7 @@ that matters, declared with the rule that gives it (docs/DECISIONS.md) before an
     lower | higher   `effect`: the effect size, in the metric's units
     matches          `margin`: equal means lie inside ± margin
 
-Each cell against its reference is a comparison of two full configurations (sweeper/docgen/evidence.py). It is
+Each cell against its reference is a comparison of two full configurations (study/evidence.py). It is
 graded once, on every committed trial of both (whichever sweep ran it, each configuration and seed once),
 and every claim naming it cites that grade, at the smallest size those claims declare. The seeds both
 configurations ran, sorted, are split into two disjoint halves (the first ceil(n/2) and the rest: the
@@ -30,7 +30,7 @@ claim the quick scale cannot test carries `"testable": false` and its reason (`w
 sweep lacks a committed run on either seed set carries `pending` until both are.
 No torch, no Ray, no pandas here: CI's docs test runs it.
 
-    python -m sweeper.docs             # regrade and rewrite README.md's and docs/RESULTS.md's claims tables
+    python -m study.docs             # regrade and rewrite README.md's and docs/RESULTS.md's claims tables
     pytest tests/test_claims.py -q
 """
 from __future__ import annotations
@@ -41,7 +41,7 @@ import math
 import statistics
 from pathlib import Path
 
-from sweeper.docgen.evidence import EvidenceError, as_number, index
+from study.evidence import EvidenceError, as_number, index
 from sweeper.analysis.stats import paired_diff
 from sweeper.trial_identity import full_config, identity
 
@@ -88,7 +88,7 @@ def load(path: Path) -> list[dict]:
             continue
         missing = {"sweep", "preset", "cells", "against", "direction"} - set(c)
         if missing or not c["cells"]:
-            raise ClaimError(f"{path}: claim {name!r} needs {sorted(missing) or 'cells'}; see sweeper/docgen/claims.py")
+            raise ClaimError(f"{path}: claim {name!r} needs {sorted(missing) or 'cells'}; see study/claims.py")
         if c["direction"] not in DIRECTIONS:
             raise ClaimError(f"{path}: claim {name!r}: direction {c['direction']!r}; use one of {DIRECTIONS}")
         key = "margin" if c["direction"] == "matches" else "effect"
