@@ -1,6 +1,7 @@
-"""The GPU price of a trial, the sweep's wall time on N GPUs, and the launch order, against hand-computed cases.
+"""The price tables the study writes into the package, a GPU trial's price, the sweep's wall time on N GPUs,
+and the launch order, against hand-computed cases.
 
-    pytest tests/test_gpu_cost.py -q
+    pytest tests/test_prices.py -q
 """
 from __future__ import annotations
 
@@ -118,3 +119,28 @@ def test_the_price_table_is_current_and_a_changed_benchmark_makes_it_stale(tmp_p
     d["rows"][0]["steps_per_s"] *= 2
     bench.write_text(json.dumps(d))
     assert gpu_prices.text(tmp_path) != (root / gpu_prices.TABLE).read_text()
+
+
+def test_the_run_price_table_is_current_and_a_changed_committed_run_makes_it_stale(tmp_path):
+    """sweeper/run_prices.json is what the study makes from docs/runs/, and a committed run whose trial times
+    change makes it differ (python -m study.docs --check then fails)."""
+    import csv
+    import shutil
+    from pathlib import Path
+
+    from study import run_prices
+
+    root = Path(__file__).resolve().parents[1]
+    committed = (root / run_prices.TABLE).read_text()
+    assert run_prices.text(root) == committed
+    shutil.copytree(root / run_prices.RUNS, tmp_path / run_prices.RUNS)
+    assert run_prices.text(tmp_path) == committed
+    timed = next(p for p in sorted((tmp_path / run_prices.RUNS).glob("*/trials.csv"))
+                 if "wall_time_s" in p.read_text().splitlines()[0])
+    rows = list(csv.DictReader(timed.open()))
+    rows[0]["wall_time_s"] = str(float(rows[0]["wall_time_s"]) * 3)
+    with timed.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    assert run_prices.text(tmp_path) != committed
