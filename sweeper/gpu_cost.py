@@ -1,7 +1,7 @@
 """A GPU sweep's price before it runs: each trial's minutes on a named GPU kind, and the sweep's wall time on N GPUs.
 
 Prices come from sweeper/gpu_prices.json, the measured training steps/s of one trial alone on a GPU per
-variant (method, VD, MUR kind, bf16), which the docs tooling writes from the committed trainer
+variant (network, method, VD, MUR kind, bf16), which the study writes from the committed trainer
 benchmarks; nothing else is read. A trial's price is `steps / steps_per_s` (evaluations and start-up left
 out: a lower bound; a compiled row priced at eager speed: an upper bound on that part) by the first rule
 that applies:
@@ -11,7 +11,8 @@ that applies:
                 measured kind, unscaled
   as MT         Pi, ICT and MUT (a student and a teacher pass a step, as MT) at MT's row of the same VD and MUR
   PGA k         PGA at k steps: direct MUR's time plus (k - 1) / 4 of the difference to PGA at 5 steps
-  planning      none of those: the sweep's planning value (Sweep.minutes_per_trial)
+  planning      none of those (another network, WRN-28-2, is never priced as ConvNet-13): the sweep's
+                planning value (Sweep.minutes_per_trial)
 `makespan` simulates the scheduler: trials start in the given order as soon as a GPU slot is free; a
 trial with a fraction g of a GPU shares it with floor(1 / g) - 1 others, which share its throughput.
 
@@ -78,8 +79,9 @@ def pick_kind(asked: str | None) -> tuple[str, str]:
 
 
 def _sps(kind: str, key: tuple) -> tuple[float, dict] | None:
+    """(steps/s, row) of a variant key (arch, method, vd, mur, bf16) measured on `kind`, else None."""
     for r in rows():
-        if (r["gpu"], r["method"], r["vd"], r["mur"], r["bf16"]) == (kind, *key):
+        if (r["gpu"], r["arch"], r["method"], r["vd"], r["mur"], r["bf16"]) == (kind, *key):
             return r["steps_per_s"], r
     return None
 
@@ -88,13 +90,13 @@ def ratio(kind: str, other: str) -> tuple[float, int] | None:
     """How many times faster `kind` trains than `other`: the geometric mean over the variants measured on both."""
     logs = []
     for r in rows():
-        if r["gpu"] == other and (mine := _sps(kind, (r["method"], r["vd"], r["mur"], r["bf16"]))):
+        if r["gpu"] == other and (mine := _sps(kind, (r["arch"], r["method"], r["vd"], r["mur"], r["bf16"]))):
             logs.append(math.log(mine[0] / r["steps_per_s"]))
     return (math.exp(sum(logs) / len(logs)), len(logs)) if logs else None
 
 
 def measured_sps(kind: str, key: tuple) -> tuple[float, str] | None:
-    """(steps/s, rule and measurement) of a variant key (method, vd, mur, bf16) on `kind`, measured or scaled."""
+    """(steps/s, rule and measurement) of a variant key (arch, method, vd, mur, bf16) on `kind`, measured or scaled."""
     if hit := _sps(kind, key):
         return hit[0], f"measured on {kind} ({hit[1]['source']}, {hit[1]['measured']})"
     known = kinds()
@@ -115,11 +117,12 @@ def price(cfg: dict, kind: str, planning_min: float) -> tuple[float, str]:
     mur = "direct" if c.mur == "pga" and c.mur_steps == 1 else c.mur
     method, note = (("mt", f"as MT ({c.method}) ") if c.method in LIKE_MT else (c.method, ""))
     if mur == "pga" and not c.vd:
-        lo, hi = measured_sps(kind, (method, False, "direct", c.bf16)), measured_sps(kind, (method, False, "pga", c.bf16))
+        lo, hi = (measured_sps(kind, (c.arch, method, False, "direct", c.bf16)),
+                  measured_sps(kind, (c.arch, method, False, "pga", c.bf16)))
         if lo and hi:
             per_step = 1 / lo[0] + (1 / hi[0] - 1 / lo[0]) * (c.mur_steps - 1) / 4
             return c.steps * per_step / 60, f"{note}PGA {c.mur_steps} steps between direct MUR and PGA 5, {hi[1]}"
-    if mur in ("none", "direct") and (hit := measured_sps(kind, (method, c.vd, mur, c.bf16))):
+    if mur in ("none", "direct") and (hit := measured_sps(kind, (c.arch, method, c.vd, mur, c.bf16))):
         return c.steps / hit[0] / 60, note + hit[1]
     return planning_min, "planning value (Sweep.minutes_per_trial): no measured variant is close"
 

@@ -15,7 +15,8 @@ from sweeper import gpu_cost
 from sweeper.driver import tuner
 from sweeper.driver.preflight import trial_configs
 
-ROW = dict(mur_steps=1, bf16=False, source="bench.json", device="dev", commit="c", measured="2026-01-01")
+ROW = dict(arch="convnet13", mur_steps=1, bf16=False, source="bench.json", device="dev", commit="c",
+           measured="2026-01-01")
 # kind A measures MT (100 steps/s) and MT + VD (50); kind B measures MT only (50): B is half as fast as A
 HAND = ({"gpu": "A", "method": "mt", "vd": False, "mur": "none", "steps_per_s": 100.0, **ROW},
         {"gpu": "A", "method": "mt", "vd": True, "mur": "none", "steps_per_s": 50.0, **ROW},
@@ -30,7 +31,7 @@ def hand(monkeypatch):
 
 
 def cfg(**kw) -> dict:
-    return {"dataset": "cifar10", "num_labels": 1000, "steps": 6000, "method": "mt", **kw}
+    return {"dataset": "cifar10", "arch": "convnet13", "num_labels": 1000, "steps": 6000, "method": "mt", **kw}
 
 
 def test_a_trial_is_priced_by_the_first_rule_that_holds(hand):
@@ -41,6 +42,7 @@ def test_a_trial_is_priced_by_the_first_rule_that_holds(hand):
     assert gpu_cost.price(cfg(method="ict"), "A", 99.0) == (1.0, "as MT (ict) measured on A (bench.json, 2026-01-01)")
     assert gpu_cost.price(cfg(method="vat"), "A", 99.0) == (99.0, "planning value (Sweep.minutes_per_trial): no "
                                                                   "measured variant is close")
+    assert gpu_cost.price(cfg(arch="wrn28_2", dropout=0, input_noise=0), "A", 99.0)[0] == 99.0  # another network
     minutes, rule = gpu_cost.price(cfg(), "A100", 99.0)  # no kind shares a variant with it: the latest, unscaled
     assert minutes == 2.0 and rule == "A100 unmeasured: B's (bench.json), unscaled"
 
