@@ -317,7 +317,8 @@ def keep_resume_line(run: dict, status: int) -> None:
         elif status == EXIT_OK and store.is_file(path):
             store.remove(path)
     except (OSError, StorageError) as e:
-        print(f"note: {RESUME_FILE} not updated in {exp} ({one_line(e)})", file=sys.stderr)
+        if status != EXIT_STORAGE_LOST:  # exit 4 is this storage failing: its last line names the folder and command
+            print(f"note: {RESUME_FILE} not updated in {exp} ({one_line(e)})", file=sys.stderr)
 
 
 def drive(args, run: dict) -> int:

@@ -582,3 +582,21 @@ def test_a_resume_whose_tune_state_names_a_missing_module_is_one_line(tmp_path, 
                                                    r"started it") as e:
         tuner.make_tuner(None, [], args, tmp_path, {"cpu": 1}, lease=None)
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("status, noted", [(3, True), (4, False)])
+def test_a_resume_line_the_folder_cannot_take_is_a_note_but_after_exit_4_the_error_line_stays_last(
+        status, noted, tmp_path, capsys, monkeypatch):
+    """Exit 4 is the storage failing (a full disk, a lost bucket): its line already names the folder and the
+    --resume command and must stay the last one; after exit 3 a resume.txt the folder refuses is a note."""
+    exp = tmp_path / "ablation_radius-x"
+    exp.mkdir()
+    (exp / storage.TUNER_STATE).write_bytes(b"Tune's state")
+
+    def full(path, text):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(storage, "write_text", full)
+    sweeper_run.keep_resume_line({"exp_dir": exp, "resume": "python -m sweeper.run x --resume y"}, status)
+    err = capsys.readouterr().err
+    assert ("note: resume.txt not updated" in err) == noted and not (exp / "resume.txt").exists()
