@@ -567,7 +567,10 @@ def test_a_stop_signal_ends_the_sweep_gracefully_and_resume_finishes_it(ray_head
         (exp / "resume.txt").unlink()
         d.proc.send_signal(signal.SIGHUP)
         assert d.finish(timeout=300) == 3, d.log.read_text()[-3000:]
-        assert "Traceback" not in d.log.read_text() and (exp / "resume.txt").is_file()
+        # the driver's own traceback starts a line; Ray's trial workers' log lines (an actor's teardown may
+        # print one) come prefixed with "(train_tune pid=...)"
+        assert not [ln for ln in d.log.read_text().splitlines() if ln.startswith("Traceback")], d.log.read_text()[-3000:]
+        assert (exp / "resume.txt").is_file()
         d = Driver([*argv, "--resume", str(exp)], temp, tmp_path / "driver3.log", head=ray_head)
         assert d.finish(timeout=900) == 0, d.log.read_text()[-3000:]
         assert not (exp / "resume.txt").exists()  # a run of it that ended with 0 removes it
