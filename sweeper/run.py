@@ -588,9 +588,7 @@ def disk_full(e: BaseException, exp_dir: Path) -> bool:
 
 def free_bytes(folder: Path) -> int:
     """Bytes free on the file system of `folder` (or of its nearest existing parent)."""
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    return shutil.disk_usage(folder).free
+    return shutil.disk_usage(store.nearest_existing(folder)).free
 
 
 def storage_full(resume: str, exp_dir: Path) -> None:

@@ -114,6 +114,13 @@ def resolve(where: str | Path) -> Folder:
     return Location(fs, path, remote.scheme(uri))
 
 
+def nearest_existing(path: Path) -> Path:
+    """`path` itself where it exists, else its nearest existing parent (where a folder would be made)."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
 def _write_probe(folder: Folder) -> None:
     """Write a small file into `folder` and delete it again: OSError where the folder does not take one.
     In a bucket the file's name has a random part besides the process id (drivers on other machines
@@ -135,9 +142,7 @@ def check(where: str | Path, create: bool = True) -> Folder:
     a missing bucket or refused credentials leaves nothing written."""
     root = resolve(where)
     if isinstance(root, Path) and not create:
-        here = root
-        while not here.exists() and here != here.parent:
-            here = here.parent
+        here = nearest_existing(root)
         if not here.is_dir() or not os.access(here, os.W_OK | os.X_OK):
             raise StorageError(f"storage folder {root} cannot be made ({here} is "
                                f"{'not writable' if here.is_dir() else 'a file'}); pass --storage with a writable folder")

@@ -134,13 +134,13 @@ def restore(trainer, ckpt, fresh):
         yield ckpt
         yield from older_checkpoints(ckpt)  # listed only once the latest has failed
 
-    skipped = []
+    skipped = 0
     for c in candidates():
         try:
             with c.as_directory() as d:
                 trainer.load(Path(d) / CKPT)
         except (CheckpointUnreadable, OSError) as e:  # OSError: the folder itself cannot be fetched
-            skipped.append(c.path)
+            skipped += 1
             print(f"checkpoint unreadable: {one_line(str(e) if isinstance(e, CheckpointUnreadable) else e)}",
                   file=sys.stderr)
             if getattr(e, "partial", False):  # a load that failed part-way changed the trainer
@@ -149,7 +149,7 @@ def restore(trainer, ckpt, fresh):
         if skipped:
             print(f"trial goes on from the older checkpoint {c.path} (step {trainer.step})", file=sys.stderr)
         return trainer
-    print(f"no checkpoint of this trial reads ({len(skipped)} tried): the trial starts again from step 0",
+    print(f"no checkpoint of this trial reads ({skipped} tried): the trial starts again from step 0",
           file=sys.stderr)
     return trainer
 

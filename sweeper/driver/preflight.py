@@ -208,9 +208,7 @@ def check_cache(trials: list[dict], args: argparse.Namespace) -> None:
         return
     root = cache_root()
     named = f"VBI_MUR_CACHE={root}" if os.environ.get("VBI_MUR_CACHE") else f"the cache folder {root}"
-    here = root
-    while not here.exists() and here != here.parent:
-        here = here.parent
+    here = store.nearest_existing(root)
     if not here.is_dir():
         raise InputError(f"{named} cannot be a folder: {here} is a file; set VBI_MUR_CACHE to a folder "
                          f"(the local copies of what a URI holds go there)")

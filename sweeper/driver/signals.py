@@ -27,13 +27,15 @@ def away_from_a_closed_terminal(signum: int) -> None:
     terminal go to /dev/null, so the stop can finish; the --resume line is in the experiment folder."""
     if signum != signal.SIGHUP:
         return
+    null = os.open(os.devnull, os.O_WRONLY)
     for stream in (sys.stdout, sys.stderr):
         try:
             if stream.isatty():
                 stream.flush()
-                os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+                os.dup2(null, stream.fileno())
         except (OSError, ValueError):  # already closed or detached: nothing to write to either way
             pass
+    os.close(null)
 
 
 @contextlib.contextmanager
