@@ -214,7 +214,7 @@ def newest_ray_state(exp_dir: str | Path) -> Path | None:
 
 
 def read_ray_states(exp_dir: str | Path) -> dict[str, dict]:
-    """trial folder name -> {"status": Ray's TERMINATED|ERROR|RUNNING|..., "trial_id"} from the newest
+    """trial folder name -> {"status": Ray's TERMINATED|ERROR|RUNNING|..., "trial_id", "config"} from the newest
     experiment_state-*.json; {} if there is none or its layout is not the one Ray 2.x writes."""
     state = newest_ray_state(exp_dir)
     if state is None:
@@ -229,7 +229,8 @@ def read_ray_states(exp_dir: str | Path) -> dict[str, dict]:
         trial = item[0] if isinstance(item, list) and item else item
         trial = json.loads(trial) if isinstance(trial, str) else trial
         if isinstance(trial, dict) and isinstance(trial.get("relative_logdir"), str):
-            out[trial["relative_logdir"]] = {"status": trial.get("status"), "trial_id": trial.get("trial_id")}
+            out[trial["relative_logdir"]] = {"status": trial.get("status"), "trial_id": trial.get("trial_id"),
+                                             "config": trial.get("config") or {}}
     return out
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from sweeper.analysis.aggregate import (config_key, flatten, group_keys, newest_ray_state, read_json_lines,
+from sweeper.analysis.aggregate import (config_key, flatten, group_keys, read_json_lines, read_ray_states,
                                         read_sweep)
 from sweeper.analysis.layout import PLAN_COLS, config_keys
 from sweeper.storage import TRIALS_FILE, grid_meta
@@ -33,19 +33,9 @@ ENDED = ("TERMINATED", "ERROR")  # Tune's statuses of a trial that will write no
 
 
 def tune_trials(exp: Path) -> list[dict]:
-    """The trials of Tune's newest experiment_state: {"trial_dir", "status", "config"}; [] without one
-    (or one that does not parse: the trial files then speak alone)."""
-    state = newest_ray_state(exp)
-    if state is None:
-        return []
-    try:
-        data = json.loads(state.read_text())
-        items = [json.loads(t) if isinstance(t, str) else t
-                 for t, *_ in (i if isinstance(i, list) else [i] for i in data["trial_data"])]
-    except (ValueError, KeyError, TypeError):
-        return []
-    return [{"trial_dir": t.get("relative_logdir"), "status": t.get("status"), "config": t.get("config") or {}}
-            for t in items if isinstance(t, dict)]
+    """The trials of Tune's newest experiment_state (aggregate.read_ray_states): {"trial_dir", "status",
+    "config"}; [] without one."""
+    return [{"trial_dir": d, "status": t["status"], "config": t["config"]} for d, t in read_ray_states(exp).items()]
 
 
 def plan(exp: Path, meta: dict | None = None) -> list[dict] | None:
