@@ -153,15 +153,16 @@ def test_ray_job_stop_keeps_what_finished_and_resume_finishes_every_trial(ray_he
     print(json.dumps({"test": "ray job stop + resume", "stops": stops}))
 
 
-def test_hpo_runs_optuna_with_asha_and_ranks_the_trials(tmp_path):
-    """hpo through a real local Ray: Optuna's TPE samples (study kept in SQLite), ASHA stops the poor
-    trials at the first rung, and the report ranks them (finished first, then the stopped ones)."""
+def test_hpo_runs_optuna_with_asha_and_ranks_the_trials(ray_head, tmp_path):
+    """hpo through a real Ray (the test process's head, joined with --address): Optuna's TPE samples (study
+    kept in SQLite), ASHA stops the poor trials at the first rung, and the report ranks them (finished
+    first, then the stopped ones)."""
     import optuna
 
     p = subprocess.run([sys.executable, "-m", "sweeper.run", "hpo", "--preset", "quick", "--set", "steps=60",
                         "--set", "eval_every=20", "--set", "lr_rampdown=20", "--set", "sensitivity_samples=20",
-                        "--storage", str(tmp_path)], cwd=ROOT, env=_env(), capture_output=True, text=True,
-                       timeout=600)
+                        "--storage", str(tmp_path), "--address", ray_head.address], cwd=ROOT, env=ray_head.env,
+                       capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     exp = next(tmp_path.glob("hpo-*"))
     study = optuna.load_study(study_name="hpo", storage=f"sqlite:///{exp / 'optuna.db'}")
