@@ -5,11 +5,13 @@ labeled split, augmentation and the Batcher.
 """
 import gzip
 import io
+import json
 import pickle
 import struct
 import subprocess
 import sys
 import urllib.error
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +23,8 @@ import torchvision
 from trainables.data import (Batcher, augment, fit_zca, apply_zca, labeled_split, label_counts, load_dataset,
                              validation_indices, ZCA_EPS)
 from trainables.datafiles import DataError
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 # ----------------------------------------------------------------------------- real on-disk formats
@@ -445,6 +449,35 @@ def test_digits_standardisation_is_fitted_outside_the_validation_split():
     np.testing.assert_allclose(ds.x_train[:, 0].numpy(), (x_tr - mu) / sd, atol=1e-5)
     np.testing.assert_allclose(ds.x_test[:, 0].numpy(), (x_te - mu) / sd, atol=1e-5)
     assert not torch.equal(ds.x_test, load_dataset("digits").x_test)  # the fit can tell (a shift of ~1e-4)
+
+
+@pytest.mark.parametrize("n_val", [0, 300])
+def test_digits_without_scikit_learn_equal_scikit_learns_bit_for_bit(n_val, tmp_path):
+    """The digits read from the shipped csv.gz with the stored split are, to the bit, what scikit-learn's
+    load_digits and train_test_split give through the same standardisation; the stored split is the one
+    write_digits_split makes again."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+    from trainables.data import DIGITS_SPLIT, fit_indices, write_digits_split
+
+    assert write_digits_split(tmp_path / "split.json") == json.loads(DIGITS_SPLIT.read_text())
+    d = load_digits()
+    x_tr, x_te, y_tr, y_te = train_test_split(d.images.astype(np.float64), d.target.astype(np.int64),
+                                              test_size=450, stratify=d.target, random_state=0)
+    fit = fit_indices("digits", len(y_tr), n_val).numpy()
+    mean, std = x_tr[fit].mean(), x_tr[fit].std()
+    prep = lambda a: torch.from_numpy(((a - mean) / std).astype(np.float32)).unsqueeze(1)
+    ds = load_dataset("digits", n_val=n_val)
+    assert torch.equal(ds.x_train, prep(x_tr)) and torch.equal(ds.x_test, prep(x_te))
+    assert torch.equal(ds.y_train, torch.from_numpy(y_tr)) and torch.equal(ds.y_test, torch.from_numpy(y_te))
+
+
+@pytest.mark.slow  # a Python that imports torch
+def test_loading_the_digits_imports_no_scikit_learn():
+    code = ("import sys; from trainables.data import load_dataset; d = load_dataset('digits'); "
+            "print(len(d.y_train), len(d.y_test), any(m.split('.')[0] in ('sklearn', 'scipy') for m in sys.modules))")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.stdout.split() == ["1347", "450", "False"], p.stderr[-2000:]
 
 
 def test_mnist_pickle_train_then_valid_then_test(tmp_path, rng):

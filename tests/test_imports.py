@@ -8,6 +8,8 @@ lazy import inside a function cannot hide a circle.
     pytest tests/test_imports.py -q
 """
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -249,3 +251,17 @@ def test_no_installed_module_imports_the_study_and_pip_installs_no_study():
     include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
     assert not any(fnmatch.fnmatch(name, pat) for pat in include for name in ("study", "study.docs"))
     assert all(any(fnmatch.fnmatch(pkg, pat) for pat in include) for pkg in SERVICE)
+
+
+@pytest.mark.slow  # a Python that imports Ray, twice
+@pytest.mark.parametrize("enabled, imported", [("0", False), ("1", True)])
+def test_a_driver_without_usage_statistics_imports_no_tracker_to_count_its_callbacks(enabled, imported):
+    """Tune's usage tag of a run's callbacks imports every tracker integration (MLflow among them) to test
+    their classes; with usage statistics off sweeper.driver.tuner skips it, with them on Ray's own runs."""
+    pytest.importorskip("mlflow")
+    code = ("import os, sys; os.environ['RAY_USAGE_STATS_ENABLED'] = sys.argv[1]\n"
+            "from ray import tune\nfrom ray.air._internal import usage\n"
+            "from sweeper.driver.tuner import skip_callback_usage_tag\n"
+            "skip_callback_usage_tag(); usage.tag_callbacks([tune.Callback()]); print('mlflow' in sys.modules)")
+    p = subprocess.run([sys.executable, "-c", code, enabled], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.split()[-1] == str(imported), p.stdout + p.stderr[-2000:]

@@ -26,6 +26,8 @@ train.npz, which is the same set: their runs hold nothing out (n_val = 0 reprodu
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,9 @@ from trainables.datafiles import NAMES, DataError, read_raw
 # would otherwise be amplified ~1000x) and leaves the image structure white.
 ZCA_EPS = 1e-5
 DIGITS_TEST_SIZE = 450  # fixed stratified split of the 1797 digits: 1347 train / 450 test
+# that split's indices (write_digits_split), so that loading the digits imports no scikit-learn: its import
+# (scipy with it) costs every trial process seconds, more than the rest of a short trial's start
+DIGITS_SPLIT = Path(__file__).with_name("digits_split.json")
 
 
 @dataclass
@@ -110,16 +115,40 @@ def load_dataset(name: str, data_dir="./data", download: bool = False, device="c
     return Dataset(name, x_tr, y_tr.to(device), x_te, y_te.to(device), num_classes)
 
 
+def digits_raw() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's 1797 8x8 digits as load_digits gives them, images (1797, 8, 8) float64 in 0..16 and
+    labels (1797,) int64, read from the digits.csv.gz it ships (64 pixel columns, then the label) without
+    importing scikit-learn."""
+    spec = importlib.util.find_spec("sklearn")  # finds the package without running it
+    path = Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz" if spec else None
+    if path is None or not path.is_file():
+        raise DataError("the digits come with scikit-learn, which is not installed here (or lacks "
+                        "datasets/data/digits.csv.gz); pip install scikit-learn")
+    data = np.loadtxt(path, delimiter=",")  # (1797, 65), as sklearn.datasets.load_digits reads it
+    return data[:, :-1].reshape(-1, 8, 8), data[:, -1].astype(np.int64)
+
+
+def write_digits_split(path: Path = DIGITS_SPLIT) -> dict:
+    """The fixed split's indices into digits_raw(), made with scikit-learn's train_test_split (stratified,
+    random_state 0) and written to `path`; tests/test_data.py checks the stored file against it.
+        python -c "from trainables.data import write_digits_split; write_digits_split()"
+    """
+    from sklearn.model_selection import train_test_split
+
+    _, y = digits_raw()
+    train, test = train_test_split(np.arange(len(y)), test_size=DIGITS_TEST_SIZE, stratify=y, random_state=0)
+    split = {"test_size": DIGITS_TEST_SIZE, "random_state": 0, "train": train.tolist(), "test": test.tolist()}
+    path.write_text(json.dumps(split, separators=(",", ":")) + "\n")
+    return split
+
+
 def _load_digits(n_val: int = 0) -> Dataset:
     """scikit-learn's 1797 8x8 digits (values 0..16), fixed stratified split, standardised with the
     global mean and std of the training images outside the n_val validation images."""
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
-    digits = load_digits()
-    x = digits.images.astype(np.float64)  # (1797, 8, 8)
-    y = digits.target.astype(np.int64)
-    x_tr, x_te, y_tr, y_te = train_test_split(x, y, test_size=DIGITS_TEST_SIZE, stratify=y, random_state=0)
+    x, y = digits_raw()                                      # (1797, 8, 8) float64, (1797,) int64
+    split = json.loads(DIGITS_SPLIT.read_text())
+    train, test = np.array(split["train"]), np.array(split["test"])  # (1347,), (450,)
+    x_tr, x_te, y_tr, y_te = x[train], x[test], y[train], y[test]
     fit = fit_indices("digits", len(y_tr), n_val).numpy()
     mean, std = x_tr[fit].mean(), x_tr[fit].std()  # global statistics
     prep = lambda a: torch.from_numpy(((a - mean) / std).astype(np.float32)).unsqueeze(1)  # (N, 1, 8, 8)

@@ -12,6 +12,7 @@ from that list for the trials Tune had not yet created when the run stopped.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -30,6 +31,7 @@ def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict,
     SHA-256 of the tuner.pkl Tune wrote (`tuner_digest`), which --resume checks (sweeper/driver/tune_state.py)."""
     from ray import tune
 
+    skip_callback_usage_tag()
     if args.resume:
         print(f"resuming {exp_dir}")
         if args.set or args.seeds is not None:
@@ -60,11 +62,24 @@ def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict,
     return tuner
 
 
+def skip_callback_usage_tag() -> None:
+    """Tune's usage statistics count a run's callbacks by importing every tracker integration Ray ships
+    (MLflow, W&B, Aim, Comet: seconds of each driver's start) to test each callback's class. With usage
+    statistics off (sweeper.run sets RAY_USAGE_STATS_ENABLED=0 where the environment does not decide) the
+    count goes nowhere, so it is skipped; a user who turns them on gets Ray's own behaviour."""
+    if os.environ.get("RAY_USAGE_STATS_ENABLED") == "0":
+        from ray.air._internal import usage
+
+        usage.tag_callbacks = lambda callbacks: False
+
+
 def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources: dict):
     from ray import tune
 
     from sweeper.driver import stopping
     from sweeper.driver.live import live_callback
+
+    skip_callback_usage_tag()
     from sweeper.driver.mlflow_log import mlflow_callback
     from trainables.tune import train_tune
 
