@@ -718,10 +718,11 @@ def test_a_trial_stopped_with_sigstop_is_named_stalled_and_ended_as_failed(ray_h
     (no retry), so that the other trials finish and the sweep ends (exit 1); live.json keeps it among the
     trials ended as stalled (while it is only stalled, it is under "stalled": tests/test_stalls.py)."""
     temp, storage = short_tmp("rrstall"), tmp_path / "results"
-    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", "--set", "steps=300", "--set", "eval_every=10",
+    # the two-trial sweep: one trial is stopped, the other must still finish
+    argv = ["quick_settings", "--preset", "quick", "--seeds", "1", "--set", "steps=300", "--set", "eval_every=10",
             "--set", "lr_rampdown=10", "--set", "sensitivity_samples=20", "--storage", str(storage),
             "--stall-after", "3", "--end-stalled", "--max-concurrent", "2", "--live-every", "0"]
-    exp_of = lambda: next(storage.glob("ablation_radius-*"), None)
+    exp_of = lambda: next(storage.glob("quick_settings-*"), None)
     d, stopped = None, None
     try:
         d = Driver(argv, temp, tmp_path / "driver.log", head=ray_head)
@@ -758,7 +759,7 @@ def test_a_trial_stopped_with_sigstop_is_named_stalled_and_ended_as_failed(ray_h
     assert len(final[stopped[0]]) == stopped[2] and len(starts(final[stopped[0]])) == 1  # nothing more, no retry
     df = pd.read_parquet(exp_of() / "trials.parquet").set_index("trial_dir")
     assert df.loc[stopped[0], "status"] == "failed"
-    assert (df.drop(index=stopped[0])["status"] == "finished").all(), df["status"]
+    assert len(df) == 2 and (df.drop(index=stopped[0])["status"] == "finished").all(), df["status"]
     assert [ln for ln in log.splitlines() if ln.startswith("trial ") and f"{stopped[0]} failed: " in ln]
 
 
