@@ -31,8 +31,8 @@ def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict,
     SHA-256 of the tuner.pkl Tune wrote (`tuner_digest`), which --resume checks (sweeper/driver/tune_state.py)."""
     from ray import tune
 
-    skip_callback_usage_tag()
     if args.resume:
+        skip_callback_usage_tag()  # a new experiment's build_tuner skips it itself
         print(f"resuming {exp_dir}")
         if args.set or args.seeds is not None:
             print("note: --set and --seeds do not apply on --resume; the stored trial configs run on", file=sys.stderr)
