@@ -5,7 +5,8 @@ and every other knob in which the rows differ), columns are data sets and label 
 sweep's `cols` keys), cells `mean ± std` over seeds (sample std, ddof=1); with a baseline row
 (Sweep.baseline) each other cell also shows its paired difference from the baseline over seeds,
 with a 95% t-interval; the paper's published value sits beside each cell where the paper has one,
-and Δ = ours − paper where the run followed the paper's protocol (sweeper/analysis/paper_results.py).
+and Δ = ours − paper where the run followed the paper's protocol (sweeper/analysis/paper_results.py),
+with the best test error over evaluations (selected on the test set) and its Δ beside them.
 Written as table.md, table.tex (plain tabular) and table.csv (tidy: one line per cell), plus
 table_sensitivity.* when the trials report a sensitivity (Table 3), table_ranked.* for a search
 (hpo, ranked by validation error), trials.parquet, summary.parquet/.csv, and PNG plots, each made
@@ -90,7 +91,7 @@ def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final") -> 
     paths.update(write_summary(summary, exp))
     title = meta.get("name", exp.name) + (f": {meta['description']}" if meta.get("description") else "") \
         + (f" ({meta['paper_ref']})" if meta.get("paper_ref") else "")
-    table = table_frame(summary, rows, cols, paper_error if metric == "test_error" else None)
+    table = table_frame(summary, rows, cols, paper_error if metric == "test_error" else None, trials=trials)
     diffs_png = plot_paired_diffs(table, exp / "paired_diffs.png", metric)
     if diffs_png is not None:
         paths["paired_diffs.png"] = diffs_png

@@ -142,7 +142,8 @@ def test_table_cells_paper_values_and_delta(table_built):
     assert (mt["n"], mt["n_diverged"]) == (3, 1)
     md = paths["table.md"].read_text()
     header = md.splitlines()[2]
-    assert header.startswith("| Model | CIFAR-10 1000 | paper | Δ | CIFAR-100 10000 | paper | Δ |")
+    assert header.startswith("| Model | CIFAR-10 1000 | best test (chosen on test) | paper | Δ | Δ best test | "
+                             "CIFAR-100 10000 | best test (chosen on test) | paper | Δ | Δ best test |")
     assert "1 diverged" in md and "entmin" not in header and "no Δ" not in md
     assert paths["table"] == paths["table.md"]
     # no baseline in the sweep: no paired differences anywhere
@@ -222,6 +223,64 @@ def test_which_best_test_tabulates_the_minimum(table_built):
     cell = t[(t["method"] == "ict") & (t["vd"]) & (t["dataset"] == "cifar100")].iloc[0]
     assert cell["mean"] == pytest.approx(c.min(axis=1).mean())
     assert cell["which"] == "best_test"
+
+
+def test_a_paper_table_shows_the_best_test_error_and_its_delta_beside_the_final_value(table_built):
+    """Each cell of a table compared with the paper: the mean ± std over seeds of each trial's minimum test
+    error (the diverged extra MT seed left out) and its Δ against the paper, beside the final value and its
+    Δ, which stay as they were; a note says the best test error is chosen on the test set."""
+    from sweeper.analysis.labels import WHICH_TEXT
+
+    _, curves, paths = table_built
+    t = pd.read_csv(paths["table.csv"])
+    for (method, vd, mur, ds), c in curves.items():                  # c: (seed, evaluation) test errors
+        cell = t[(t["method"] == method) & (t["vd"] == vd) & (t["mur"] == mur) & (t["dataset"] == ds)].iloc[0]
+        best = c.min(axis=1)                                          # (seed,) each trial's minimum
+        assert (cell["best_test_mean"], cell["best_test_std"]) == pytest.approx((best.mean(), np.std(best, ddof=1)))
+        assert cell["best_test_n"] == 3 and cell["which"] == "final"
+        assert cell["best_test_delta"] == pytest.approx(best.mean() - cell["paper_mean"])
+        assert cell["mean"] == pytest.approx(c[:, -1].mean())
+        assert cell["delta"] == pytest.approx(c[:, -1].mean() - cell["paper_mean"])
+    c = curves[("mt", True, "none", "cifar10")]
+    best, final = c.min(axis=1), c[:, -1]
+    md = paths["table.md"].read_text()
+    assert (f"| MT + VD (entmin 0.1) | {final.mean():.2f} ± {np.std(final, ddof=1):.2f} | "
+            f"{best.mean():.2f} ± {np.std(best, ddof=1):.2f} | 16.35 ± 0.18 | {_minus(final.mean() - 16.35)} | "
+            f"{_minus(best.mean() - 16.35)} |") in md
+    note = next(line for line in md.splitlines() if line.startswith("- best test (chosen on test): "))
+    assert WHICH_TEXT["best_test"] in note and "beside the final value" in note
+    assert "best_test_mean" not in pd.read_csv(paths["table_sensitivity.csv"]).columns  # not an error metric
+
+
+def test_best_test_columns_only_where_the_table_compares_a_final_test_error_with_the_paper(tmp_path, table_built):
+    """A quick-preset table (digits: no paper value) and quick-sized runs of the paper's cells (its values
+    beside them, no Δ) render as they did without the trials; a --which best_test table already is that
+    statistic; trials without best_test_error add nothing."""
+    from search_spaces import get_sweep
+    from sweeper.analysis.labels import BEST_HEADER
+    from sweeper.analysis.tables import BEST_COLS
+
+    sweep = get_sweep("table_svhn", "quick")
+    exp = tmp_path / "table_svhn-1"
+    for i, cfg in enumerate(sweep.trials()):
+        write_trial(exp, i, cfg, reports([30.0, 10.0 + (i * 7919) % 13], steps=cfg["steps"]))
+    trials = load_trials(exp)
+    quick = table_frame(summarize(trials), sweep.rows, sweep.cols, trials=trials)
+    assert quick["delta"].isna().all() and not set(BEST_COLS) & set(quick.columns)
+    assert to_markdown(quick) == to_markdown(table_frame(summarize(trials), sweep.rows, sweep.cols))
+    assert BEST_HEADER not in to_markdown(quick) and BEST_HEADER not in to_latex(quick)
+    short = load_trials(make_table_exp(tmp_path / "short", steps=2000)[0])
+    with fixture_is_paper():
+        unmatched = table_frame(summarize(short), ("method", "vd", "mur"), ("dataset", "num_labels"), trials=short)
+    assert unmatched["paper_mean"].notna().all() and unmatched["delta"].isna().all()
+    assert not set(BEST_COLS) & set(unmatched.columns) and BEST_HEADER not in to_markdown(unmatched)
+    paper = load_trials(table_built[0])
+    rows, cols = ("method", "vd", "mur"), ("dataset", "num_labels")
+    with fixture_is_paper():
+        best = table_frame(summarize(paper, "test_error", "best_test"), rows, cols, trials=paper)
+        bare = table_frame(summarize(paper), rows, cols, trials=paper.drop(columns=["best_test_error"]))
+    assert best["delta"].notna().all() and not set(BEST_COLS) & set(best.columns)
+    assert bare["delta"].notna().all() and not set(BEST_COLS) & set(bare.columns)
 
 
 MT_BASE = {"method": "mt", "vd": False, "mur": "none"}
@@ -490,7 +549,7 @@ def test_latex_table_is_structurally_valid(table_built):
     assert tex.count(r"\begin{tabular}") == tex.count(r"\end{tabular}") == 1
     spec = re.search(r"\\begin\{tabular\}\{([^}]*)\}", tex).group(1)
     ncols = len(re.findall(r"[lcr]", spec))
-    assert ncols == 1 + 3 + 3
+    assert ncols == 1 + 5 + 5  # per column: ours, best test, paper, Δ, Δ best test
     rows = [line for line in tex.splitlines() if line.rstrip().endswith("\\\\")]
     assert len(rows) == 1 + len(VARIANTS)
     for line in rows:

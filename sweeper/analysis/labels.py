@@ -33,6 +33,7 @@ WHICH_TEXT = {"final": "final = at the last evaluation, the honest default",
                            "what the paper's authors kept",
               "median_last": f"median_last = the median over each trial's last {MEDIAN_LAST} evaluations: FixMatch's "
                              f"statistic"}
+BEST_HEADER = "best test (chosen on test)"  # the best_test column beside a paper table's cells: selected on test
 WHICH_TITLE = {"final": "", "best_val": " [best_val: stopping step selected on the validation split]",
                "best_test": " [best_test: selected on the test set, optimistic; what the paper's authors kept]",
                "median_last": f" [median_last: median of each trial's last {MEDIAN_LAST} evaluations, "

@@ -8,18 +8,21 @@ from pathlib import Path
 
 import pandas as pd
 
-from sweeper.analysis.tables import cell_text, signed, table_notes
+from sweeper.analysis.labels import BEST_HEADER
+from sweeper.analysis.tables import cell_text, mean_std, signed, table_notes
 from trainables.files import atomic_write
 
 
 def _grid(table: pd.DataFrame) -> tuple[list[str], list[list[str]], list[int]]:
-    """Header, body cells and each column's width: ours, then paper and Δ where the paper has a value."""
+    """Header, body cells and each column's width: ours, the best test error where the table has it (BEST_COLS),
+    then paper and Δ where the paper has a value, and Δ best test beside them."""
     rows = list(dict.fromkeys(table["row"]))
     cols = list(dict.fromkeys(table.sort_values("col_order", kind="stable")["col"]))
-    has_paper = {c: table.loc[table["col"] == c, "paper_mean"].notna().any() for c in cols}
-    header = ["Model"]
-    for c in cols:
-        header += [c, "paper", "Δ"] if has_paper[c] else [c]
+    has_paper = {c: bool(table.loc[table["col"] == c, "paper_mean"].notna().any()) for c in cols}
+    best = "best_test_mean" in table.columns
+    heads = {c: [c] + ([BEST_HEADER] if best else []) + (["paper", "Δ"] if has_paper[c] else [])
+             + (["Δ best test"] if best and has_paper[c] else []) for c in cols}
+    header = ["Model"] + [h for c in cols for h in heads[c]]
     body = []
     for rl in rows:
         line = [rl]
@@ -27,16 +30,23 @@ def _grid(table: pd.DataFrame) -> tuple[list[str], list[list[str]], list[int]]:
             hit = table[(table["row"] == rl) & (table["col"] == c)]
             r = hit.iloc[0] if len(hit) else None
             line.append(cell_text(r) if r is not None else "")
+            if best:
+                line.append(mean_std(r["best_test_mean"], r["best_test_std"], int(r["best_test_n"]))
+                            if r is not None else "")
             if has_paper[c]:
-                if r is None or pd.isna(r["paper_mean"]):
-                    line += ["", ""]
-                else:
-                    p = f"{r['paper_mean']:.2f}" + ("" if pd.isna(r["paper_std"]) else f" ± {r['paper_std']:.2f}")
-                    note = r.get("paper_note", "")
-                    d = note if isinstance(note, str) and note else "" if pd.isna(r["delta"]) else signed(r["delta"])
-                    line += [p, d]
+                line += _paper_cells(r, best)
         body.append(line)
-    return header, body, [3 if has_paper[c] else 1 for c in cols]
+    return header, body, [len(heads[c]) for c in cols]
+
+
+def _paper_cells(r, best: bool) -> list[str]:
+    """The paper's value and Δ (or the reason there is none) of a cell, then Δ best test where `best`."""
+    if r is None or pd.isna(r["paper_mean"]):
+        return [""] * (3 if best else 2)
+    p = f"{r['paper_mean']:.2f}" + ("" if pd.isna(r["paper_std"]) else f" ± {r['paper_std']:.2f}")
+    note = r.get("paper_note", "")
+    d = note if isinstance(note, str) and note else "" if pd.isna(r["delta"]) else signed(r["delta"])
+    return [p, d] + ([signed(r["best_test_delta"]) if pd.notna(r["best_test_delta"]) else ""] if best else [])
 
 
 def to_markdown(table: pd.DataFrame, title: str = "", notes=()) -> str:

@@ -6,6 +6,8 @@ sweep's `cols` keys), cells `mean ± std` over seeds (sample std, ddof=1). Besid
   - the paper's published value, and Δ = ours − paper only where the run is configured as the paper
     preset's own row for that cell (sweeper/analysis/paper_results.py: `paper_value`, `protocol_reason`);
     otherwise the reason, naming the fields that differ;
+  - in a table with such a Δ, each cell's best test error (best_test: the minimum over evaluations, selected
+    on the test set, the authors' kind of number) beside its value, with its own Δ (with_best_test);
   - with a baseline row (Sweep.baseline), each other cell's paired difference from its baseline
     cell over the seeds both ran, with its 95% t-interval (sweeper/analysis/stats.py), `*` where it excludes 0:
     "4.67 ± 0.80 · −1.90 [−2.80, −1.00]*".
@@ -22,8 +24,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from sweeper.analysis.aggregate import MEDIAN_LAST, SELECT_METRIC, AggregateError, summarize
-from sweeper.analysis.labels import DATASET_NAMES, WHICH_TEXT, col_label, metric_name, py_value, sort_key
+from sweeper.analysis.aggregate import MEDIAN_LAST, SELECT_METRIC, AggregateError, config_key, group_keys, summarize
+from sweeper.analysis.labels import BEST_HEADER, DATASET_NAMES, WHICH_TEXT, col_label, metric_name, py_value, sort_key
 from sweeper.analysis.layout import DIFF_COLS, PLAN_COLS, STAT_COLS, cell_configs, layout_keys, paper_error, row_labels
 from sweeper.analysis.paired import LEVEL, baseline_diffs
 from sweeper.analysis.paper_results import protocol_reason
@@ -32,18 +34,22 @@ from trainables.registry import METHODS
 
 # the classical baseline every deep row is compared with in classical_note (the one method without a network)
 CLASSICAL = next(m.name for m in METHODS.values() if not m.network)
+# A paper table's best_test statistic beside each cell's own value: mean, std and n over seeds of each trial's
+# minimum test error, and best_test_mean - paper_mean where delta is set (with_best_test).
+BEST_COLS = ("best_test_mean", "best_test_std", "best_test_n", "best_test_delta")
 
 
 # ---------------------------------------------------------------- the table
 
 def table_frame(summary: pd.DataFrame, rows=("method", "vd", "mur"), cols=(), paper=paper_error,
-                protocol=protocol_reason) -> pd.DataFrame:
+                protocol=protocol_reason, trials: pd.DataFrame | None = None) -> pd.DataFrame:
     """The tidy table: one line per cell with row/col labels, ours (mean, std, n, counts), the paper's
     (paper_mean, paper_std), delta = mean - paper_mean where the run is the paper preset's own row,
     else NaN with the reason in paper_note, and the DIFF_COLS of baseline_diffs when the summary has
     them (the baseline row's label then ends in "(baseline)"). `paper(cfg) -> (mean, std) | None` and
     `protocol(cfg) -> reason | None` get the cell's full config (TrainConfig defaults for keys the
-    sweep did not set)."""
+    sweep did not set). With the summary's `trials`, a table with a delta also gets BEST_COLS
+    (with_best_test)."""
     row_keys, col_keys = layout_keys(summary, rows, cols)
     labels = row_labels(summary, rows, cols)
     has_diff = "diff_vs_baseline" in summary.columns
@@ -78,7 +84,25 @@ def table_frame(summary: pd.DataFrame, rows=("method", "vd", "mur"), cols=(), pa
     if len(dup):
         raise AggregateError(f"two configs map to the table cell {dup.iloc[0]['row']!r} / {dup.iloc[0]['col']!r}; "
                              f"add the key that tells them apart to the sweep's rows or cols")
-    return table
+    return with_best_test(table, summary.loc[order], trials)
+
+
+def with_best_test(table: pd.DataFrame, summary: pd.DataFrame, trials: pd.DataFrame | None) -> pd.DataFrame:
+    """`table` with BEST_COLS where it compares a test error with the paper (some delta is set), so the
+    authors' kind of number (best_test) and its Δ stand beside ours; `summary` holds the table's cells in
+    its row order. Unchanged without trials, best_test_error values or a delta, or when it is best_test."""
+    compares = bool(len(table)) and table["delta"].notna().any() and set(table["metric"]) == {"test_error"}
+    if trials is None or not compares or "best_test" in set(table["which"]) or "best_test_error" not in trials.columns:
+        return table
+    keys = group_keys(trials)
+    best = {config_key(r, keys): r for _, r in summarize(trials, "test_error", "best_test").iterrows()}
+    cells = [best.get(config_key(r, keys)) for _, r in summary.iterrows()]  # aligned with the table's rows
+    out = table.assign(best_test_mean=[math.nan if c is None else c["mean"] for c in cells],
+                       best_test_std=[math.nan if c is None else c["std"] for c in cells],
+                       best_test_n=[0 if c is None else int(c["n"]) for c in cells])
+    if not out["best_test_mean"].notna().any():
+        return table
+    return out.assign(best_test_delta=(out["best_test_mean"] - out["paper_mean"]).where(out["delta"].notna()))
 
 
 def signed(x: float) -> str:
@@ -86,11 +110,16 @@ def signed(x: float) -> str:
     return f"{x:+.2f}".replace("-", "−")
 
 
+def mean_std(mean: float, std: float, n: int) -> str:
+    """"15.61 ± 0.20"; "15.61" for one seed (no spread), "—" for none."""
+    return "—" if n == 0 else f"{mean:.2f}" if n == 1 else f"{mean:.2f} ± {std:.2f}"
+
+
 def cell_text(r) -> str:
     """"15.61 ± 0.20", with the failed / diverged / unfinished trials named beside it, then the paired
     difference from the baseline cell where there is one: "15.61 ± 0.20 · −1.90 [−2.80, −1.00]*"."""
     n = int(r["n"])
-    text = "—" if n == 0 else f"{r['mean']:.2f}" if n == 1 else f"{r['mean']:.2f} ± {r['std']:.2f}"
+    text = mean_std(r["mean"], r["std"], n)
     extra = [f"{int(r[c])} {w}" for c, w in (("n_failed", "failed"), ("n_diverged", "diverged"),
                                              ("n_incomplete", "unfinished")) if r[c]]
     missing = pd.to_numeric(r.get("n_missing", 0) if hasattr(r, "get") else 0, errors="coerce")  # planned.py
@@ -151,6 +180,10 @@ def table_notes(table: pd.DataFrame, extra=()) -> list[str]:
         notes.append("no Δ: the run is not configured as the paper preset's own row for that cell (it names the "
                      "first fields that differ, ours then the paper row's), so it is not compared with the paper's "
                      "value.")
+    if "best_test_mean" in table.columns:
+        notes.append(f"{BEST_HEADER}: mean ± sample std over seeds of each trial's minimum test error over its "
+                     f"evaluations ({WHICH_TEXT['best_test']}), beside the {which} value the cell shows; "
+                     f"Δ best test = that mean − paper, where Δ is. --which best_test tabulates it.")
     notes += other_papers_notes(table)
     return notes + list(extra)
 
