@@ -359,6 +359,22 @@ def test_apply_zca_uses_the_flattened_image():
     torch.testing.assert_close(out.flatten(1), (x.flatten(1) - mean) @ W)
 
 
+def test_pixel_standardised_data_sets_give_back_their_8bit_pixels(tmp_path, rng):
+    """Dataset.pixels undoes the standardisation: the pixels written to the files come back exactly (FixMatch's
+    RA works on them), for CIFAR per channel and SVHN per feature; ZCA and per-image standardisation have none."""
+    from trainables.augment_pil import to_pixels
+    x_tr, _, x_te, _ = _write_cifar10(tmp_path / "c", _PlaneRng(rng), per_batch=4)
+    ds = load_dataset("cifar10", tmp_path / "c", cifar_norm="channel")
+    assert torch.equal(to_pixels(ds.x_train, *ds.pixels), torch.from_numpy(x_tr).view(-1, 3, 32, 32).float())
+    assert torch.equal(to_pixels(ds.x_test, *ds.pixels), torch.from_numpy(x_te).view(-1, 3, 32, 32).float())
+    assert load_dataset("cifar10", tmp_path / "c").pixels is None
+    X_tr, _, _, _ = _write_svhn(tmp_path / "s", rng)
+    ds = load_dataset("svhn", tmp_path / "s")
+    assert torch.equal(to_pixels(ds.x_train, *ds.pixels), torch.from_numpy(X_tr.transpose(3, 2, 0, 1)).float())
+    assert load_dataset("svhn", tmp_path / "s", svhn_norm="image").pixels is None
+    assert load_dataset("digits").pixels is None
+
+
 # ----------------------------------------------------------------------------- SVHN
 
 def test_svhn_per_feature_standardisation_by_default(tmp_path, rng):

@@ -30,12 +30,16 @@ def digits():
     return load_dataset("digits")
 
 
+# fm_published works on 8-bit pixels, so its configs name a pixel-standardised data set (small RGB images here)
+PUBLISHED = {"dataset": "cifar10", "cifar_norm": "channel", "arch": "convnet_small", "fm_published": True}
+
+
 def _setup(**kw):
     cfg = TrainConfig(**{"num_labels": 100, "method": "fixmatch", "input_noise": 0.0, "dropout": 0.0, **kw})
     torch.manual_seed(0)
     student = build_model(cfg)
     teacher = copy.deepcopy(student) if cfg.uses_teacher else None
-    x = torch.randn(L + U, 1, 8, 8)
+    x = torch.randn(L + U, 3, 8, 8) if cfg.fm_published else torch.randn(L + U, 1, 8, 8)
     xs = strong_augment(x[L:], torch.Generator().manual_seed(1))
     v = Views(x=x.clone(), x2=x + 0.1 * torch.randn_like(x), y_l=torch.randint(0, 10, (L,)), xs=xs)
     return cfg, student, teacher, v
@@ -327,10 +331,10 @@ def test_fixmatch_sweep(preset):
 
 # ---------------------------------------------------------------- FixMatch as published (fm_published)
 
-def _bn_net():
-    """conv -> BN -> ReLU -> pool -> linear on (n, 1, 8, 8): the BN sees exactly the conv's output."""
+def _bn_net(channels: int = 1):
+    """conv -> BN -> ReLU -> pool -> linear on (n, channels, 8, 8): the BN sees exactly the conv's output."""
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Conv2d(1, 3, 3, padding=1), torch.nn.BatchNorm2d(3, momentum=0.1),
+    return torch.nn.Sequential(torch.nn.Conv2d(channels, 3, 3, padding=1), torch.nn.BatchNorm2d(3, momentum=0.1),
                                torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
                                torch.nn.Linear(3, 10))
 
@@ -340,8 +344,8 @@ def test_published_fixmatch_passes_labeled_weak_and_strong_views_through_one_bn_
     """After one loss evaluation the BN running mean and variance are one momentum step towards the
     batch statistics of conv(labeled + weak + strong) taken together (computed here by hand); with
     fm_published off they are two steps, first towards the labeled + weak rows, then the strong ones."""
-    cfg, _, _, v = _setup(fm_published=published)
-    net = _bn_net().train()
+    cfg, _, _, v = _setup(**(PUBLISHED if published else {}))
+    net = _bn_net(v.x.shape[1]).train()
     loss_terms(cfg, net, None, v, torch.Generator().manual_seed(0))
     conv, bn = net[0], net[1]
     m = bn.momentum
@@ -365,7 +369,7 @@ def test_published_fixmatch_passes_labeled_weak_and_strong_views_through_one_bn_
 def test_published_fixmatch_loss_is_the_masked_cross_entropy_of_the_joint_pass():
     """The unlabeled term uses the strong rows' logits of the joint forward: with BN in eval mode (no batch
     coupling) it equals the separate-pass value, so only the BN batch differs between the two forms."""
-    cfg, student, _, v = _setup(fm_published=True, fm_threshold=0.0)
+    cfg, student, _, v = _setup(**PUBLISHED, fm_threshold=0.0)
     student.eval()
     terms, _ = loss_terms(cfg, student, None, v, torch.Generator().manual_seed(0))
     with torch.no_grad():
@@ -377,40 +381,55 @@ def test_published_fixmatch_loss_is_the_masked_cross_entropy_of_the_joint_pass()
 def test_published_fixmatch_unlabeled_set_holds_the_labeled_images():
     from trainables.trainer import splits
 
-    y = torch.arange(1347) % 10
+    y = torch.arange(6000) % 10
     for published in (True, False):
-        cfg = TrainConfig(method="fixmatch", num_labels=100, fm_published=published)
+        cfg = TrainConfig(method="fixmatch", num_labels=100, **(PUBLISHED if published else {}))
         idx_l, idx_u, idx_val = splits(cfg, y)
         rest = sorted(set(range(len(y))) - set(idx_val.tolist()))
         assert sorted(idx_u.tolist()) == (rest if published else sorted(set(rest) - set(idx_l.tolist())))
 
 
-def test_ra_magnitudes_follow_fixmatchs_level_table():
+def test_ra_parameters_follow_fixmatchs_level_table():
     """Hand-computed from their augmentations.py at levels 1..9 (level / 10 of each op's maximum)."""
-    from trainables.augment_strong import ra_magnitude
+    import trainables.augment_pil as P
     lv = range(1, 10)
-    assert [ra_magnitude("posterize", k) for k in lv] == [4, 4, 3, 3, 2, 2, 2, 1, 1]   # 4 - int(0.4 k)
-    assert [ra_magnitude("rotate", k) for k in lv] == [3, 6, 9, 12, 15, 18, 21, 24, 27]
-    assert [ra_magnitude("translate_x", k) for k in lv] == list(range(1, 10))
-    assert [round(ra_magnitude("brightness", k), 6) for k in (1, 5, 9)] == [0.28, 1.0, 1.72]
-    assert [round(ra_magnitude("shear_y", k), 6) for k in (1, 9)] == [0.03, 0.27]
-    assert ra_magnitude("solarize", 1) == 231 / 255 and ra_magnitude("solarize", 9) == 26 / 255
+    assert [P.posterize_bits(k) for k in lv] == [4, 4, 3, 3, 2, 2, 2, 1, 1]             # 4 - int(0.4 k)
+    assert [P.solarize_threshold(k) for k in (1, 5, 9)] == [231, 128, 26]              # 256 - int(25.6 k)
+    assert [round(P.enhance_factor(k), 6) for k in (1, 5, 9)] == [0.28, 1.0, 1.72]
+    assert P.pil_matrix("shear_y", 9, -1, 32, 32) == [1, 0, 0, -(9 * 0.3 / 10), 1, 0]
+    assert [P.pil_matrix("translate_x", k, 1, 32, 32)[2] for k in lv] == list(range(1, 10))   # pixels
+    # rotate by 3 k degrees about the centre (16, 16): the map from output to input turns by -3 k degrees and
+    # keeps the centre
+    for k in lv:
+        a = P.pil_matrix("rotate", k, 1, 32, 32)
+        assert math.isclose(math.degrees(math.atan2(a[1], a[0])), -3 * k, abs_tol=1e-9)
+        assert math.isclose(a[0] * 16 + a[1] * 16 + a[2], 16, abs_tol=1e-9)
+
+
+def _pixel_images(n: int, value, mean: float, std: float = 1.0):
+    """(n, C, 32, 32) standardised copies of one 8-bit image (C, 32, 32), and its (mean, std)."""
+    value = torch.as_tensor(value, dtype=torch.float32)
+    p = value.expand(n, *value.shape).clone()
+    stats = (torch.full((1, 1, 1), mean), torch.full((1, 1, 1), std))
+    return (p - stats[0]) / stats[1], stats
 
 
 def test_ra_applies_each_op_with_probability_half_at_integer_levels(monkeypatch):
-    """A fixed image, a single bright pixel on the mean background, through FixMatch's RA with the op pool
-    cut to translate_x: about half the copies are untouched (the op's probability 0.5), the others are
+    """A fixed image, a single bright pixel on a background at the mean, through FixMatch's RA with the op
+    pool cut to translate_x: about half the copies are untouched (the op's probability 0.5), the others are
     shifted by a whole number of pixels, every level 1..9 in both directions, nothing else."""
     import trainables.augment_strong as A
     monkeypatch.setattr(A, "OPS", ("translate_x",))
     n = 4000
-    img = torch.zeros(1, 1, 32, 32)
-    img[0, 0, 16, 16] = 1.0
-    out = A.fixmatch_ra(img.expand(n, -1, -1, -1).clone(), torch.Generator().manual_seed(0), n_ops=1)
-    assert torch.all(out.flatten(1).max(1).values > 0.99)          # the pixel survives (|shift| <= 9)
+    img = torch.full((1, 32, 32), 128.0)
+    img[0, 16, 16] = 255.0
+    x, pixels = _pixel_images(n, img, mean=128.0)
+    out = A.fixmatch_ra(x, torch.Generator().manual_seed(0), n_ops=1, pixels=pixels)
+    assert torch.all(out.flatten(1).max(1).values == 127)         # the pixel survives (|shift| <= 9)
     row = out[:, 0, 16]                                            # (n, 32)
     shift = 16 - row.argmax(1)                                     # (n,) pixels moved left
     assert torch.all(out[:, 0].flatten(1).gt(0.5).sum(1) == 1)     # moved whole, not interpolated
+    assert set(out.unique().tolist()) <= {0.0, 127.0, -0.5}        # background, pixel, pil_unwrap's grey fill
     untouched = (shift == 0).float().mean().item()
     assert abs(untouched - 0.5) < 4 * math.sqrt(0.25 / n)
     assert set(shift[shift != 0].abs().tolist()) == set(range(1, 10))
@@ -418,11 +437,41 @@ def test_ra_applies_each_op_with_probability_half_at_integer_levels(monkeypatch)
     # with the full op pool every op draw is applied with probability 0.5 too: the untouched copies are
     # the half not applied plus identity and the enhancers at level 5 (factor 1.0), 0.5 + 0.5 (1 + 4/9) / 14
     monkeypatch.setattr(A, "OPS", OPS)
-    img = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(2))  # texture: sharpness acts
-    out = A.fixmatch_ra(img.expand(n, -1, -1, -1).clone(), torch.Generator().manual_seed(1), n_ops=1)
-    same = (out - img).flatten(1).abs().amax(1).lt(1e-5).float().mean().item()
+    texture = torch.randint(20, 231, (3, 32, 32), generator=torch.Generator().manual_seed(2))  # sharpness, color act
+    x, pixels = _pixel_images(n, texture, mean=texture.float().mean().item(), std=40.0)
+    out = A.fixmatch_ra(x, torch.Generator().manual_seed(1), n_ops=1, pixels=pixels)
+    same = (out - x).flatten(1).abs().amax(1).lt(1e-5).float().mean().item()
     p = 0.5 + 0.5 * (1 + 4 / 9) / 14
     assert abs(same - p) < 4 * math.sqrt(p * (1 - p) / n)
+
+
+def test_published_strong_view_is_made_on_the_pixels_and_trains(tmp_path):
+    """On tiny CIFAR-10 files standardised per channel: every value of the strong view is an 8-bit pixel
+    standardised again, pil_unwrap's grey, or Cutout's mean (x = 0); and three training steps run."""
+    from tinydata import write_cifar10
+    from trainables.trainer import train
+    write_cifar10(tmp_path)
+    cfg = TrainConfig(method="fixmatch", dataset="cifar10", cifar_norm="channel", fm_published=True,
+                      arch="convnet_small", data_dir=str(tmp_path), num_labels=10, val_size=0, batch_labeled=4,
+                      batch_unlabeled=12, steps=3, eval_every=3, input_noise=0.0, dropout=0.0, device="cpu",
+                      sensitivity_samples=0, lr_rampup=0, lr_rampdown=0, rampup=0)
+    ds = load_dataset("cifar10", tmp_path, cifar_norm="channel")
+    v = Trainer(cfg, ds)._views()
+    mean, std = ds.pixels
+    p = v.xs * std + mean                                          # (12, 3, 32, 32) in pixel units
+    on_pixel = (p - p.round()).abs() < 1e-3
+    grey = (p - 127.5).abs() < 1e-3
+    cut = v.xs == 0
+    assert (on_pixel | grey | cut).all() and grey.any() | cut.any()
+    assert not torch.equal(v.xs, v.x[4:])
+    assert math.isfinite(train(cfg, ds, log=lambda *_: None)["test_error"])
+
+
+def test_ra_needs_the_pixels_standardisation():
+    with pytest.raises(ValueError, match="8-bit pixels"):
+        strong_augment(torch.randn(4, 3, 32, 32), torch.Generator(), per_image=True)
+    with pytest.raises(ConfigError, match="cifar_norm='channel'"):
+        TrainConfig(method="fixmatch", fm_published=True)            # digits: not 8-bit pixels
 
 
 def test_paper_preset_runs_fixmatch_as_published_and_quick_keeps_its_form():

@@ -1,35 +1,38 @@
 """FixMatch's strong augmentation, batched on the device: RandAugment + Cutout, in two forms.
 
-    strong_augment(x, generator, n_ops=2, cutout=0.5, groups=16, per_image=False) -> x   (B, C, H, W) -> same
+    strong_augment(x, generator, n_ops=2, cutout=0.5, groups=16, per_image=False, pixels=None) -> x
+                                                                     (B, C, H, W) -> same
 
 FixMatch's code (google-research/fixmatch) defaults to CTAugment; its RandAugment variant ("RA",
 Sohn et al. 2020, whose CIFAR-10 250-label error equals CTAugment's there) is the one here, as it
 needs no learned state:
-- per_image=True, FixMatch's RA (`fixmatch_ra`; their libml/augment.py AugmentPoolRAMC with
-  third_party/auto_augment/augmentations.py): each image draws its own `n_ops` ops uniformly from
-  OPS, each applied with probability 0.5 (RA_PROB) at an integer level uniform in 1..9 (RA_LEVELS),
-  mapped to a magnitude as their table does (`ra_magnitude`), geometric ops with a random sign;
-  then Cutout. Every op runs once per op kind on the images that drew it, with per-image magnitudes.
+- per_image=True, FixMatch's RA (`fixmatch_ra`, the paper preset's; their libml/augment.py
+  AugmentPoolRAMC with third_party/auto_augment/augmentations.py): each image draws its own `n_ops`
+  ops uniformly from OPS, each applied with probability 0.5 (RA_PROB) at an integer level uniform in
+  1..9 (RA_LEVELS), geometric ops with a random sign; then Cutout. The standardised images are taken
+  back to their 8-bit pixels (`pixels` = the data set's mean and std), every op computes Pillow's
+  8-bit result at FixMatch's magnitude for its level (trainables/augment_pil.py: look-up tables,
+  float32 blends, fixed-point affine maps, the pixels a geometric op uncovers transparent, then the
+  grey of FixMatch's pil_unwrap), and the result is standardised again. Each op kind runs once per
+  op slot on the images that drew it, with per-image levels.
 - per_image=False (the quick preset's, cheaper on a CPU): the batch split into `groups` chunks, each
-  drawing `n_ops` ops, always applied, with a magnitude uniform over FixMatch's range (RANGES); then Cutout.
-The ops are torchvision.transforms.v2.functional's (the grouped form) or their per-image equivalents.
+  drawing `n_ops` ops, always applied, with a magnitude uniform over FixMatch's range (RANGES); then
+  Cutout. The ops are torchvision.transforms.v2.functional's on each image's own range:
+  - photometric ops (brightness ... solarize) run on u = (x - lo) / (hi - lo) in [0, 1], lo, hi
+    the min and max of each image over all channels and pixels, and are mapped back with the
+    same lo, hi. On a 1-channel image autocontrast is then the identity and color (saturation)
+    always is; both stay in the draw, as the identity op does.
+  - geometric ops (rotate, shear, translate) fill the uncovered pixels with x = 0, the data
+    mean, like `data.augment`'s zero padding: done as op(u - u0) + u0 with fill 0, u0 the
+    image's u-value of x = 0 (exact: the ops are linear).
+  torchvision's ops take one magnitude per call, so the batch is split into `groups` contiguous
+  chunks (the batch order is already random), and each chunk draws its own ops and magnitudes:
+  2 * groups op calls per batch, one host sync for the draws.
+Cutout (both forms) sets one square of side round(cutout * min(H, W)) to 0 (the mean), centre
+uniform over the image, clipped at the border (DeVries & Taylor): 16 px on 32x32, 4 px on 8x8,
+per sample. All random numbers come from `generator`.
 
-Our inputs are standardised / ZCA-whitened floats, not uint8 pictures, so:
-- photometric ops (brightness ... solarize) run on u = (x - lo) / (hi - lo) in [0, 1], lo, hi
-  the min and max of each image over all channels and pixels, and are mapped back with the
-  same lo, hi. On a 1-channel image autocontrast is then the identity and color (saturation)
-  always is; both stay in the draw, as the identity op does.
-- geometric ops (rotate, shear, translate) fill the uncovered pixels with x = 0, the data
-  mean, like `data.augment`'s zero padding (FixMatch fills with gray): done as
-  op(u - u0) + u0 with fill 0, u0 the image's u-value of x = 0 (exact: the ops are linear).
-- Cutout sets one square of side round(cutout * min(H, W)) to 0 (the mean), centre uniform
-  over the image, clipped at the border (DeVries & Taylor): 16 px on 32x32, 4 px on 8x8.
-Grouped form: torchvision's ops take one magnitude per call, so the batch is split into `groups`
-contiguous chunks (the batch order is already random), and each chunk draws its own ops and
-magnitudes: 2 * groups op calls per batch, one host sync for the draws. Cutout's squares are per
-sample. All random numbers come from `generator`.
-
-    pytest tests/test_fixmatch.py -q
+    pytest tests/test_fixmatch.py tests/test_augment_pil.py -q
 """
 from __future__ import annotations
 
@@ -38,6 +41,8 @@ import math
 import torch
 import torchvision.transforms.v2.functional as TF
 from torchvision.transforms.v2 import InterpolationMode
+
+import trainables.augment_pil as pil
 
 OPS = ("identity", "autocontrast", "equalize", "brightness", "color", "contrast", "sharpness",
        "posterize", "solarize", "rotate", "shear_x", "shear_y", "translate_x", "translate_y")
@@ -136,7 +141,7 @@ def rand_augment(x: torch.Tensor, generator: torch.Generator, n_ops: int = 2, gr
 
 def cutout(x: torch.Tensor, frac: float, generator: torch.Generator) -> torch.Tensor:
     """Zero (= the data mean) one square of side round(frac * min(H, W)) per image, centre uniform."""
-    B, C, H, W = x.shape
+    B, _, H, W = x.shape
     side = round(frac * min(H, W))
     if side == 0 or B == 0:
         return x
@@ -156,118 +161,24 @@ def cutout(x: torch.Tensor, frac: float, generator: torch.Generator) -> torch.Te
 
 RA_PROB = 0.5          # each drawn op is applied with this probability (their policy's (op, 0.5, level))
 RA_LEVELS = (1, 9)     # integer levels, uniform: np.random.randint(1, 10) in AugmentPoolRAMC ('rac', magnitude 10)
-PARAMETER_MAX = 10     # their level scale: float_parameter(level, m) = level * m / 10, int_parameter its int()
-RA_SIDE = 32           # translate's levels are pixels of a 32-pixel image (int_parameter(level, 10) px)
 
 
-def ra_magnitude(op: str, level: int) -> float:
-    """FixMatch's RA magnitude of an op at an integer level (third_party/auto_augment/augmentations.py), before
-    the random sign of the geometric ops: enhancers (brightness, color, contrast, sharpness) level * 1.8 / 10
-    + 0.1; posterize the bits kept, 4 - int(level * 4 / 10); solarize the threshold in [0, 1] units,
-    (256 - int(level * 256 / 10)) / 255; rotate int(level * 30 / 10) degrees; shears level * 0.3 / 10;
-    translates int(level * 10 / 10) pixels of a RA_SIDE image; identity, autocontrast, equalize 0."""
-    if op in ("brightness", "color", "contrast", "sharpness"):
-        return level * 1.8 / PARAMETER_MAX + 0.1
-    if op == "posterize":
-        return float(4 - int(level * 4 / PARAMETER_MAX))
-    if op == "solarize":
-        return (256 - int(level * 256 / PARAMETER_MAX)) / 255
-    if op == "rotate":
-        return float(int(level * 30 / PARAMETER_MAX))
-    if op in ("shear_x", "shear_y"):
-        return level * 0.3 / PARAMETER_MAX
-    if op in ("translate_x", "translate_y"):
-        return float(int(level * 10 / PARAMETER_MAX))
-    return 0.0
-
-
-def _blend_degenerate(u: torch.Tensor, op: str, f: torch.Tensor) -> torch.Tensor:
-    """PIL's ImageEnhance (torchvision's _blend) with a factor per image: clamp(f u + (1 - f) d, 0, 1), d the
-    op's degenerate image (black, grey, the grey mean, the smoothed image). u (n, C, H, W), f (n, 1, 1, 1)."""
-    d = {"brightness": TF.adjust_brightness, "color": TF.adjust_saturation, "contrast": TF.adjust_contrast,
-         "sharpness": TF.adjust_sharpness}[op](u, 0.0)
-    return (f * u + (1 - f) * d).clamp(0, 1)
-
-
-def _affine_nearest(u: torch.Tensor, A: torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
-    """out[p] = u[round(A p)] per image, p an output pixel's centre relative to the image centre, nearest
-    neighbour, pixels mapped from outside the image set to fill. u (n, C, H, W), A (n, 2, 3) on (x, y, 1),
-    fill (n, 1, 1, 1)."""
-    n, C, H, W = u.shape
-    ys, xs = torch.meshgrid(torch.arange(H, device=u.device, dtype=u.dtype) - (H - 1) / 2,
-                            torch.arange(W, device=u.device, dtype=u.dtype) - (W - 1) / 2, indexing="ij")
-    p = torch.stack([xs.flatten(), ys.flatten(), torch.ones_like(xs.flatten())])   # (3, H*W)
-    q = A.to(u.dtype) @ p                                                            # (n, 2, H*W) source centres
-    sx = torch.round(q[:, 0] + (W - 1) / 2).long()                                   # (n, H*W)
-    sy = torch.round(q[:, 1] + (H - 1) / 2).long()
-    inside = (sx >= 0) & (sx < W) & (sy >= 0) & (sy < H)                            # (n, H*W)
-    src = (sy.clamp(0, H - 1) * W + sx.clamp(0, W - 1))[:, None, :].expand(n, C, H * W)
-    out = u.flatten(2).gather(2, src)                                                # (n, C, H*W)
-    out = torch.where(inside[:, None, :], out, fill.view(n, 1, 1))
-    return out.view(n, C, H, W)
-
-
-def _geometric_matrix(op: str, m: torch.Tensor, H: int, W: int) -> torch.Tensor:
-    """(n, 2, 3) maps from an output pixel to its source, centred coordinates, for signed magnitudes m (n,):
-    rotate by m degrees about the centre; shear_x (x + m y, y) and shear_y (x, y + m x) about the top-left
-    corner (PIL's transform (1, m, 0, 0, 1, 0)); translate by m pixels of a RA_SIDE image."""
-    n = m.shape[0]
-    A = torch.zeros(n, 2, 3, dtype=torch.float32, device=m.device)
-    A[:, 0, 0] = A[:, 1, 1] = 1.0
-    cx, cy = (W - 1) / 2, (H - 1) / 2  # the top-left pixel centre is (-cx, -cy) in centred coordinates
-    if op == "rotate":
-        t = torch.deg2rad(m)
-        A[:, 0, 0], A[:, 0, 1], A[:, 1, 0], A[:, 1, 1] = t.cos(), -t.sin(), t.sin(), t.cos()
-    elif op == "shear_x":
-        A[:, 0, 1], A[:, 0, 2] = m, m * cy  # x_src + cx = (x + cx) + m (y + cy)
-    elif op == "shear_y":
-        A[:, 1, 0], A[:, 1, 2] = m, m * cx
-    elif op == "translate_x":
-        A[:, 0, 2] = m * W / RA_SIDE
-    elif op == "translate_y":
-        A[:, 1, 2] = m * H / RA_SIDE
-    else:
-        raise ValueError(f"unknown geometric op {op!r}; choose one of {list(GEOMETRIC)}")
-    return A
-
-
-def apply_op_per_image(x: torch.Tensor, op: str, m: torch.Tensor) -> torch.Tensor:
-    """One op on standardised images x (n, C, H, W) with a magnitude per image m (n,) (signed for the geometric
-    ops), in the units of the module docstring (photometric ops on each image's [0, 1] range, fill x = 0)."""
-    lo = x.amin(dim=(1, 2, 3), keepdim=True)                    # (n, 1, 1, 1)
-    scale = (x.amax(dim=(1, 2, 3), keepdim=True) - lo).clamp(min=EPS)
-    u = (x - lo) / scale                                        # (n, C, H, W) in [0, 1]
-    mm = m.to(x.dtype).view(-1, 1, 1, 1)                        # (n, 1, 1, 1)
-    if op in GEOMETRIC:
-        u = _affine_nearest(u, _geometric_matrix(op, m.float(), *x.shape[-2:]), (0.0 - lo) / scale)
-    elif op in ("brightness", "color", "contrast", "sharpness"):
-        u = _blend_degenerate(u, op, mm)
-    elif op == "posterize":  # torchvision's float posterize with bits per image
-        levels = torch.exp2(mm)
-        u = torch.minimum((u * levels).floor(), levels - 1) / levels
-    elif op == "solarize":
-        u = torch.where(u >= mm, 1 - u, u)
-    else:
-        u = _photometric(u, op, 0.0)  # identity, autocontrast, equalize: per image already
-    return u * scale + lo
-
-
-def _ra_table() -> dict[str, torch.Tensor]:
-    """{op: (RA_LEVELS[1] + 1,) its ra_magnitude at every integer level}, float32 as the magnitudes
-    fixmatch_ra passes on, so a batch's magnitudes are one index instead of a loop per image."""
-    return {op: torch.tensor([ra_magnitude(op, level) for level in range(RA_LEVELS[1] + 1)]) for op in OPS}
-
-
-RA_TABLE = _ra_table()
-
-
-def fixmatch_ra(x: torch.Tensor, generator: torch.Generator, n_ops: int = 2) -> torch.Tensor:
+def fixmatch_ra(x: torch.Tensor, generator: torch.Generator, n_ops: int = 2,
+                pixels: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """FixMatch's RA on (B, C, H, W): per image, n_ops ops drawn uniformly from OPS, each applied with
-    probability RA_PROB at an integer level uniform in RA_LEVELS (ra_magnitude), the geometric ops' sign
-    random; the ops applied in draw order. One host sync per op slot; each op kind runs once per slot."""
+    probability RA_PROB at an integer level uniform in RA_LEVELS, the geometric ops' sign random; the ops
+    applied in draw order on the images' 8-bit pixels as Pillow computes them (trainables/augment_pil.py).
+    pixels: (mean, std) with x = (pixel - mean) / std (Dataset.pixels). One host sync per op slot; each op
+    kind runs once per slot on the images that drew it."""
     B = x.shape[0]
     if n_ops == 0 or B == 0:
         return x
+    if pixels is None:
+        raise ValueError("FixMatch's RA works on 8-bit pixels and needs the data set's standardisation (mean, std); "
+                         "use a data set standardised from its pixels (Dataset.pixels)")
+    mean, std = (t.to(x.device) for t in pixels)
+    p = pil.to_pixels(x, mean, std)                                                  # (B, C, H, W) 0..255
+    opaque = torch.ones(B, 1, *x.shape[-2:], dtype=torch.bool, device=x.device)     # RGBA's alpha > 0
     dev = generator.device
     for _ in range(n_ops):
         op_idx = torch.randint(len(OPS), (B,), generator=generator, device=dev)          # (B,)
@@ -275,29 +186,26 @@ def fixmatch_ra(x: torch.Tensor, generator: torch.Generator, n_ops: int = 2) -> 
         level = torch.randint(RA_LEVELS[0], RA_LEVELS[1] + 1, (B,), generator=generator, device=dev)
         sign = torch.randint(2, (B,), generator=generator, device=dev) * 2 - 1           # (B,) +-1
         op_idx, apply, level, sign = (t.cpu() for t in (op_idx, apply, level, sign))   # host sync
-        out = x.clone()
         for k, op in enumerate(OPS):
             rows = ((op_idx == k) & apply).nonzero().squeeze(1)                        # (n,)
             if len(rows) == 0 or op == "identity":
                 continue
-            m = RA_TABLE[op][level[rows]]                                              # (n,)
-            if op in GEOMETRIC:
-                m = m * sign[rows]
             r = rows.to(x.device)
-            out[r] = apply_op_per_image(x[r], op, m.to(x.device))
-        x = out
-    return x
+            p[r], opaque[r] = pil.apply(p[r], opaque[r], op, level[rows], sign[rows])
+    return pil.from_pixels(p, opaque, mean, std)
 
 
 def strong_augment(x: torch.Tensor, generator: torch.Generator, n_ops: int = 2, cutout_frac: float = 0.5,
-                   groups: int = 16, per_image: bool = False) -> torch.Tensor:
+                   groups: int = 16, per_image: bool = False,
+                   pixels: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """FixMatch's strong view A(x): RandAugment then Cutout, (B, C, H, W) -> same. per_image: FixMatch's RA
-    (fixmatch_ra); else one op draw per group of rows (rand_augment, random magnitudes, always applied)."""
+    (fixmatch_ra, on the pixels that `pixels` = (mean, std) standardised); else one op draw per group of
+    rows (rand_augment, random magnitudes, always applied)."""
     if x.dim() != 4 or not x.is_floating_point():
         raise ValueError(f"strong_augment expects float images (B, C, H, W), got {tuple(x.shape)} {x.dtype}; "
                          f"pass the preprocessed float batch")
     if n_ops < 0 or groups < 1 or not 0 <= cutout_frac <= 1:
         raise ValueError(f"need n_ops >= 0, groups >= 1 and cutout_frac in [0, 1], got {n_ops}, {groups}, "
                          f"{cutout_frac}; use FixMatch's 2, 16, 0.5")
-    ra = fixmatch_ra(x, generator, n_ops) if per_image else rand_augment(x, generator, n_ops, groups)
+    ra = fixmatch_ra(x, generator, n_ops, pixels) if per_image else rand_augment(x, generator, n_ops, groups)
     return cutout(ra, cutout_frac, generator)

@@ -191,6 +191,12 @@ class TrainConfig:
         return dataclasses.replace(self, **kw)
 
     @property
+    def pixel_standardised(self) -> bool:
+        """The inputs are 8-bit pixels standardised per channel or per feature (data.Dataset.pixels is set)."""
+        return (self.dataset in ("cifar10", "cifar100") and self.cifar_norm == "channel"
+                or self.dataset == "svhn" and self.svhn_norm == "feature")
+
+    @property
     def num_classes(self) -> int:
         return NUM_CLASSES[self.dataset]
 
@@ -276,6 +282,9 @@ class TrainConfig:
         need(self.cifar_norm == "zca" or self.dataset in ("cifar10", "cifar100"),
              f"cifar_norm={self.cifar_norm!r} chooses CIFAR's preprocessing, but dataset is {self.dataset!r}; "
              f"leave cifar_norm at 'zca' (its default) for {self.dataset}")
+        need(not (self.fm_published and "strong" in self.spec.views) or self.pixel_standardised,
+             f"fm_published runs FixMatch's RandAugment on 8-bit pixels, but {self.dataset!r} is not standardised "
+             f"from them; use cifar10 or cifar100 with cifar_norm='channel', or svhn with svhn_norm='feature'")
         need(self.lr_rampdown <= self.steps, f"lr_rampdown={self.lr_rampdown} is longer than steps={self.steps}; "
                                                   f"lower lr_rampdown or raise steps")
         for name in ("momentum", "ema_decay", "bn_momentum", "fm_threshold", "fm_cutout"):

@@ -57,11 +57,15 @@ class Dataset:
     x_test: torch.Tensor   # (M, C, H, W) float32, preprocessed with the training statistics
     y_test: torch.Tensor   # (M,) int64
     num_classes: int
+    # (mean, std) with x = (pixel - mean) / std, pixels 0..255, each (C, 1, 1) or (C, H, W): the data sets
+    # standardised per channel or per feature from 8-bit pixels (FixMatch's RA goes back to them); else None
+    pixels: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def to(self, device) -> "Dataset":
-        """A copy whose four tensors live on `device`."""
+        """A copy whose tensors live on `device`."""
+        pixels = None if self.pixels is None else tuple(t.to(device) for t in self.pixels)
         return dataclasses.replace(self, x_train=self.x_train.to(device), y_train=self.y_train.to(device),
-                                   x_test=self.x_test.to(device), y_test=self.y_test.to(device))
+                                   x_test=self.x_test.to(device), y_test=self.y_test.to(device), pixels=pixels)
 
 
 # ----------------------------------------------------------------------------- loading
@@ -95,24 +99,27 @@ def load_dataset(name: str, data_dir="./data", download: bool = False, device="c
                             f"the files belong to another data set: replace them (or use --set download=true)")
     fit = fit_indices(name, len(y_tr), n_val).to(device) if n_val else None  # (N - n_val,); None: all
     on_fit = (lambda x: x) if fit is None else (lambda x: x[fit])  # the images a run may train on
+    pixels = None
     if name == "svhn" and svhn_norm == "image":
         x_tr, x_te = per_image_standardize(x_tr.to(device)), per_image_standardize(x_te.to(device))
     elif name == "svhn":
         x_tr = x_tr.to(device)
         mean, std = fit_standardization(on_fit(x_tr))
         x_tr, x_te = standardize(x_tr, mean, std), standardize(x_te.to(device), mean, std)
+        pixels = (mean, std.clamp(min=STD_FLOOR))
     elif name == "mnist":  # float32 (N, 1, 28, 28) in [0, 1] -> (N, 1, 32, 32) standardised
         x_tr, x_te = pad_and_standardize(x_tr.to(device), x_te.to(device), fit=fit)
     elif cifar_norm == "channel":  # (N, 3, 32, 32) uint8 -> (x - mean_c) / std_c, the same in any pixel unit
         x_tr = x_tr.to(device)
         mean, std = fit_channel_standardization(on_fit(x_tr))  # (3, 1, 1) each
         x_tr, x_te = standardize(x_tr, mean, std), standardize(x_te.to(device), mean, std)
+        pixels = (mean, std.clamp(min=STD_FLOOR))
     else:
         x_tr = x_tr.to(device).float().div_(255)  # (N, 3, 32, 32) in [0, 1]
         x_te = x_te.to(device).float().div_(255)
         mean, W = fit_zca(on_fit(x_tr).flatten(1))
         x_tr, x_te = apply_zca(x_tr, mean, W), apply_zca(x_te, mean, W)
-    return Dataset(name, x_tr, y_tr.to(device), x_te, y_te.to(device), num_classes)
+    return Dataset(name, x_tr, y_tr.to(device), x_te, y_te.to(device), num_classes, pixels)
 
 
 def digits_raw() -> tuple[np.ndarray, np.ndarray]:

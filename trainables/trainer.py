@@ -250,7 +250,8 @@ class Trainer:
                   y_l=d.y_train[idx[: len(idx_l)]], x0=x if cfg.bn_clean_pass or "x0" in cfg.spec.views else None)
         if "strong" in cfg.spec.views:  # FixMatch's strong view A(x_u), drawn after the weak views: they never see it
             x_u = augment(x[len(idx_l):], cfg.translate, cfg.flip, self.gen, cfg.translate_pad)  # (U, C, H, W)
-            v.xs = strong_augment(x_u, self.gen, cfg.fm_ops, cfg.fm_cutout, cfg.fm_groups, per_image=cfg.fm_published)
+            v.xs = strong_augment(x_u, self.gen, cfg.fm_ops, cfg.fm_cutout, cfg.fm_groups, per_image=cfg.fm_published,
+                                  pixels=d.pixels)
         return v
 
     def coefficients(self, step: int) -> dict[str, float]:
