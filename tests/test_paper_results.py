@@ -301,11 +301,11 @@ def test_fixmatch_on_convnet13_gets_no_delta():
 
     fm = next(c for c in _paper_trials("fixmatch") if not c["vd"] and c["mur"] == "none")
     convnet13 = {**fm, "arch": "convnet13", "cifar_norm": "zca", "lr_schedule": "exp", "lr_rampdown": 7 * 2 ** 20 // 16,
-                 "weight_decay_scope": "all", "bn_eps": 1e-8}
+                 "weight_decay_scope": "all", "bn_eps": 1e-8, "fm_published": False}  # ZCA has no 8-bit pixels
     TrainConfig.from_dict(convnet13)  # a valid run
     assert _cell(convnet13) == (5.07, None)  # the same cell...
     assert protocol_reason(convnet13) == ("no Δ: cifar_norm zca, not channel; weight_decay_scope all, not weights; "
-                                          "lr_schedule exp, not cosine (+3 more)")  # ...but not the recipe
+                                          "lr_schedule exp, not cosine (+4 more)")  # ...but not the recipe
     assert protocol_reason({**fm, "arch": "convnet13"}) == "no Δ: arch convnet13, not wrn28_2"
     mur = next(c for c in _paper_trials("fixmatch") if c["mur"] == "direct")
     assert protocol_reason({**mur, "cifar_norm": "zca"}) == "no Δ: cifar_norm zca, not channel"

@@ -48,7 +48,7 @@ def reports(errors, done=True, steps=None, val=None, **last):
 
 
 VARIANTS = [("mt", False, "none", 0.0), ("mt", True, "none", 0.1), ("mt", False, "direct", 0.0),
-            ("mt", True, "direct", 0.1), ("ict", False, "none", 0.0), ("ict", True, "direct", 0.0)]
+            ("mt", True, "direct", 0.1), ("ict", False, "none", 0.0), ("ict", True, "none", 0.0)]
 COLS = [("cifar10", 1000, 10.0), ("cifar100", 10000, 20.0)]
 
 
@@ -155,12 +155,12 @@ def test_row_labels_name_a_key_that_changes_in_lockstep(table_built):
     r changes with the data set only (a column), so it stays out of the row labels."""
     t = pd.read_csv(table_built[2]["table.csv"])
     want = {(m, vd, mur): f"{name} (entmin {e:g})" for (m, vd, mur, e), name in zip(
-        VARIANTS, ("MT", "MT + VD", "MT + MUR", "MT + VD + MUR", "ICT", "ICT + VD + MUR"))}
+        VARIANTS, ("MT", "MT + VD", "MT + MUR", "MT + VD + MUR", "ICT", "ICT + VD"))}
     got = {(r["method"], r["vd"], r["mur"]): r["row"] for _, r in t.iterrows()}
     assert got == want
     assert got[("mt", True, "none")] == "MT + VD (entmin 0.1)"
     md = table_built[2]["table.md"].read_text()
-    assert "| MT + VD (entmin 0.1) |" in md and "| ICT + VD + MUR (entmin 0) |" in md and " r " not in md
+    assert "| MT + VD (entmin 0.1) |" in md and "| ICT + VD (entmin 0) |" in md and " r " not in md
 
 
 def test_row_labels_name_the_bn_statistics_pass_of_a_paper_table():
@@ -219,7 +219,7 @@ def test_row_labels_leave_out_keys_that_do_not_apply_to_a_row():
 def test_which_best_test_tabulates_the_minimum(table_built):
     exp, curves, _ = table_built
     t = table_frame(summarize(load_trials(exp), "test_error", "best_test"), ("method", "vd", "mur"), ("dataset",))
-    c = curves[("ict", True, "direct", "cifar100")]
+    c = curves[("ict", True, "none", "cifar100")]
     cell = t[(t["method"] == "ict") & (t["vd"]) & (t["dataset"] == "cifar100")].iloc[0]
     assert cell["mean"] == pytest.approx(c.min(axis=1).mean())
     assert cell["which"] == "best_test"
@@ -331,7 +331,7 @@ def test_summary_has_each_cells_paired_difference_from_the_baseline(baseline_bui
 
 def test_each_method_is_compared_with_its_own_base_row(table_built):
     """A baseline naming vd and mur only matches MT and ICT in each column: a cell takes the one that
-    agrees with it on the sweep's other row key (method), so ICT + VD + MUR is compared with ICT."""
+    agrees with it on the sweep's other row key (method), so ICT + VD is compared with ICT."""
     exp, curves, _ = table_built
     trials = load_trials(exp)
     out, notes = baseline_diffs(summarize(trials), trials, {"vd": False, "mur": "none"},
@@ -347,7 +347,7 @@ def test_each_method_is_compared_with_its_own_base_row(table_built):
 
 @pytest.mark.slow
 def test_baseline_within_method_isolates_the_variant_and_keeps_method_vs_mt(tmp_path):
-    """Sweep.baseline_within = ("method",), through build_report from sweep.json: ICT + VD + MUR is
+    """Sweep.baseline_within = ("method",), through build_report from sweep.json: ICT + VD is
     compared with ICT (its own method's base row, marked "vs ICT" in the table), while ICT itself and
     every MT variant are compared with the baseline row MT; the differences are the seed-paired means
     of the curves' final values, and the intervals scipy's paired t-intervals."""
@@ -367,7 +367,7 @@ def test_baseline_within_method_isolates_the_variant_and_keeps_method_vs_mt(tmp_
         assert row["diff_vs_baseline"] == pytest.approx(np.mean(c[:, -1] - base))
         assert (row["diff_ci_low"], row["diff_ci_high"]) == pytest.approx((ci.low, ci.high))
     md = (exp / "table.md").read_text()
-    ict_line = next(line for line in md.splitlines() if line.startswith("| ICT + VD + MUR"))
+    ict_line = next(line for line in md.splitlines() if line.startswith("| ICT + VD "))
     assert ict_line.count(" vs ICT (entmin 0)") == 2  # both columns
     assert not any(" vs " in line for line in md.splitlines() if line.startswith("| ICT (entmin 0)"))
     assert "the same method without the variant" in md
@@ -382,6 +382,7 @@ def test_every_table_interval_changes_the_variant_or_the_method_never_both(tmp_p
     with them) or, for a method's base row, in the method and never in VD or MUR (on the quick
     presets in the method alone; on the paper presets Pi's and MT's authors' settings differ too)."""
     from search_spaces import get_sweep
+    from trainables.config import applies
 
     sweep = get_sweep(name, preset)
     exp = tmp_path / f"{name}-1"
@@ -401,7 +402,9 @@ def test_every_table_interval_changes_the_variant_or_the_method_never_both(tmp_p
         same_col = [j for j in out.index if labels[j] == r["baseline"]
                     and all(same_value(out.loc[j, c], r[c]) for c in sweep.cols)]
         assert len(same_col) == 1 and r["n_paired"] == sweep.seeds, (labels[i], r["baseline"], r["n_paired"])
-        changed = {k for k in keys if not same_value(r[k], out.loc[same_col[0], k])}
+        base = out.loc[same_col[0]]  # a key that does nothing in the row compared with (MUR's radius in a row
+        # without MUR) comes with the variant, as ICT + MUR's run-file radius does
+        changed = {k for k in keys if not same_value(r[k], base[k]) and applies(k, dict(base))}
         if r["within_baseline"] or r["method"] == sweep.baseline["method"]:
             assert changed and changed <= variant, (labels[i], r["baseline"], changed)
         elif preset == "quick":
@@ -892,7 +895,7 @@ def test_paired_diffs_plot_draws_every_paired_cell_and_nothing_without_a_baselin
     assert len(drawn) == len(want) == len(VARIANTS) * len(COLS) - len(COLS)  # every cell but MT's
     assert sorted(round(d, 9) for _, d, _, _ in drawn) == sorted(round(d, 9) for d in want["diff_vs_baseline"])
     assert all(lo <= d <= hi for _, d, lo, hi in drawn)
-    assert sum(" vs ICT (entmin 0)" in label for label, *_ in drawn) == len(COLS)  # ICT + VD + MUR, per column
+    assert sum(" vs ICT (entmin 0)" in label for label, *_ in drawn) == len(COLS)  # ICT + VD, per column
     exp2, _ = make_table_exp(tmp_path / "b")
     assert "paired_diffs.png" not in build_report(exp2) and not (exp2 / "paired_diffs.png").exists()
 

@@ -235,6 +235,35 @@ def test_paper_tables_use_the_authors_entmin_per_data_set(name):
     assert checked >= 6
 
 
+# MUR's radius of the authors' runs behind Table 1 (working/semi_supervised/<dir>/run_<data>.py): MT + MUR on
+# CIFAR-10 r 10 (MeanTeacher_MUR's DEFAULT_CONFIG), ICT + MUR r 20 (ICT_MUR/run_cifar10.py: only Rad20.0 series
+# at 2000 and 4000 labels, 5/5a/5b at 1000), CIFAR-100 r 20 (the appendix; ICT_MUR/run_cifar100.py 1/1a/1b)
+AUTHORS_RADIUS = {("mt", "cifar10"): 10.0, ("ict", "cifar10"): 20.0, ("mt", "cifar100"): 20.0, ("ict", "cifar100"): 20.0}
+
+
+def test_table_cifar_mur_rows_run_the_authors_radius_and_their_labels_say_it():
+    import pandas as pd
+    from sweeper.analysis.layout import row_labels
+    from sweeper.analysis.paper_results import paper_value, protocol_reason
+
+    s = get_sweep("table_cifar", "paper")
+    trials = s.trials(seeds=1)
+    mur = [t for t in trials if t["mur"] != "none"]
+    assert len(mur) == 16
+    for t in mur:
+        assert t["mur_radius"] == AUTHORS_RADIUS[t["method"], t["dataset"]], t
+        cfg = TrainConfig.from_dict(t).to_dict()
+        assert paper_value(t["method"], t["vd"], t["mur"], t["dataset"], t["num_labels"],
+                           mur_radius=t["mur_radius"], kl_coef=cfg["kl_coef"]) is not None
+        assert protocol_reason(cfg) is None                      # each is the paper's own cell, with a delta
+        assert protocol_reason({**cfg, "mur_radius": 10.0 if t["mur_radius"] == 20 else 20.0}) is not None
+    frame = pd.DataFrame([{k: v for k, v in t.items() if k != "seed"} for t in trials])
+    labels = dict(zip(zip(frame["method"], frame["vd"], frame["mur"], frame["dataset"]), row_labels(frame, s.rows, s.cols)))
+    assert "r 20" in labels["ict", False, "direct", "cifar10"] and "r 10" in labels["mt", False, "direct", "cifar10"]
+    assert labels["ict", False, "direct", "cifar10"] == labels["ict", False, "direct", "cifar100"]  # one row
+    assert " r " not in labels["ict", False, "none", "cifar10"] + labels["mt", True, "none", "cifar10"]
+
+
 def test_quick_table_rows_change_one_knob_at_a_time_from_the_baseline():
     """MT and ICT each with base, +VD, +MUR, +VD+MUR, entropy minimisation 0 everywhere: every variant row
     differs from its method's base row in the knobs its label names only."""
