@@ -29,6 +29,7 @@ CIFAR = dict(**PAPER_PROTOCOL,
     cons_coef=10.0, kl_coef=0.05, mur_coef=4.0, mur_radius=10.0, ema_decay=0.99,
     translate=4, flip=True, input_noise=0.15, dropout=0.5, dropout_mode="channel", eval_every=2000,
     sensitivity_samples=1000, compile="none",  # eager but the rows of PAPER_COMPILED (authors_rows)
+    weight_init="tf_he_normal",  # the authors' cnn13.py he_normal (TF's truncated draw, trainables/models.py)
 )
 CIFAR100_RADIUS = 20.0  # "r is set to 10 if the dataset is CIFAR-10 and 20 if CIFAR-100"
 # ICT + MUR on CIFAR-10 takes the radius of the authors' run file, not the appendix's 10, by the rule the
@@ -71,6 +72,7 @@ SVHN_MT = dict(**PAPER_PROTOCOL,
     translate=2, flip=False, input_noise=0.15, dropout=0.5, dropout_mode="channel", eval_every=2000,
     sensitivity_samples=1000, compile="none",  # as CIFAR
     label_rule="frequency",  # the authors' create_ssl_data: labels per class follow SVHN's class frequencies
+    weight_init="tf_he_normal",  # as CIFAR
 )
 SVHN_PI = {**SVHN_MT, "method": "pi", "lr": 0.01, "weight_decay": 1e-4, "lr_rampdown": 80_000,
            "cons_coef": 10.0, "mur_coef": 4.0, "ema_decay_late": -1.0, "ema_switch_step": 0}
@@ -138,7 +140,8 @@ AUTHORS_ENTMIN = {
                                              # 3/3a-3d; its three-seed CEnt0.0 series 12/12a/12b (0.0) is the
                                              # KL ablation's (ablation_kl), not followed here
     ("cifar10", "mt", False, True): 0.0,     # MeanTeacher_MUR/run_cifar10.py
-    ("cifar10", "mt", True, True): 0.1,      # no run file: MT's and MT+VD's value
+    ("cifar10", "mt", True, True): 0.1,      # no run file: MeanTeacher_VD_MUR is a MeanTeacher_VD, whose run
+                                             # file has 0.1 (MT+MUR's 0 not taken; DECISIONS.md argues it)
     ("cifar10", "ict", False, False): 0.1,   # ICT/run_cifar10.py line 43
     ("cifar10", "ict", True, False): 0.0,    # ICT_VD/run_cifar10.py line 43
     ("cifar10", "ict", False, True): 0.0,    # ICT_MUR/run_cifar10.py line 42 ("May also try 0.1")

@@ -58,7 +58,7 @@ FIXMATCH = dict(
 FIXMATCH_CIFAR = {**CIFAR, **FIXMATCH, "num_labels": 250, "batch_labeled": 64, "batch_unlabeled": 448,
                   "steps": 2 ** 20, "arch": "wrn28_2", "cifar_norm": "channel", "lr_schedule": "cosine",
                   "lr_rampdown": 0, "weight_decay_scope": "weights", "bn_eps": 1e-3, "mur_radius": FM_MUR_RADIUS,
-                  "translate": 4, "flip": True, "eval_every": FM_EVAL_EVERY,
+                  "translate": 4, "flip": True, "eval_every": FM_EVAL_EVERY, "weight_init": "kaiming",
                   "fm_published": True}  # one BN pass, FixMatch's RA per image, unlabeled = every training image
 # digits: 5 labels per class (CIFAR's 250 = 25 per class), mu = 7, EMA 0.99 for so short a run; the quick
 # preset's run length and schedule; at 400 steps FM does no better than LabelSpreading. FixMatch's lr 0.03

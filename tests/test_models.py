@@ -113,6 +113,51 @@ def test_he_normal_init(variational):
             assert (m.log_sigma2 == -10).all()
 
 
+
+def test_tf_he_normal_is_truncated_at_two_std_with_std_sqrt_2_over_fan_in():
+    """The authors' TensorFlow he_normal (weight_init=tf_he_normal): every weight within the cut at 2 standard
+    deviations of the untruncated normal, draws reaching near it, the draws' std sqrt(2 / fan_in) and mean 0;
+    the truncated unit normal's std, TF's constant, from the closed form."""
+    from trainables.models import TRUNC_STD
+    phi2 = math.exp(-2.0) / math.sqrt(2 * math.pi)                 # density of N(0, 1) at 2
+    mass = math.erf(2 / math.sqrt(2))                              # P(|z| < 2)
+    assert TRUNC_STD == pytest.approx(math.sqrt(1 - 2 * 2 * phi2 / mass), rel=1e-12)
+    for variational in (False, True):
+        torch.manual_seed(0)
+        model = build_model(TrainConfig(dataset="cifar10", arch="convnet13", width=0.5, vd=variational,
+                                        weight_init="tf_he_normal"))
+        layers = list(_of(model, nn.Conv2d, nn.Linear, VDConv2d, VDLinear))
+        assert len(layers) == 10
+        for m in layers:
+            w = (m.theta if variational else m.weight).detach().double()
+            fan_in, n = w[0].numel(), w.numel()
+            std = math.sqrt(2.0 / fan_in)
+            cut = 2 * std / TRUNC_STD
+            assert w.abs().max() <= cut * (1 + 1e-6)
+            if n > 10_000:
+                assert w.abs().max() > 0.98 * cut                  # truncated, not narrower
+            assert w.mean().abs().item() < 5 * std / math.sqrt(n)
+            # the std of a truncated normal's sample std: kurtosis 2.36 -> sd(s)/s ~ sqrt((2.36 - 1) / (4 n))
+            assert abs(w.std().item() / std - 1) < 5 * math.sqrt(1.36 / (4 * n)) + 1e-3
+
+
+def test_weight_init_is_refused_for_the_wide_resnet():
+    from trainables.config import ConfigError
+    with pytest.raises(ConfigError, match="wrn28_2 initialises as FixMatch"):
+        TrainConfig(dataset="cifar10", arch="wrn28_2", dropout=0.0, input_noise=0.0, weight_init="tf_he_normal")
+    with pytest.raises(ConfigError, match="weight_init"):
+        TrainConfig(weight_init="glorot")
+
+
+def test_paper_presets_initialise_as_the_authors_and_the_others_keep_theirs():
+    from search_spaces import get_sweep
+    for name, preset, want in (("table_cifar", "paper", "tf_he_normal"), ("table_svhn", "paper", "tf_he_normal"),
+                               ("table_cifar", "quick", "kaiming"), ("table_cifar", "mnist", "kaiming"),
+                               ("fixmatch", "paper", "kaiming")):
+        inits = {TrainConfig.from_dict(t).weight_init for t in get_sweep(name, preset).trials(seeds=1)}
+        assert inits == {want}, (name, preset)
+
+
 # ---------------------------------------------------------------- noise, train/eval
 def test_gaussian_noise_train_only():
     torch.manual_seed(0)

@@ -210,7 +210,7 @@ NOT_NUMBERS = {"seed", "data_dir", "download", "device", "nan_check_every", "che
 CELL = {"method", "vd", "mur", "dataset", "num_labels", "mur_radius", "kl_coef"}
 OTHER = {"svhn_norm": "image", "weight_decay_scope": "weights", "teacher_bn": "own", "translate_pad": "zero",
          "arch": "convnet_small", "label_rule": "frequency", "dropout_mode": "element", "cifar_norm": "channel",
-         "lr_schedule": "cosine", "label_pick": "per_class"}
+         "lr_schedule": "cosine", "label_pick": "per_class", "weight_init": "kaiming"}
 
 
 def _changed(v, key):

@@ -262,6 +262,7 @@ def test_table_cifar_mur_rows_run_the_authors_radius_and_their_labels_say_it():
     assert "r 20" in labels["ict", False, "direct", "cifar10"] and "r 10" in labels["mt", False, "direct", "cifar10"]
     assert labels["ict", False, "direct", "cifar10"] == labels["ict", False, "direct", "cifar100"]  # one row
     assert " r " not in labels["ict", False, "none", "cifar10"] + labels["mt", True, "none", "cifar10"]
+    assert "entmin 0.1" in labels["mt", True, "direct", "cifar10"]   # MT + VD + MUR: MeanTeacher_VD's run file
 
 
 def test_quick_table_rows_change_one_knob_at_a_time_from_the_baseline():

@@ -143,6 +143,51 @@ def test_eval_and_mean_weights_use_theta(make, x_shape, op):
     assert not torch.allclose(layer(x), expected, atol=1e-2)
 
 
+
+@pytest.mark.parametrize("make,x_shape,op", [
+    (lambda: VDLinear(5, 3), (4, 5), lambda x, l, w: F.linear(x, w, l.bias)),
+    (lambda: VDConv2d(2, 3, 3, stride=2, padding=1), (2, 2, 7, 7), lambda x, l, w: F.conv2d(x, w, l.bias, 2, 1)),
+])
+def test_masked_mean_weights_zero_the_pruned_weights(make, x_shape, op):
+    """masked (vd_masked): the deterministic passes, in eval mode and under mean_weights, use theta with the
+    weights of log alpha >= 3 zeroed (the authors' MASKED_WEIGHT_MODE); sampling is as without the mask."""
+    torch.manual_seed(0)
+    layer = make()
+    with torch.no_grad():
+        pruned = torch.rand_like(layer.theta) < 0.4
+        layer.log_sigma2.copy_(torch.where(pruned, 3.5 + torch.log(layer.theta ** 2), torch.full_like(layer.theta, -10.0)))
+        layer.bias.normal_()
+    assert torch.equal(layer.log_alpha >= 3, pruned) and pruned.any()
+    x = torch.randn(x_shape)
+    masked = op(x, layer, layer.theta * ~pruned).detach()
+    plain = op(x, layer, layer.theta).detach()
+    layer.masked = True
+    layer.eval()
+    torch.testing.assert_close(layer(x), masked)
+    assert not torch.allclose(masked, plain, atol=1e-3)
+    layer.train()
+    with mean_weights(layer):
+        torch.testing.assert_close(layer(x), masked)
+    torch.manual_seed(1)
+    noisy = layer(x)
+    layer.masked = False
+    torch.manual_seed(1)
+    torch.testing.assert_close(layer(x), noisy)                  # the sampled pass does not mask
+    layer.eval()
+    torch.testing.assert_close(layer(x), plain)
+
+
+def test_vd_masked_reaches_every_vd_layer_of_the_built_network():
+    import copy
+
+    from trainables.config import TrainConfig
+    from trainables.models import build_model
+    for masked in (False, True):
+        net = build_model(TrainConfig(vd=True, vd_masked=masked))
+        layers = [m for m in copy.deepcopy(net).modules() if isinstance(m, (VDConv2d, VDLinear))]  # a teacher's copy
+        assert layers and all(m.masked is masked for m in layers)
+
+
 def test_mean_weights_restores_previous_values_even_on_exception():
     a, b = VDLinear(2, 2), VDLinear(2, 2)
     b.sample = False

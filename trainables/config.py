@@ -23,6 +23,7 @@ LABEL_PICKS = ("per_class", "shuffle_walk")  # data.labeled_split
 DROPOUT_MODES = ("channel", "element")  # models.Dropout
 CIFAR_NORMS = ("zca", "channel")  # trainables/data.py
 LR_SCHEDULES = ("exp", "cosine")  # trainables/schedules.py
+WEIGHT_INITS = ("kaiming", "tf_he_normal")  # trainables/models.py
 ARCHS = ("convnet13", "convnet_small", "wrn28_2")
 COMPILE_MODES = ("none", "model", "step", "graphs")  # trainer.py: what each compiles
 # Keys every sweep's trial config carries (sweeper.driver.preflight.trial_configs writes data_dir and seed; the
@@ -116,6 +117,9 @@ class TrainConfig:
     # --- loss coefficients (maxima of lambda_i(t)) ------------------------------
     cons_coef: float = 10.0         # lambda1: consistency (squared error summed over classes)
     kl_coef: float = 0.05           # lambda2: KL(q||p) per weight, only with vd
+    vd_masked: bool = False         # with vd: every deterministic pass (teacher, Pi target, pseudo-labels, evaluation)
+                                    # uses theta with the weights of log alpha >= 3 zeroed, the authors'
+                                    # MASKED_WEIGHT_MODE | off: theta itself, the mode of their runs (DECISIONS.md)
     mur_coef: float = 4.0           # lambda3: MUR / RR / VAT consistency
     entmin_coef: float = 0.0        # entropy minimisation on unlabeled data (authors' MT+VD: 0.1)
     # --- teacher ---------------------------------------------------------------
@@ -155,6 +159,9 @@ class TrainConfig:
                                     # updates BN running stats (the authors' non-VD MT/ICT: MeanTeacher._forward's
                                     # y_dist_stu_no_pert); paper presets set it where they do (search_spaces/common.py)
     bn_eps: float = 1e-8
+    weight_init: str = "kaiming"    # ConvNets' conv/linear weights: kaiming = N(0, 2 / ((1 + 0.1^2) fan_in)) (He for
+                                    # LeakyReLU 0.1) | tf_he_normal = the authors' TF r1.12 he_normal: truncated at 2 std,
+                                    # std sqrt(2 / fan_in) after truncation (models.py); wrn28_2 keeps FixMatch's
     # --- evaluation and runtime -------------------------------------------------
     eval_every: int = 100           # steps between test evaluations (and reports)
     eval_batch: int = 1000          # test images per forward pass
@@ -237,7 +244,7 @@ class TrainConfig:
                          ("teacher_bn", ("student", "own")), ("translate_pad", ("reflect", "zero")),
                          ("compile", COMPILE_MODES), ("label_rule", LABEL_RULES), ("label_pick", LABEL_PICKS),
                          ("dropout_mode", DROPOUT_MODES), ("cifar_norm", CIFAR_NORMS),
-                         ("lr_schedule", LR_SCHEDULES)):
+                         ("lr_schedule", LR_SCHEDULES), ("weight_init", WEIGHT_INITS)):
             need(getattr(self, name) in ok, f"unknown {name} {getattr(self, name)!r}; choose one of {list(ok)}")
         need(self.label_seed >= -1, f"label_seed must be >= 0 (or -1 to draw the labeled subset with seed), "
                                     f"got {self.label_seed}")
@@ -303,6 +310,9 @@ class TrainConfig:
              "across a graph break); use compile='step' or 'none'")
         need(self.arch != "convnet13" or self.dataset != "digits",
              "arch convnet13 needs 32x32 inputs; use arch convnet_small for digits")
+        need(self.arch != "wrn28_2" or self.weight_init == "kaiming",
+             f"arch wrn28_2 initialises as FixMatch's code does; weight_init={self.weight_init!r} is the ConvNets' "
+             f"choice: leave it at 'kaiming'")
         need(self.arch != "wrn28_2" or (self.dropout == 0 and self.input_noise == 0),
              f"arch wrn28_2 has no dropout or input noise layer (FixMatch trains it without), got dropout="
              f"{self.dropout}, input_noise={self.input_noise}; set dropout=0 and input_noise=0")
@@ -338,7 +348,7 @@ def applies(key: str, cfg: dict) -> bool:
         return cfg.get("mur") in ("pga", "ga", "vat") or own
     if key == "vat_xi":
         return cfg.get("mur") == "vat" or own or spec is None
-    if key == "kl_coef":
+    if key in ("kl_coef", "vd_masked"):
         return bool(cfg.get("vd"))
     if key == "dropout_mode":                 # VD removes the dropout layers
         return not cfg.get("vd") and cfg.get("dropout", 0.5) > 0

@@ -10,10 +10,12 @@ and the dropout layers are removed. He-normal init, zero biases.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn as nn
 
-from trainables.variational import VDConv2d, VDLinear
+from trainables.variational import VDConv2d, VDLinear, vd_layers
 from trainables.wrn import WideResNet
 
 LEAK = 0.1  # LeakyReLU negative slope
@@ -80,12 +82,24 @@ def _conv_bn(cin: int, cout: int, k: int, padding: int, variational: bool,
     return [conv, nn.BatchNorm2d(cout, eps=bn_eps, momentum=bn_momentum), nn.LeakyReLU(LEAK)]
 
 
-def _he_init(model: nn.Module) -> None:
-    """He-normal (fan_in, leaky_relu 0.1) on every conv/linear weight (theta for VD), zero biases."""
+# TensorFlow's variance_scaling_initializer(2.0, "fan_in", "normal") from r1.12 on (the authors' he_normal,
+# my_utils/tensorflow_utils/initializers.py, which cites r1.12's init_ops.py): a normal truncated at two
+# standard deviations, its std divided by the truncated unit normal's std so that the draws' std is
+# sqrt(2 / fan_in); before r1.12 "normal" was untruncated.
+TRUNC_STD = 0.87962566103423978  # std of N(0, 1) truncated to [-2, 2] (TF's constant)
+
+
+def _he_init(model: nn.Module, weight_init: str = "kaiming") -> None:
+    """Every conv/linear weight (theta for VD) He-initialised over its fan_in, zero biases: kaiming =
+    N(0, 2 / ((1 + LEAK^2) fan_in)), PyTorch's for LeakyReLU; tf_he_normal = the authors' TensorFlow draw."""
     for m in model.modules():
         if isinstance(m, (nn.Conv2d, nn.Linear, VDConv2d, VDLinear)):
             w = m.theta if isinstance(m, (VDConv2d, VDLinear)) else m.weight
-            nn.init.kaiming_normal_(w, a=LEAK, mode="fan_in", nonlinearity="leaky_relu")
+            if weight_init == "tf_he_normal":
+                std = math.sqrt(2.0 / w[0].numel()) / TRUNC_STD            # fan_in = in (x k x k)
+                nn.init.trunc_normal_(w, 0.0, std, -2 * std, 2 * std)
+            else:
+                nn.init.kaiming_normal_(w, a=LEAK, mode="fan_in", nonlinearity="leaky_relu")
             if m.bias is not None:
                 nn.init.zeros_(m.bias)
 
@@ -118,7 +132,8 @@ class _ConvNet(nn.Module):
 
     def __init__(self, num_classes: int = 10, in_channels: int | None = None, variational: bool = False,
                  width: float = 1.0, dropout: float = 0.5, input_noise: float = 0.15,
-                 bn_momentum: float = 0.001, bn_eps: float = 1e-8, dropout_mode: str = "channel"):
+                 bn_momentum: float = 0.001, bn_eps: float = 1e-8, dropout_mode: str = "channel",
+                 weight_init: str = "kaiming"):
         super().__init__()
         in_channels = self.DEFAULT_IN_CHANNELS if in_channels is None else in_channels
         _check_args(num_classes, in_channels, width, dropout, input_noise)
@@ -133,7 +148,7 @@ class _ConvNet(nn.Module):
             nn.AdaptiveAvgPool2d(1), nn.Flatten(),                                       # (B, c1)
             fc,                                                                          # (B, K)
         )
-        _he_init(self)
+        _he_init(self, weight_init)
 
     @staticmethod
     def body(cin: int, *channels: int, block, drop) -> list[nn.Module]:
@@ -197,8 +212,12 @@ def build_model(cfg, in_channels: int | None = None) -> nn.Module:
             raise ValueError(f"no channel count known for dataset {cfg.dataset!r}; pass in_channels= "
                              f"(the data's x.shape[1]) or add it to models.IN_CHANNELS")
         in_channels = IN_CHANNELS[cfg.dataset]
-    extra = {} if cfg.arch == "wrn28_2" else {"dropout_mode": cfg.dropout_mode}  # WRN-28-2 has no dropout layer
-    return archs[cfg.arch](
+    # WRN-28-2 has no dropout layer and FixMatch's own init
+    extra = {} if cfg.arch == "wrn28_2" else {"dropout_mode": cfg.dropout_mode, "weight_init": cfg.weight_init}
+    net = archs[cfg.arch](
         num_classes=cfg.num_classes, in_channels=in_channels,
         variational=cfg.vd, width=cfg.width, dropout=cfg.dropout, input_noise=cfg.input_noise,
         bn_momentum=cfg.bn_momentum, bn_eps=cfg.bn_eps, **extra)
+    for m in vd_layers(net):
+        m.masked = cfg.vd_masked
+    return net

@@ -3,7 +3,8 @@
 Each weight w ~ N(theta, sigma^2) with sigma^2 = alpha * theta^2, alpha = exp(log_alpha),
 log_alpha = clip(log_sigma2 - log(clip(theta^2, 1e-15, 1e30)), -8, 8) as the authors' svd.py. In training (and `sample` on)
 the layers draw pre-activations with the local reparameterization trick; otherwise they
-use the mean weights theta. `kl_divergence` is the authors' per-weight mean of the
+use the mean weights theta (with `masked`, the config's vd_masked, theta zeroed where log_alpha >= 3,
+the authors' MASKED_WEIGHT_MODE). `kl_divergence` is the authors' per-weight mean of the
 Molchanov approximation; `sparsity` counts weights with log_alpha >= 3.
 
     pytest tests/test_variational.py -q
@@ -50,6 +51,7 @@ class VDWeights(nn.Module):
         self.log_sigma2 = nn.Parameter(torch.full(shape, LOG_SIGMA2_INIT))
         self.bias = nn.Parameter(torch.zeros(shape[0])) if bias else None
         self.sample = True  # False: mean weights even in train mode (see mean_weights)
+        self.masked = False  # True: the mean weights with the pruned ones (log_alpha >= PRUNE_LOG_ALPHA) zeroed
         nn.init.kaiming_normal_(self.theta, a=0.1, nonlinearity="leaky_relu")
 
     def op(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -60,9 +62,10 @@ class VDWeights(nn.Module):
         return _log_alpha(self.theta, self.log_sigma2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not (self.training and self.sample):  # deterministic: the mean weights, masked or not
+            theta = self.theta * (self.log_alpha < PRUNE_LOG_ALPHA) if self.masked else self.theta
+            return self.op(x, theta, self.bias)
         mean = self.op(x, self.theta, self.bias)
-        if not (self.training and self.sample):
-            return mean
         sigma2 = torch.exp(self.log_alpha) * self.theta * self.theta  # theta's shape
         return _sample(mean, self.op(x * x, sigma2, None))
 
