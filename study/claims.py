@@ -30,7 +30,7 @@ claim the quick scale cannot test carries `"testable": false` and its reason (`w
 sweep lacks a committed run on either seed set carries `pending` until both are.
 No torch, no Ray, no pandas here: CI's docs test runs it.
 
-    python -m study.docs             # regrade and rewrite README.md's and docs/RESULTS.md's claims tables
+    python -m study.docs             # regrade: README.md's claims summary, docs/RESULTS.md's table, docs/claims.png
     pytest tests/test_claims.py -q
 """
 from __future__ import annotations
@@ -383,7 +383,8 @@ def _claim_grade(views: list[dict]) -> dict:
 
 # ---------------------------------------------------------------- text
 
-def _fmt(x: float) -> str:
+def signed(x: float) -> str:
+    """+1.90 / −1.90, with a true minus sign, as the tables print a difference."""
     return f"{x:+.2f}".replace("-", "−")
 
 
@@ -402,14 +403,8 @@ def seed_text(seeds: list[int]) -> str:
 def interval_text(x: dict, metric: str) -> str:
     unit = "" if metric == "test_error" else f" ({metric})"
     if math.isnan(x["lo"]):
-        return f"Δ{unit} {_fmt(x['d'])} (n={x['n']}, no interval)"
-    return f"Δ{unit} {_fmt(x['d'])} [{_fmt(x['lo'])}, {_fmt(x['hi'])}]"
-
-
-def pooled_text(claim: dict, graded: dict) -> str:
-    """The pooled estimate of each cell: Δ [interval], n seeds."""
-    metric = claim.get("metric", "test_error")
-    return "; ".join(f"{interval_text(v['pooled'], metric)}, n={v['pooled']['n']}" for v in graded["cells"])
+        return f"Δ{unit} {signed(x['d'])} (n={x['n']}, no interval)"
+    return f"Δ{unit} {signed(x['d'])} [{signed(x['lo'])}, {signed(x['hi'])}]"
 
 
 def need_text(need: tuple[int | None, str]) -> str:

@@ -24,6 +24,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from study import claims as claimlib
+from sweeper.analysis.aggregate import HISTORY
 from sweeper.trial_identity import full_config, identity
 from study.run_prices import ROOT, RUNS
 from sweeper.driver.provenance import cpu_kernels, cpu_name
@@ -255,7 +256,7 @@ def add(exp: Path, root: Path = ROOT) -> Path:
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    for name in RUN_FILES + tuple(p for p in PNGS if (exp / p).is_file()):
+    for name in RUN_FILES + tuple(p for p in (*PNGS, HISTORY) if (exp / p).is_file()):  # the page's curves
         shutil.copyfile(exp / name, dest / name)
     write_trials_csv(trials, meta, dest / claimlib.TRIALS_CSV)
     if (meta["name"], meta.get("preset") or "paper") == QUICKSTART:  # the report picture's page needs them;

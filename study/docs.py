@@ -4,10 +4,12 @@ docs/RESULTS.md comes from the run summaries in docs/runs/<sweep>-<preset>-s<fir
 holds a finished results folder's sweep.json, summary.csv, table.md, trials.csv (one row per trial:
 the keys it varies, seed, status, final metrics, its wall time), the PNGs the docs show, and
 machine.json), the claims from docs/claims.json, docs/PERFORMANCE.md from benchmarks/results/*.json,
-and the README's install figures (benchmarks/results/install.json), quick-start excerpt and claims
-table from the same files (between the markers `<!-- generated: NAME -->` and `<!-- end -->`).
+and the README's install figures (benchmarks/results/install.json), quick start (its time, machine and
+table, one line per cell, from its run's machine.json and table.csv) and claims summary (the verdict
+counts and docs/claims.png, drawn by study/claims_figure.py) from the same files (between the markers
+`<!-- generated: NAME -->` and `<!-- end -->`).
 
-    python -m study.docs                              # rewrite the generated files
+    python -m study.docs                              # rewrite the generated files, redraw docs/claims.png
     python -m study.docs --check                      # exit 1 when a committed one differs
     python -m study.docs add results/<sweep>-<stamp>  # copy a finished run into docs/runs/, then rewrite
     python -m study.docs --picture                    # docs/report.png from the quick start's run (Chromium)
@@ -21,6 +23,7 @@ study/committed_runs.py reads the committed runs and adds new ones. No torch, no
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 import re
@@ -30,17 +33,17 @@ from pathlib import Path
 from study.run_prices import RUNS, trial_count
 from sweeper.costs import machine_text, per_trial
 from study import claims as claimlib
+from study import claims_figure
 from study import gpu_prices, run_prices
 from study.benchmark_docs import GENERATED_NOTE, INSTALL, performance_md
 from study.committed_runs import (ROOT, DocsError, add, check_disjoint, command_line, public_args, read_run,
                                            run_dirs, runs_of)
 from study.evidence import as_number
+from sweeper.analysis.stats import excludes_zero
 from study.picture import PAGE_INPUTS, QUICKSTART, PictureError, picture_is_current, write_picture
 from trainables.files import one_line
 
 CLAIMS = Path("docs/claims.json")
-PNG_CAPTIONS = {"paired_diffs.png": "The same cells as a picture (`paired_diffs.png`): each one's paired difference "
-                                    "from its baseline with the 95 % interval, dark where it excludes 0"}
 
 
 # ---------------------------------------------------------------- claims
@@ -71,25 +74,24 @@ def legend() -> list[str]:
     return [f"- **{v}**: {claimlib.MEANING[v]}." for v in claimlib.VERDICTS]
 
 
-def claims_table(graded: list[tuple[dict, dict | None]], link: str) -> str:
-    """The README's summary: the claims (with their grades and pooled estimates) grouped by verdict, each
-    with where the paper makes it, and what each verdict means."""
-    groups: dict[str, list[str]] = {}
-    for c, g in graded:
-        key = verdict_key(g)
-        est = ""
-        if g is not None and g["verdict"] is not None:
-            extra = claimlib.verdict_text(c, g, "").removeprefix("undecided").lstrip(",; ")
-            est = f"; {claimlib.pooled_text(c, g)}" + (f"; {extra}" if g["verdict"] == "undecided" else "")
-        groups.setdefault(key, []).append(f"{c['claim']} ({c['source']}{est})")
+def verdict_counts(graded: list[tuple[dict, dict | None]]) -> str:
+    """How many claims got each verdict, in VERDICTS' order: "**25 yes** · 10 contradicted · …"."""
+    counts: dict[str, int] = {}
+    for _, g in graded:
+        counts[verdict_key(g)] = counts.get(verdict_key(g), 0) + 1
     order = [*claimlib.VERDICTS, "pending (one seed set committed)", "pending (not committed)", "not testable here"]
-    lines = ["| verdict on digits | claims (pooled Δ = cell − reference over every committed seed) |", "|---|---|"]
-    for key in sorted(groups, key=lambda k: order.index(k) if k in order else len(order)):
-        name = f"**{key}**" if key == "yes" else key
-        lines.append(f"| {name} ({len(groups[key])}) | {'; '.join(groups[key])} |")
-    meaning = " ".join(x.removeprefix("- ") for x in legend())  # one line: the README stays short
-    return "\n".join([*lines, "", meaning, "",
-                      f"Each claim with its paired differences on both halves of its seeds: [{link}]({link})."])
+    keys = sorted(counts, key=lambda k: order.index(k) if k in order else len(order))
+    return " · ".join(f"**{counts[k]} {k}**" if k == "yes" else f"{counts[k]} {k}" for k in keys)
+
+
+def claims_summary(graded: list[tuple[dict, dict | None]], figure: str, link: str | None = None) -> str:
+    """The claims at a glance: the verdict counts, docs/claims.png (at the relative path `figure`), its
+    caption, and the page with each claim's numbers (`link`, where given)."""
+    lines = [f"Of {len(graded)} claims, on digits: {verdict_counts(graded)}.", "",
+             f"![Each graded comparison's pooled Δ in units of its declared effect size]({figure})", "",
+             claims_figure.caption(graded)]
+    more = f"\nWhat each verdict means, and each claim with its Δ, interval and seeds, half by half: [{link}]({link})."
+    return "\n".join(lines + ([more] if link else []))
 
 
 def held_trials(run: dict, root: Path) -> int | None:
@@ -215,6 +217,18 @@ def needs_md(graded: list[tuple[dict, dict | None]], runs: list[dict]) -> list[s
 
 # ---------------------------------------------------------------- RESULTS.md
 
+def pooled_cells(claim: dict, g: dict | None) -> tuple[str, str]:
+    """A claim's pooled Δ [95 % CI] and n, one line (`<br>`) per comparison, each named by the keys in which
+    the claim's cells differ where it has several; ("—", "—") for a claim without a graded comparison."""
+    if g is None or not g["cells"]:
+        return "—", "—"
+    metric = claim.get("metric", "test_error")
+    unit = "" if metric == "test_error" else f" ({metric})"
+    deltas = [(f"{label}: " if label else "") + claimlib.interval_text(v["pooled"], "test_error").removeprefix("Δ ")
+              + unit for v, label in zip(g["cells"], claims_figure.cell_labels(claim))]
+    return "<br>".join(deltas), "<br>".join(str(v["pooled"]["n"]) for v in g["cells"])
+
+
 def run_command(run: dict) -> str:
     argv = run["meta"].get("argv") or []
     return command_line(argv) if public_args(argv) else command(run["sweep"], run["preset"])
@@ -242,14 +256,17 @@ def results_md(runs: list[dict], graded: list[tuple[dict, dict | None]], root: P
            "both ran, sorted, are split into two disjoint halves, and each half's 95 % t-interval is read as",
            "follows.", "", *legend(), "",
            "A claim of several cells is contradicted when one cell is, disagree when one disagrees, yes when",
-           "every cell is, absent when one is, undecided otherwise.", ""]
-    out.append("| claim | paper | sweep | verdict | pooled Δ | evidence (per half) |")
-    out.append("|---|---|---|---|---|---|")
+           "every cell is, absent when one is, undecided otherwise.", "",
+           claims_summary(graded, claims_figure.FIGURE.name), "", "### Each claim", "",
+           "Pooled Δ: the paired difference over every committed seed of both cells, with its 95 % interval, one",
+           "line per cell where a claim names several; n: the seeds both ran; the halves' intervals beside them.", ""]
+    out.append("| claim | paper | sweep | verdict | pooled Δ [95 % CI] | n | evidence (per half) |")
+    out.append("|---|---|---|---|---|--:|---|")
     for c, g in graded:
         sweep = f"`{c['sweep']}`" if c.get("testable", True) else "—"
-        pooled = claimlib.pooled_text(c, g) if g is not None and g["cells"] else "—"
+        deltas, ns = pooled_cells(c, g)
         out.append(f"| {c['claim']} | {c['source']} | {sweep} | {claimlib.verdict_text(c, g, _command(c))} | "
-                   f"{pooled} | {claimlib.evidence_text(c, g)} |")
+                   f"{deltas} | {ns} | {claimlib.evidence_text(c, g)} |")
     out += ["", "### Claims that share evidence", "", *shared_md(graded),
             "", "### What the undecided claims need", "",
             "Seeds per half (power 0.8 at the pooled effect and spread), by the sweep that grades them; a",
@@ -287,24 +304,85 @@ def results_md(runs: list[dict], graded: list[tuple[dict, dict | None]], root: P
 # ---------------------------------------------------------------- README blocks
 
 def quickstart_md(runs: list[dict]) -> str:
+    """The quick start's time and machine (machine.json) and its table, one line per cell (table.csv), from
+    its committed run."""
     qs = runs_of(runs, *QUICKSTART)
     if not qs:
         return f"(no committed run of the quick start yet: `{command(*QUICKSTART)}`, then `python -m study.docs add`)"
     run = qs[0]
-    m = run["machine"]
-    cost = f"{m['wall_min']:.1f} min" if m.get("wall_min") else "its wall time"
-    lines = [f"On {machine_text(m)} it took {cost}; the table it printed, without the notes under it "
-             f"([docs/runs/{run['name']}](docs/runs/{run['name']}/)):", "", "```text", table_excerpt(run["table"]), "```"]
-    for png in run["pngs"]:
-        lines += ["", f"{PNG_CAPTIONS.get(png, png)}:", "", f"![{png}](docs/runs/{run['name']}/{png})"]
-    return "\n".join(lines)
+    cells = table_rows(run["folder"])
+    if not cells:
+        return (f"(the committed quick-start run {run['name']} has no {TABLE_CSV}: add it again with "
+                f"`python -m study.docs add results/<sweep>-<stamp>`)")
+    m, link = run["machine"], f"[docs/runs/{run['name']}](docs/runs/{run['name']}/)"
+    return "\n".join([f"It {quickstart_time(m)}, and prints this table (one line per cell here):", "",
+                      "```text", compact_table(run["table"], cells), "```", "", cells_note(cells),
+                      f"Measured on {machine_text(m)} ({link})."])
 
 
-def table_excerpt(table: str) -> str:
-    """A printed table.md up to its grid's last row: the title and the grid, not the notes below."""
-    lines = table.splitlines()
-    last = max((i for i, line in enumerate(lines) if line.startswith("|")), default=len(lines) - 1)
-    return "\n".join(lines[:last + 1])
+def quickstart_time(m: dict) -> str:
+    """"takes about 4.8 min on AMD EPYC, 2 cores": machine.json's wall time, CPU and cores."""
+    where = m.get("cpu") or "an unknown CPU"
+    where += f", {m['cores']} cores" if m.get("cores") else ""
+    return f"takes about {m['wall_min']:.1f} min on {where}" if m.get("wall_min") else f"ran on {where}"
+
+
+TABLE_CSV = "table.csv"
+
+
+def table_rows(folder: Path) -> list[dict]:
+    """The cells of a committed run's table.csv (one row per cell), in the table's order: rows as they come,
+    columns by col_order; [] where the run has none."""
+    if not (folder / TABLE_CSV).is_file():
+        return []
+    with open(folder / TABLE_CSV, newline="") as f:
+        cells = list(csv.DictReader(f))
+    order = list(dict.fromkeys(c["row"] for c in cells))
+    return sorted(cells, key=lambda c: (order.index(c["row"]), float(c["col_order"] or 0)))
+
+
+def mean_std_text(c: dict) -> str:
+    """A cell's "4.25 ± 0.95" as table.md prints it, with its failed, diverged and unfinished trials beside it."""
+    n = int(c["n"])
+    text = "—" if n == 0 else f"{float(c['mean']):.2f}" + ("" if n == 1 else f" ± {float(c['std']):.2f}")
+    extra = [f"{int(c[k])} {w}" for k, w in (("n_failed", "failed"), ("n_diverged", "diverged"),
+                                             ("n_incomplete", "unfinished")) if int(c.get(k) or 0)]
+    return text + (f" (n={n}" + "".join(f", {e}" for e in extra) + ")" if extra or n == 1 else "")
+
+
+def diff_text(c: dict) -> str:
+    """A cell's paired difference from its baseline as table.md prints it: "−1.25 [−2.33, −0.17]*" (`*`: the
+    95 % interval excludes 0), "" for the baseline cell."""
+    if c.get("is_baseline") == "True" or not c.get("baseline"):
+        return ""
+    sign, k, d = claimlib.signed, int(c["n_paired"]), as_number(c["diff_vs_baseline"])
+    if k < 2:
+        return "no paired seeds" if k == 0 else f"{sign(d)} (1 pair)"
+    lo, hi = as_number(c["diff_ci_low"]), as_number(c["diff_ci_high"])
+    star = "*" if excludes_zero(lo, hi) else ""
+    text = f"{sign(d)} [{sign(lo)}, {sign(hi)}]{star}" if math.isfinite(lo) else f"{sign(d)} (equal on every pair)"
+    within = f" vs {c['baseline']}" if c.get("within_baseline") == "True" else ""
+    return text + (f" ({k} pairs)" if k != int(c["n"]) else "") + within
+
+
+def compact_table(table_md: str, cells: list[dict]) -> str:
+    """table.md's title, then one aligned line per cell: row, column, mean ± std, Δ from the baseline."""
+    baseline = next((c["baseline"] for c in cells if c.get("baseline")), "the baseline")
+    lines = [("row", "column", "mean ± std", f"Δ from {baseline} [95 % CI]"),
+             *((c["row"], c["col"], mean_std_text(c), diff_text(c)) for c in cells)]
+    widths = [max(len(line[i]) for line in lines) for i in range(3)]
+    title = table_md.splitlines()[0].removeprefix("### ") if table_md else ""
+    grid = ["  ".join([*(x.ljust(w) for x, w in zip(line[:3], widths)), line[3]]).rstrip() for line in lines]
+    return "\n".join([title, "", *grid] if title else grid)
+
+
+def cells_note(cells: list[dict]) -> str:
+    """What a line of compact_table says: the metric and the seeds per cell, what Δ and `*` are."""
+    metric = cells[0]["metric"].replace("_", " ") + (" (%)" if cells[0]["metric"].endswith("error") else "")
+    seeds = sorted({int(c["n"]) for c in cells})
+    over = f"{seeds[0]} seeds" if len(seeds) == 1 else f"{seeds[0]}–{seeds[-1]} seeds"
+    return (f"Each line: the {cells[0]['which']} {metric}, mean ± sample std over {over}, and Δ, its paired "
+            f"difference from the baseline over the seeds both ran with the 95 % t-interval (`*`: it excludes 0).")
 
 
 def install_md(root: Path = ROOT) -> str:
@@ -348,16 +426,22 @@ def readme_md(text: str, runs: list[dict], graded: list[tuple[dict, dict | None]
     text = replace_block(text, "install", install_md(root), "README.md")
     text = replace_block(text, "quickstart", quickstart_md(runs), "README.md")
     text = replace_block(text, "picture", picture_md(runs, root), "README.md")
-    return replace_block(text, "claims", claims_table(graded, "docs/RESULTS.md"), "README.md")
+    summary = claims_summary(graded, claims_figure.FIGURE.as_posix(), "docs/RESULTS.md")
+    return replace_block(text, "claims", summary, "README.md")
 
 
 # ---------------------------------------------------------------- the command
 
-def generated(root: Path = ROOT) -> dict[Path, str]:
-    """{path relative to root: the text the generator makes now}."""
+def committed(root: Path = ROOT) -> tuple[list[dict], list[tuple[dict, dict | None]]]:
+    """The committed runs and every claim with its grade: what each generated file is made from."""
     runs = [read_run(p) for p in run_dirs(root)]
     check_disjoint(runs)
-    graded = grade_claims(load_claims(root), runs)  # once, for RESULTS.md and the README
+    return runs, grade_claims(load_claims(root), runs)
+
+
+def generated(root: Path = ROOT, state: tuple | None = None) -> dict[Path, str]:
+    """{path relative to root: the text the generator makes now}; `state`: committed(root), where known."""
+    runs, graded = state or committed(root)  # graded once, for RESULTS.md, the README and the figure
     return {Path("docs/RESULTS.md"): results_md(runs, graded, root),
             Path("docs/PERFORMANCE.md"): performance_md(root),
             Path("README.md"): readme_md((root / "README.md").read_text(), runs, graded, root),
@@ -365,8 +449,27 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
 
 
 def stale(root: Path = ROOT) -> list[Path]:
-    """The generated files whose committed text differs from what the generator makes now."""
-    return [p for p, text in generated(root).items() if not (root / p).is_file() or (root / p).read_text() != text]
+    """The generated files whose committed text differs from what the generator makes now, and
+    docs/claims.png where it does not name the rows the current grades give."""
+    state = committed(root)
+    texts = [p for p, text in generated(root, state).items()
+             if not (root / p).is_file() or (root / p).read_text() != text]
+    rows = claims_figure.figure_rows(state[1])
+    return texts + ([] if claims_figure.is_current(root, rows) else [claims_figure.FIGURE])
+
+
+def write(root: Path = ROOT) -> list[Path]:
+    """Rewrites the generated files that differ and redraws docs/claims.png where it is stale; the paths written."""
+    state = committed(root)
+    out = []
+    for path, text in generated(root, state).items():
+        if not (root / path).is_file() or (root / path).read_text() != text:
+            (root / path).write_text(text)
+            out.append(path)
+    rows = claims_figure.figure_rows(state[1])
+    if not claims_figure.is_current(root, rows):
+        out.append(claims_figure.write(root, rows))
+    return out
 
 
 def main(argv=None) -> int:
@@ -397,10 +500,8 @@ def main(argv=None) -> int:
             for path in bad:
                 print(f"{path} differs from what `python -m study.docs` makes; run it and commit", file=sys.stderr)
             return 1 if bad else 0
-        for path, text in generated().items():
-            if not (ROOT / path).is_file() or (ROOT / path).read_text() != text:
-                (ROOT / path).write_text(text)
-                print(f"wrote {path}")
+        for path in write():
+            print(f"wrote {path}")
     except (DocsError, claimlib.ClaimError, OSError, json.JSONDecodeError) as e:
         print(f"error: {one_line(e)}", file=sys.stderr)
         return 2

@@ -145,6 +145,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--mlflow", default=None, metavar="URI",
                    help="log every trial as an MLflow run (experiment: the sweep folder's name) to this tracking "
                         "URI, e.g. http://127.0.0.1:5000; needs pip install -e '.[mlflow]' (sweeper/driver/mlflow_log.py)")
+    p.add_argument("--wandb", default=None, metavar="PROJECT",
+                   help="log every trial as a Weights & Biases run of PROJECT (group: the sweep folder's name; "
+                        "--resume continues the same runs); WANDB_MODE=offline writes them locally for wandb sync; "
+                        "needs pip install -e '.[wandb]' (sweeper/driver/wandb_log.py)")
     p.add_argument("--cells", action="append", default=[], metavar="KEY=VALUE",
                    help="run only the cells whose config has KEY=VALUE (repeatable: all must hold), with the cells "
                         "they are compared with, e.g. --cells mur_step_size=0.1: more seeds for a claim between "
@@ -202,6 +206,13 @@ def resume_command(sweep: str, exp, cells: list[str] = (), cells_only: bool = Fa
     --cells (and --cells-only) it ran: a run of some cells resumes only with those (prepare)."""
     return shlex.join(["python", "-m", "sweeper.run", sweep, "--resume", str(exp),
                        *(x for c in cells for x in ("--cells", c)), *(["--cells-only"] if cells_only else [])])
+
+
+def argv_value(argv: list[str], option: str) -> str | None:
+    """The last value of `option` in a stored command line (sweep.json's argv), None where it is absent."""
+    values = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == option] + \
+        [a.split("=", 1)[1] for a in argv if a.startswith(option + "=")]
+    return values[-1] if values else None
 
 
 def argv_cells(argv: list[str]) -> tuple[list[str], bool]:
@@ -458,6 +469,7 @@ def prepare(args):
             check_mlflow(args.mlflow)
         except MLflowError as e:
             raise InputError(str(e)) from None
+    check_wandb_run(args, None if exp_dir is None else meta)
     missing = []  # a dry run plans without the data: one line per data set it lacks, after the plan
     if exp_dir is None:  # on --resume the trials run their stored configs, data_dir included
         for name, data_dir, download in sorted({(t["dataset"], t["data_dir"], bool(t.get("download", False)))
@@ -483,6 +495,23 @@ def prepare(args):
     if address:
         use_token_if_available()  # before Ray is imported: it reads the mode once
     return sweep, trials, exp_dir, address
+
+
+def check_wandb_run(args, meta: dict | None) -> None:
+    """--wandb's project checked before Ray starts (wandb_log.check_wandb). On --resume (`meta`: its sweep.json)
+    the stored callbacks log, so the project the experiment started with is checked, and another --wandb is
+    a note."""
+    project = args.wandb if meta is None else argv_value(meta.get("argv") or [], "--wandb")
+    if meta is not None and args.wandb not in (None, project):
+        print(f"note: --wandb does not apply on --resume; the experiment logs as it started "
+              f"({f'W&B project {project}' if project else 'no W&B'})", file=sys.stderr)
+    if not project:
+        return
+    from sweeper.driver.wandb_log import WandbError, check_wandb
+    try:
+        check_wandb(project)
+    except WandbError as e:
+        raise InputError(str(e)) from None
 
 
 def exit_status(*, storage: bool = False, stopped: bool = False, failed: bool = False,

@@ -15,7 +15,7 @@ import pytest
 
 from search_spaces import get_sweep, names
 from study import docs
-from study import benchmark_docs, committed_runs
+from study import benchmark_docs, claims_figure, committed_runs
 from study import claims as claimlib
 from trainables.config import TrainConfig
 
@@ -36,15 +36,62 @@ FAST, WHOLE = _test_commands()
 DOC_FILES = [ROOT / "README.md", ROOT / "cluster" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
-def test_committed_generated_files_equal_what_the_generator_makes():
-    assert docs.stale() == [], "run `python -m study.docs` and commit what it writes"
+def test_committed_generated_files_equal_what_the_generator_makes(capsys):
+    """`python -m study.docs --check`: every generated text and docs/claims.png are what the generator makes."""
+    assert docs.main(["--check"]) == 0, capsys.readouterr().err
+
+
+QUICK_START = "python -m sweeper.run ablation_radius --preset quick"
+
+
+def _quick_run() -> dict:
+    runs = committed_runs.runs_of([committed_runs.read_run(p) for p in committed_runs.run_dirs()], "ablation_radius",
+                                  "quick")
+    assert runs, "the quick start's run is committed"
+    return runs[0]
+
+
+def test_readme_first_screen_installs_runs_the_quick_start_and_shows_its_time_and_table_once():
+    """Within the first 40 lines: the install, the quick-start command, then its time from machine.json as
+    the generator words it, then its table (one line per cell, none over 100 characters); the table's
+    cells appear nowhere else in the README, and no picture repeats them there."""
+    text = (ROOT / "README.md").read_text()
+    first_screen = "\n".join(text.splitlines()[:40])
+    run = _quick_run()
+    minutes = f"{json.loads((run['folder'] / 'machine.json').read_text())['wall_min']:.1f} min"
+    when = docs.quickstart_time(run["machine"])
+    assert minutes in when and when.startswith("takes about ") and when.endswith(", 2 cores")
+    table = docs.compact_table(run["table"], docs.table_rows(run["folder"]))
+    assert "pip install -e" in first_screen
+    assert first_screen.index(QUICK_START) < first_screen.index(when) < first_screen.index(table)
+    assert all(len(line) <= 100 for line in table.splitlines()), table
+    assert text.count(table) == 1
+    for cell in docs.table_rows(run["folder"]):
+        assert text.count(docs.mean_std_text(cell)) == 1, cell["row"]  # no second copy of the table
+    assert "paired_diffs.png" not in text
+
+
+def test_the_quick_start_table_shows_the_cells_of_the_table_the_run_printed():
+    """Each line of the compact table is one cell of the committed table.md, with its mean ± std and Δ."""
+    run = _quick_run()
+    cells = docs.table_rows(run["folder"])
+    grid = [line for line in run["table"].splitlines() if line.startswith("| ") and "---" not in line]
+    header, body = grid[0].strip("| ").split(" | "), [row.strip("| ").split(" | ") for row in grid[1:]]
+    printed = {(row[0], col): text for row in body for col, text in zip(header[1:], row[1:]) if text.strip()}
+    lines = docs.compact_table(run["table"], cells).splitlines()[3:]
+    assert len(lines) == len(printed) == len(cells) == 5
+    for cell, line in zip(cells, lines):
+        mean_std, _, diff = printed[cell["row"], cell["col"]].strip().partition(" · ")
+        assert line.split()[:len(cell["row"].split())] == cell["row"].split()
+        assert docs.mean_std_text(cell) == mean_std and docs.diff_text(cell) == diff
+        assert line.rstrip().endswith(f"{mean_std}  {diff}".rstrip())
 
 
 def test_readme_is_a_landing_page_with_the_ci_install_and_test_command():
     text = (ROOT / "README.md").read_text()
     first_screen = "\n".join(text.splitlines()[:40])
-    assert "pip install -e" in first_screen and "python -m sweeper.run ablation_radius --preset quick" in first_screen
-    assert "took" in first_screen.split("python -m sweeper.run ablation_radius --preset quick", 1)[1]  # its time
+    assert "pip install -e" in first_screen and QUICK_START in first_screen
+    assert "takes about" in first_screen.split(QUICK_START, 1)[1]  # its time
     assert len(text.splitlines()) <= 150
     ci = (ROOT / ".ci" / "run").read_text()
     assert f"\n{WHOLE}\n" in text and f"\n{WHOLE}\n" in ci  # .ci/run runs the README's
@@ -222,18 +269,28 @@ def test_a_claim_whose_halves_disagree_is_graded_on_both_runs_and_rendered(tmp_p
 
     made = docs.generated(root)
     readme = made[Path("README.md")]
-    assert "| disagree (1) | MUR at r = 1 helps (Fig. 3(c); Δ " in readme
-    assert "| pending (not committed) (1) | VD helps (Table 1) |" in readme
-    assert "| not testable here (1) | CIFAR-100 too (Table 1) |" in readme
-    assert f"**undecided**: {claimlib.MEANING['undecided']}." in readme
-    assert "| table of ablation_radius-quick-s0-2 |" in readme and "old" not in readme
+    counts = "Of 3 claims, on digits: 1 disagree · 1 pending (not committed) · 1 not testable here."
+    assert counts in readme and "](docs/claims.png)" in readme and "](docs/RESULTS.md)" in readme
+    assert "One row per graded comparison: 1, from 1 claim (the 1 not testable here and 1 pending hold none " \
+           "and are left out)." in readme
+    assert "\nold\n" not in readme  # a run without table.csv: the quick start says what to add
+    assert "no table.csv: add it again with `python -m study.docs add" in readme
     results = made[Path("docs/RESULTS.md")]
+    assert counts in results and "](claims.png)" in results
+    assert f"**undecided**: {claimlib.MEANING['undecided']}." in results
     assert "## ablation_radius (quick, seeds 3-5)" in results
     assert "Test CPU, 2 cores, torch 9.9" in results
     assert "s0-2: yes, Δ −1.10 " + f"[{ci.low:+.2f}, {ci.high:+.2f}]".replace("-", "−") in results
-    assert "| CIFAR-100 too | Table 1 | — | not testable here | — | no 100-class data here |" in results
+    pooled = cell["pooled"]
+    delta = f"{pooled['d']:+.2f} [{pooled['lo']:+.2f}, {pooled['hi']:+.2f}]".replace("-", "−")
+    assert f"| MUR at r = 1 helps | Fig. 3(c) | `ablation_radius` | disagree | {delta} | 6 | s0-2: yes" in results
+    assert "| CIFAR-100 too | Table 1 | — | not testable here | — | — | no 100-class data here |" in results
     assert "| VD helps | Table 1 | `ablation_kl` | pending (not committed): `python -m sweeper.run ablation_kl --preset quick` |" \
         in results
+    rows = claims_figure.figure_rows(docs.grade_claims([CLAIM, OTHER, UNTESTED], runs))
+    assert [(r["claim"], r["verdict"], r["n"]) for r in rows] == [(CLAIM["claim"], "disagree", 6)]
+    assert rows[0]["d"] == pytest.approx(pooled["d"] / CLAIM["effect"])
+    assert (rows[0]["lo"], rows[0]["hi"]) == pytest.approx((pooled["lo"] / 0.2, pooled["hi"] / 0.2))
 
 
 def test_overlapping_seed_sets_and_unmatched_cells_are_errors(tmp_path):
@@ -256,11 +313,79 @@ def test_overlapping_seed_sets_and_unmatched_cells_are_errors(tmp_path):
 
 def test_check_reports_a_hand_edited_generated_file(tmp_path):
     root = project(tmp_path, [CLAIM])
-    for path, text in docs.generated(root).items():
-        (root / path).write_text(text)
-    assert docs.stale(root) == []
+    assert claims_figure.FIGURE in docs.write(root)
+    assert docs.stale(root) == [] and docs.write(root) == []
     (root / "docs" / "RESULTS.md").write_text((root / "docs" / "RESULTS.md").read_text() + "typed by hand\n")
     assert docs.stale(root) == [Path("docs/RESULTS.md")]
+
+
+def test_check_reports_a_claims_figure_drawn_from_other_grades(tmp_path):
+    """docs/claims.png names the rows drawn in it: a second committed run grades the pending claim,
+    so the rows the committed figure names differ from the grades; a PNG naming other rows, or none, is stale too."""
+    from study.picture import with_text_chunk
+
+    root = project(tmp_path, [CLAIM])
+    (root / "sweeper").mkdir()  # where the price table of the committed runs goes
+    write_run(root, "ablation_radius-quick-s0-2", "ablation_radius",
+              {(m, s): 5.0 + s - (m == "direct") for m in ("none", "direct") for s in (0, 1, 2)})
+    docs.write(root)
+    write_run(root, "ablation_radius-quick-s3-5", "ablation_radius",
+              {(m, s): 5.0 + s * (1 + 0.1 * (m == "direct")) for m in ("none", "direct") for s in (3, 4, 5)})
+    assert claims_figure.FIGURE in docs.stale(root)
+    docs.write(root)
+    png = (root / claims_figure.FIGURE).read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and docs.stale(root) == []
+    rows = claims_figure.figure_rows(docs.committed(root)[1])
+    assert len(rows) == 1 and claims_figure.is_current(root, rows)
+    other = with_text_chunk(claims_figure.draw(rows), claims_figure.HASH_KEY, b"0" * 64)
+    (root / claims_figure.FIGURE).write_bytes(other)
+    assert docs.stale(root) == [claims_figure.FIGURE]
+    (root / claims_figure.FIGURE).write_bytes(claims_figure.draw(rows))
+    assert docs.stale(root) == [claims_figure.FIGURE]
+
+
+def test_the_claims_figure_holds_one_row_per_graded_comparison_in_units_of_the_declared_effect():
+    """Every comparison of every graded claim is one row of docs/claims.png, its Δ and interval the pooled
+    ones study/claims.py graded divided by the claim's declared size; untestable claims hold none."""
+    _, graded = docs.committed()
+    rows = claims_figure.figure_rows(graded)
+    views = [(c, v) for c, g in graded if g is not None and g["verdict"] is not None for v in g["cells"]]
+    assert len(rows) == len(views) and len(rows) > len(docs.load_claims()) - 6
+    by = {(r["claim"], r["cell"]): r for r in rows}
+    assert len(by) == len(rows)
+    for c, v in views:
+        label = claims_figure.cell_labels(c)[c["cells"].index(v["cell"])]
+        r, size = by[c["claim"], label], claimlib.size(c)
+        assert (r["d"], r["lo"], r["hi"]) == (v["pooled"]["d"] / size, v["pooled"]["lo"] / size,
+                                              v["pooled"]["hi"] / size)
+        assert (r["verdict"], r["direction"], r["n"]) == (v["verdict"], c["direction"], v["pooled"]["n"])
+        assert r["group"] == claims_figure.paper_ref(c["source"])
+    groups = [r["group"] for r in rows]
+    assert groups == sorted(groups, key=claims_figure.group_order)  # each group's rows together
+    untestable = sum(g is None for _, g in graded)
+    assert f"(the {untestable} not testable here hold none and are left out)" in claims_figure.caption(graded)
+    assert claims_figure.is_current(ROOT, rows)
+
+
+@pytest.mark.parametrize("source, ref", [
+    ("Tables 1, 2", "Tables 1, 2"), ("Table 2 (500, 1000 labels)", "Table 2"),
+    ("Fig. 3(c) (read off the figure)", "Fig. 3(c)"), ("appendix, FixMatch (13.45 vs 5.07)", "appendix, FixMatch"),
+    ("Fig. MUT (text: 3.58 vs 5.18)", "Fig. MUT"), ("not the paper's", "ours (not the paper's)"),
+])
+def test_a_claims_paper_reference_is_its_source_without_the_note(source, ref):
+    assert claims_figure.paper_ref(source) == ref
+
+
+def test_the_figure_groups_run_tables_figures_appendix_then_ours():
+    refs = ["ours (not the paper's)", "appendix", "Fig. MUT", "Fig. 4(a)", "Fig. 3(c)", "Table 3", "Table 1",
+            "Tables 1, 2"]
+    assert sorted(refs, key=claims_figure.group_order) == refs[::-1]
+
+
+def test_a_cell_label_names_the_keys_in_which_a_claims_cells_differ():
+    claim = {"cells": [{"method": "mt", "vd": True, "mur": "none"}, {"method": "mt", "vd": False, "mur": "direct"}]}
+    assert claims_figure.cell_labels(claim) == ["vd=True, mur=none", "vd=False, mur=direct"]
+    assert claims_figure.cell_labels({"cells": [{"method": "mt"}]}) == [""]
 
 
 def test_add_copies_a_finished_results_folder_with_its_machine(tmp_path):

@@ -514,3 +514,84 @@ def test_one_unreadable_experiment_does_not_hide_the_others_from_the_index(tmp_p
     reason = next(ln for ln in out.splitlines() if ln.startswith(torn.name)).split("unreadable  ")[1]
     assert "is not JSON" in reason
     assert err.strip().splitlines() == [f"warning: {torn.name} is unreadable ({reason}); its row in the index says so"]
+
+
+# ---------------------------------------------------------------- a committed run: trials.parquet, no trial folders
+
+COMMITTED = ROOT / "docs" / "runs" / "ablation_radius-quick-s0-7"
+
+
+def folder_digest(folder: Path) -> dict[str, tuple]:
+    """Every path under `folder`: a file's SHA-256 and modification time, a folder's mark; equal before and
+    after means nothing was written, changed or added there."""
+    import hashlib
+
+    return {p.relative_to(folder).as_posix(): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+            if p.is_file() else ("folder",) for p in sorted(folder.rglob("*"))}
+
+
+@pytest.fixture(scope="module")
+def committed_report(tmp_path_factory):
+    """A copy of the quick start's committed run reported with --out into another folder: (run, out, exit
+    status, the run's digest before, after)."""
+    tmp = tmp_path_factory.mktemp("committed")
+    run, out = tmp / COMMITTED.name, tmp / "page"
+    shutil.copytree(COMMITTED, run)
+    before = folder_digest(run)
+    code = main([str(run), "--out", str(out)])
+    return run, out, code, before, folder_digest(run)
+
+
+def test_a_committed_run_is_reported_from_its_trials_parquet_into_out(committed_report):
+    run, out, code, before, after = committed_report
+    assert code == 0 and after == before  # the run's folder: not a file written, changed or added
+    assert (out / "report.html").is_file() and (out / "trials.parquet").read_bytes() == (run / "trials.parquet").read_bytes()
+    assert parse_markdown_table((out / "table.md").read_text())[:3] == \
+        parse_markdown_table((COMMITTED / "table.md").read_text())[:3]  # title, header, every cell
+    page = (out / "report.html").read_text()
+    machine = json.loads((COMMITTED / "machine.json").read_text())
+    assert machine["cpu"] == "AMD EPYC" and "<dt>machine</dt><dd>AMD EPYC, 2 cores" in page
+    assert f"<dt>wall time</dt><dd>{machine['wall_min']:.1f} min (machine.json)</dd>" in page
+    assert f"<dt>date</dt><dd>{machine['date']} (the day the run ended, machine.json)</dd>" in page
+    n = len(pd.read_parquet(COMMITTED / "trials.parquet"))
+    assert Page(page).progress == f"{n} of {n} trials finished, 0 running, 0 failed, 0 diverged"
+    assert Page(page).rows == parse_markdown_table((COMMITTED / "table.md").read_text())[2]
+
+
+def test_a_run_without_history_says_so_in_one_line(committed_report):
+    _, out, _, _, _ = committed_report
+    page = (out / "report.html").read_text()
+    assert not (out / "history.parquet").exists() and not (out / "curves.png").exists()
+    curves = re.search(r"<h2>Curves</h2>(.*?)<h2>", page).group(1)
+    assert curves == ("<p class=no-curves>No curves: this run keeps no per-evaluation history (history.parquet), "
+                      "only each trial's summary in trials.parquet.</p>")
+
+
+def test_out_must_lie_outside_the_run_and_a_folder_of_neither_trials_nor_trials_parquet_waits(tmp_path, capsys):
+    run = tmp_path / COMMITTED.name
+    shutil.copytree(COMMITTED, run)
+    before = folder_digest(run)
+    assert main([str(run), "--out", str(run / "page")]) == 2
+    assert "is inside the run's folder" in capsys.readouterr().err and folder_digest(run) == before
+    (run / "trials.parquet").unlink()
+    assert main([str(run), "--out", str(tmp_path / "page")]) == 2
+    assert "no trial folders yet (no */params.json); wait for the first trial to start" in capsys.readouterr().err
+
+
+def test_the_index_lists_a_committed_run_as_finished(tmp_path, capsys):
+    """A results root holding a copy of the committed run: its row is n / n, finished, dated by machine.json;
+    once the run's page is built, the row links it."""
+    from sweeper.analysis.index import index_rows
+
+    root = tmp_path / "runs"
+    shutil.copytree(COMMITTED, root / COMMITTED.name)
+    n = len(pd.read_parquet(COMMITTED / "trials.parquet"))
+    date = json.loads((COMMITTED / "machine.json").read_text())["date"]
+    (row,) = index_rows(root)
+    assert (row.finished, row.total, row.state, row.started, row.has_page) == (n, n, "finished", date, False)
+    assert main([str(root / COMMITTED.name)]) == 0 and main([str(root)]) == 0
+    line = capsys.readouterr().out.splitlines()[-2]
+    assert line.startswith(f"{COMMITTED.name}  quick  {date}  {n}/{n}  finished  MT + MUR (r=1): 3.00 ± 1.20")
+    index = (root / "index.html").read_text()
+    assert f"<td class=num>{n} / {n}</td><td class=state-finished>finished</td>" in index
+    assert Page(index).urls == [f"./{COMMITTED.name}/report.html"]

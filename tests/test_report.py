@@ -7,6 +7,7 @@ that name every knob, the hpo ranking by validation error, plots, CLI.
 from __future__ import annotations
 
 import contextlib
+import html
 import json
 import math
 import re
@@ -1011,3 +1012,58 @@ def test_fixmatch_report_shows_fixmatchs_median_of_the_last_evaluations_beside_t
     assert got == sorted(round(float(np.median(curves[vd][:, -20:], axis=1).mean()), 6) for vd in (False, True))
     build_report(exp, which="median_last")
     assert "[median_last: median of each trial's last 20 evaluations" in (exp / "table.md").read_text()
+
+
+# ---------------------------------------------------------------- history.parquet and the curves drawn from it
+
+def test_history_holds_every_reported_error_and_the_curves_are_the_mean_and_range_over_seeds(table_built):
+    """make_table_exp's trials report known test errors at 3 evaluations: history.parquet holds each of them
+    at its step (float32), the diverged trial's NaN evaluation left out; each cell's curve is the mean,
+    minimum and maximum over its 3 finished seeds at each step (the diverged seed never averaged in)."""
+    from sweeper.analysis.html import CURVE_CAPTION, cell_trials
+    from sweeper.analysis.plots import cell_curves
+
+    exp, curves, paths = table_built
+    hist, trials = pd.read_parquet(paths["history.parquet"]), pd.read_parquet(exp / "trials.parquet")
+    assert list(hist.columns) == ["trial_id", "step", "test_error", "val_error"]
+    assert [str(t) for t in hist.dtypes[1:]] == ["int32", "float32", "float32"] and hist["val_error"].isna().all()
+    steps = [PAPER_STEPS * (k + 1) // 3 for k in range(3)]
+    for _, t in trials.iterrows():
+        got = hist[hist["trial_id"] == t["trial_id"]]
+        if t["status"] == "diverged":
+            assert got["step"].tolist() == [PAPER_STEPS // 2] and got["test_error"].tolist() == [50.0]
+            continue
+        want = curves[(t["method"], bool(t["vd"]), t["mur"], t["dataset"])][int(t["seed"])]
+        assert got["step"].tolist() == steps
+        assert got["test_error"].tolist() == want.astype(np.float32).tolist()
+    cell = cell_curves(cell_trials(pd.read_csv(paths["table.csv"]), trials), hist)
+    assert list(cell.columns) == ["row", "col", "step", "mean", "low", "high", "n"]
+    assert len(cell) == len(curves) * 3
+    labels = {(m, vd, mur): f"{name} (entmin {e:g})" for (m, vd, mur, e), name in
+              zip(VARIANTS, ("MT", "MT + VD", "MT + MUR", "MT + VD + MUR", "ICT", "ICT + VD"))}
+    cols = {"cifar10": "CIFAR-10 1000", "cifar100": "CIFAR-100 10000"}
+    for (method, vd, mur, ds), c in curves.items():
+        got = cell[(cell["row"] == labels[(method, vd, mur)]) & (cell["col"] == cols[ds])].sort_values("step")
+        seeds = c.astype(np.float32).astype(float)  # (seed, evaluation), as history.parquet stores them
+        assert got["step"].tolist() == steps and got["n"].tolist() == [3, 3, 3]
+        # a sum of 3 errors under 40 and a quotient, in float64 both here and in cell_curves
+        np.testing.assert_allclose(got["mean"], seeds.mean(axis=0), rtol=0, atol=rounding_tol(3 * 40.0, 4, torch.float64))
+        assert got["low"].tolist() == seeds.min(axis=0).tolist() and got["high"].tolist() == seeds.max(axis=0).tolist()
+    assert paths["curves.png"].read_bytes().startswith(PNG)
+    assert f'alt="{html.escape(CURVE_CAPTION)}"' in paths["report.html"].read_text()
+
+
+def test_history_stays_small_for_a_long_run(tmp_path):
+    """100 trials of 560 evaluations (280k steps, one every 500): history.parquet under 1 MB, as
+    docs/RESULTS_FORMAT.md says; every metric but the two errors left out."""
+    from sweeper.analysis.aggregate import write_history
+
+    rng = np.random.default_rng(0)
+    n, k = 100, 560
+    long = pd.DataFrame({"trial_id": np.repeat([f"a5f47_{i:05d}" for i in range(n)], k),
+                         "step": np.tile(np.arange(1, k + 1) * 500.0, n), "test_error": rng.uniform(2, 60, n * k),
+                         "val_error": rng.uniform(2, 60, n * k), "g0_norm": rng.uniform(0, 1, n * k)})
+    path = write_history(long, tmp_path / "history.parquet")
+    back = pd.read_parquet(path)
+    assert path.stat().st_size < 1_000_000 and list(back.columns) == ["trial_id", "step", "test_error", "val_error"]
+    assert len(back) == n * k and back["step"].max() == 280_000

@@ -445,6 +445,53 @@ def load_history(exp_dir: str | Path,
     return hist.drop_duplicates(["trial_id", "step"], keep="last").reset_index(drop=True)
 
 
+TRIALS = "trials.parquet"
+HISTORY = "history.parquet"
+HISTORY_METRICS = ("test_error", "val_error")  # what history.parquet keeps of each report: the error curves
+
+
+def history_frame(history: pd.DataFrame) -> pd.DataFrame:
+    """history.parquet's frame from load_history's: (n_evaluations, 4) with trial_id (text), step (int32),
+    test_error and val_error (float32, NaN where a report has none); reports with neither error and steps
+    that are not finite are left out. float32 and no other metric: long runs' curves stay small."""
+    out = pd.DataFrame({"trial_id": history["trial_id"].astype(str) if len(history) else pd.Series(dtype=str)})
+    step = pd.to_numeric(history.get("step", pd.Series(dtype=float)), errors="coerce")
+    for m in HISTORY_METRICS:
+        col = history[m] if m in history.columns else pd.Series(np.nan, index=history.index)
+        out[m] = pd.to_numeric(col, errors="coerce").astype(np.float32)
+    keep = np.isfinite(step) & out[list(HISTORY_METRICS)].notna().any(axis=1)
+    out.insert(1, "step", step.where(keep, 0).astype(np.int32))
+    return out[keep].reset_index(drop=True)
+
+
+def write_history(history: pd.DataFrame, path: str | Path) -> Path:
+    """history.parquet (history_frame of load_history's frame), written atomically beside trials.parquet."""
+    out = history_frame(history)
+    return atomic_write(path, lambda tmp: out.to_parquet(tmp, engine="pyarrow", index=False))
+
+
+def read_history(exp_dir: str | Path) -> pd.DataFrame | None:
+    """A run's history.parquet (trial_id, step, test_error, val_error), or None for a folder without one
+    (a committed run under docs/runs/ keeps none)."""
+    path = Path(exp_dir) / HISTORY
+    return pd.read_parquet(path) if path.is_file() else None
+
+
+def stored_run(exp_dir: str | Path) -> bool:
+    """A finished run kept without its trial folders (docs/runs/<run>): trials.parquet and no */params.json,
+    which the report rebuilds its tables, plots and page from."""
+    exp = Path(exp_dir).expanduser()
+    return exp.is_dir() and (exp / TRIALS).is_file() and not trial_dirs(exp)
+
+
+def read_trials(exp_dir: str | Path) -> pd.DataFrame:
+    """The trials table of a run: load_trials of its trial folders, or a stored run's trials.parquet;
+    AggregateError (check_experiment's) for a folder with neither."""
+    if stored_run(exp_dir):
+        return pd.read_parquet(Path(exp_dir).expanduser() / TRIALS)
+    return load_trials(exp_dir)
+
+
 def config_columns(df: pd.DataFrame) -> list[str]:
     """The config keys among the trials table's columns."""
     return [c for c in df.columns if is_config(c)]

@@ -2,16 +2,18 @@
 
 The page shows what table.md, table_sensitivity.md and table_ranked.md show, cell for cell (it
 renders those Markdown tables), plus the sweep's hypothesis and baseline (its module's docstring),
-the command, preset and provenance (commit, versions, machine, start and wall time), the progress
-line (trials finished / running / failed / diverged of the total), every PNG the report made, each
-cell's per-seed values on demand (<details>), the failed and diverged trials with their error line
-and folder, and for a search (hpo, hpo_base) the figures optuna.visualization draws from the study
-the search used (optuna.db; matplotlib backend). Everything is inline: CSS as a <style>, images as
-base64 data URIs, no script and no request to any network, so the file reads the same offline,
-from a bucket or as an e-mail attachment. While the sweep runs (live.json says so, sweeper/driver/live.py)
-the page reloads itself every 30 s.
+the command, preset and provenance (commit, versions, machine, start and wall time: a committed run's
+machine.json where it has one), the progress line (trials finished / running / failed / diverged of the
+total), each cell's test error by step (curves.png from history.parquet, or one line saying the run keeps
+no such history), every PNG the report made, each cell's per-seed values on demand (<details>), the
+failed and diverged trials with their error line and folder, and for a search (hpo, hpo_base) the
+figures optuna.visualization draws from the study the search used (optuna.db; matplotlib backend).
+Everything is inline: CSS as a <style>, images as base64 data URIs, no script and no request to any
+network, so the file reads the same offline, from a bucket or as an e-mail attachment. While the sweep
+runs (live.json says so, sweeper/driver/live.py) the page reloads itself every 30 s.
 
     python -m sweeper.report results/ablation_radius-20260101-120000   # writes report.html beside table.md
+    python -m sweeper.report docs/runs/ablation_radius-quick-s0-7 --out /tmp/page   # into /tmp/page
     pytest tests/test_html.py -q
 """
 from __future__ import annotations
@@ -31,7 +33,7 @@ import pandas as pd
 
 from search_spaces import names as sweep_names
 from sweeper import storage as store
-from sweeper.analysis.aggregate import config_columns, metric_column, read_sweep, run_span
+from sweeper.analysis.aggregate import HISTORY, TRIALS, config_columns, metric_column, read_sweep, run_span
 from trainables.files import atomic_write, one_line
 
 PAGE = "report.html"
@@ -40,6 +42,9 @@ STALE_S = 600        # a "running" heartbeat older than this: the driver is gone
 TABLES = (("table.md", "Results"), ("table_sensitivity.md", "Sensitivity (Table 3)"),
           ("table_ranked.md", "Search: trials ranked"))
 FIRST_PLOT = "paired_diffs.png"  # drawn right under the table it summarises
+CURVES = "curves.png"  # plots.plot_curves: each cell's test error by step, in its own section
+CURVE_CAPTION = ("Test error vs step: each cell's mean over its finished seeds (line) and their minimum to maximum "
+                 "(band); one panel per table column, one line per table row")
 RELOAD_S = 30
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5em auto;max-width:1200px;
@@ -260,23 +265,85 @@ def total_trials(meta: dict, trials: pd.DataFrame) -> int:
     return int(search.get("num_samples") or meta.get("n_trials") or len(trials))
 
 
+MACHINE = "machine.json"  # a committed run's machine (docs/runs/<run>/, study/committed_runs.py): cpu, cores, wall_min, date
+
+
+def read_machine(exp: Path) -> dict | None:
+    """The run's machine.json ({"cpu", "cores", "cpu_kernels", "date", "wall_min", "paused_min", "wall_note",
+    ...}), or None where it has none or it is not a JSON object (the page then says what the trials tell)."""
+    try:
+        m = json.loads((exp / MACHINE).read_text())
+    except (OSError, ValueError):
+        return None
+    return m if isinstance(m, dict) else None
+
+
+def machine_line(machine: dict | None, hosts: list[str]) -> str:
+    """"AMD EPYC, 2 cores, AVX512 kernels (machine.json); host vm": the CPU machine.json records, then the
+    host names the trials reported; "unknown" with neither."""
+    parts = []
+    if machine:
+        cpu = [machine.get("cpu") or "unknown CPU", f"{machine['cores']} cores" if machine.get("cores") else "",
+               f"{machine['cpu_kernels']} kernels" if machine.get("cpu_kernels") else ""]
+        parts.append(", ".join(c for c in cpu if c) + f" ({MACHINE})")
+    if hosts:
+        parts.append(("host " if len(hosts) == 1 else "hosts ") + ", ".join(hosts))
+    return "; ".join(parts) or "unknown"
+
+
+def machine_wall(machine: dict) -> str:
+    """The wall time machine.json records: "<minutes> min (machine.json)", with its stop before a --resume and its note."""
+    text = f"{float(machine['wall_min']):.1f} min ({MACHINE}"
+    if machine.get("paused_min"):
+        text += f"; stopped and resumed: {float(machine['paused_min']):.0f} min between, not counted"
+    return text + ")" + (f"; {machine['wall_note']}" if machine.get("wall_note") else "")
+
+
+def run_times(exp: Path, machine: dict | None) -> list[tuple[str, str]]:
+    """The page's start and wall time: machine.json's wall time where it has one, else the trials' reports
+    (sweep.json to the newest report, a stop before a --resume left out); the start from the reports or
+    sweep.json, or for a run kept without its trials' files machine.json's date (the day it ended)."""
+    span = run_span(exp)  # (start, newest report, a stop before a --resume in between)
+    made = (exp / "sweep.json").stat().st_mtime if (exp / "sweep.json").is_file() else None
+    if not span and machine and machine.get("date"):
+        when = ("date", f"{machine['date']} (the day the run ended, {MACHINE})")
+    else:
+        start = span[0] if span else made
+        when = ("started", time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(start)) if start else "unknown")
+    if machine and isinstance(machine.get("wall_min"), (int, float)):
+        wall = machine_wall(machine)
+    elif span:
+        wall = f"{(span[1] - span[0] - span[2]) / 60:.1f} min (sweep.json to the newest report" \
+            + (f"; stopped and resumed: {span[2] / 60:.0f} min between, not counted)" if span[2] else ")")
+    else:
+        wall = "—"
+    return [when, ("wall time", wall)]
+
+
 def provenance(exp: Path, meta: dict, trials: pd.DataFrame) -> list[tuple[str, str]]:
     argv = meta.get("argv") or []
     command = "python -m sweeper.run " + shlex.join([str(a) for a in argv[1:]]) if argv else "unknown"
-    span = run_span(exp)  # (start, newest report, a stop before a --resume in between)
-    started = span[0] if span else (exp / "sweep.json").stat().st_mtime if (exp / "sweep.json").is_file() else None
-    wall, paused = (span[1] - span[0], span[2]) if span else (None, 0.0)
+    machine = read_machine(exp)
     versions = {c: sorted({str(v) for v in trials[c].dropna()}) for c in
                 ("python_version", "torch_version", "ray_version", "hostname") if c in trials.columns}
     return [("command", command), ("preset", str(meta.get("preset", "unknown"))),
             ("commit", str(meta.get("commit") or "unknown (not recorded: run outside a git checkout)")),
-            ("machine", ", ".join(versions.get("hostname", [])) or "unknown"),
+            ("machine", machine_line(machine, versions.get("hostname", []))),
             ("versions", "; ".join(f"{k.removesuffix('_version')} {', '.join(v)}" for k, v in versions.items()
                                    if k != "hostname" and v) or "unknown"),
-            ("started", time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(started)) if started else "unknown"),
-            ("wall time", "—" if wall is None else f"{(wall - paused) / 60:.1f} min (sweep.json to the newest report"
-             + (f"; stopped and resumed: {paused / 60:.0f} min between, not counted)" if paused else ")")),
-            ("folder", str(exp))]
+            *run_times(exp, machine), ("folder", str(exp))]
+
+
+def curves_html(out: Path) -> str:
+    """The curves section: curves.png (plots.plot_curves) with its caption, else one line saying why there
+    is none: no history.parquet in the folder (a committed run keeps none), or no finished trial with a
+    test error in it yet."""
+    if (out / CURVES).is_file():
+        return img_html((out / CURVES).read_bytes(), CURVE_CAPTION)
+    if not (out / HISTORY).is_file():
+        return (f"<p class=no-curves>No curves: this run keeps no per-evaluation history ({HISTORY}), "
+                f"only each trial's summary in {TRIALS}.</p>")
+    return f"<p class=no-curves>No curves yet: no finished trial has a test error in {HISTORY}.</p>"
 
 
 def problems_html(exp: Path, trials: pd.DataFrame) -> str:
@@ -336,17 +403,18 @@ def study_figures(db: Path, study_name: str) -> list[tuple[str, bytes]]:
 
 # ---------------------------------------------------------------- the page
 
-def build_page(exp: Path, which: str = "final", now: float | None = None) -> str:
-    """The HTML of report.html for an experiment folder whose report (table.md, table.csv,
-    trials.parquet, PNGs) has been written; `now` (epoch seconds, default the clock): when the page
-    says it was written."""
+def build_page(exp: Path, which: str = "final", now: float | None = None, out: Path | None = None) -> str:
+    """The HTML of report.html for a run whose report (table.md, table.csv, trials.parquet, PNGs) has been
+    written to `out` (default: the run's folder `exp`, which holds sweep.json, live.json, machine.json and
+    the trials' folders); `now` (epoch seconds, default the clock): when the page says it was written."""
     now = time.time() if now is None else now
+    out = exp if out is None else Path(out)
     meta = read_sweep(exp) or {}
     name = meta.get("name") or exp.name
-    trials = pd.read_parquet(exp / "trials.parquet")
+    trials = pd.read_parquet(out / TRIALS)
     total = total_trials(meta, trials)
     state = sweep_state(exp, trials, total, now)
-    cells = pd.read_csv(exp / "table.csv") if (exp / "table.csv").is_file() else None
+    cells = pd.read_csv(out / "table.csv") if (out / "table.csv").is_file() else None
     parts = [f"<h1>{html.escape(name)}</h1>",
              f"<p>{html.escape(meta.get('description', ''))}"
              + (f" ({html.escape(meta['paper_ref'])})" if meta.get("paper_ref") else "") + "</p>"]
@@ -370,24 +438,26 @@ def build_page(exp: Path, which: str = "final", now: float | None = None) -> str
                                                     for k, v in provenance(exp, meta, trials)) + "</dl>")
     shown = set()
     for fname, heading in TABLES:
-        if not (exp / fname).is_file():
+        if not (out / fname).is_file():
             continue
         main = fname == "table.md"
         value_col = None
         if main and cells is not None and len(cells):
             value_col = metric_column(trials, str(cells["metric"].iloc[0]), str(cells["which"].iloc[0]))
-        parts.append(f"<h2>{heading}</h2>" + table_html((exp / fname).read_text(), cells if main else None,
+        parts.append(f"<h2>{heading}</h2>" + table_html((out / fname).read_text(), cells if main else None,
                                                          trials if main else None, value_col))
-        if main and (exp / FIRST_PLOT).is_file():
-            parts.append(img_html((exp / FIRST_PLOT).read_bytes(), "Paired differences from the baseline "
+        if main and (out / FIRST_PLOT).is_file():
+            parts.append(img_html((out / FIRST_PLOT).read_bytes(), "Paired differences from the baseline "
                                   "(95% t-intervals over seeds)"))
             shown.add(FIRST_PLOT)
+    parts.append("<h2>Curves</h2>" + curves_html(out))
+    shown.add(CURVES)
     search = meta.get("search") or {}
     if search.get("space") and (exp / "optuna.db").is_file():
         figs = study_figures(exp / "optuna.db", name)
         parts.append("<h2>Search: Optuna's figures</h2>" + ("".join(img_html(png, c) for c, png in figs) if figs
                      else "<p>Fewer than two complete trials in the study yet.</p>"))
-    plots = [p for p in sorted(exp.glob("*.png")) if p.name not in shown]
+    plots = [p for p in sorted(out.glob("*.png")) if p.name not in shown]
     if plots:
         parts.append("<h2>Plots</h2>" + "".join(img_html(p.read_bytes(), p.name) for p in plots))
     parts.append("<h2>Failed and diverged trials</h2>" + problems_html(exp, trials))
@@ -398,8 +468,10 @@ def build_page(exp: Path, which: str = "final", now: float | None = None) -> str
             f"<body>{''.join(parts)}</body></html>\n")
 
 
-def write_page(exp: str | Path, which: str = "final") -> Path:
-    """Write exp/report.html (atomically: a reader never sees half a page)."""
+def write_page(exp: str | Path, which: str = "final", out: str | Path | None = None) -> Path:
+    """Write report.html into `out` (default the run's folder `exp`), atomically: a reader never sees
+    half a page."""
     exp = Path(exp)
-    page = build_page(exp, which)
-    return atomic_write(exp / PAGE, lambda t: Path(t).write_text(page))
+    out = exp if out is None else Path(out)
+    page = build_page(exp, which, out=out)
+    return atomic_write(out / PAGE, lambda t: Path(t).write_text(page))

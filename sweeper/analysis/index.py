@@ -23,8 +23,8 @@ from pathlib import Path
 import pandas as pd
 
 from sweeper import storage as store
-from sweeper.analysis.aggregate import AggregateError, load_trials, read_sweep, trial_dirs
-from sweeper.analysis.html import CSS, PAGE, sweep_state, total_trials
+from sweeper.analysis.aggregate import AggregateError, read_sweep, read_trials, stored_run, trial_dirs
+from sweeper.analysis.html import CSS, PAGE, read_machine, sweep_state, total_trials
 from sweeper.analysis.tables import cell_text
 from trainables.files import atomic_write, one_line
 
@@ -84,10 +84,15 @@ def headline(exp: Path) -> str:
 
 
 def sweep_row(root: Path, exp: Path) -> Row:
+    """The index's row of one experiment folder; a run kept without its trial folders (aggregate.stored_run,
+    as docs/runs/ keeps one) is judged from its trials.parquet's statuses and dated by its machine.json."""
     meta = read_sweep(exp) or {}
-    trials = load_trials(exp) if trial_dirs(exp) else pd.DataFrame({"status": pd.Series(dtype=object)})
+    stored = stored_run(exp)
+    trials = read_trials(exp) if stored or trial_dirs(exp) else pd.DataFrame({"status": pd.Series(dtype=object)})
     total = total_trials(meta, trials)
-    started = time.strftime("%Y-%m-%d %H:%M", time.localtime((exp / "sweep.json").stat().st_mtime))
+    machine = read_machine(exp) if stored else None
+    started = str(machine["date"]) if machine and machine.get("date") else \
+        time.strftime("%Y-%m-%d %H:%M", time.localtime((exp / "sweep.json").stat().st_mtime))
     return Row(exp.relative_to(root).as_posix(), meta.get("name") or exp.name, str(meta.get("preset", "?")), started,
                int((trials["status"] == "finished").sum()), total, sweep_state(exp, trials, total),
                headline(exp), (exp / PAGE).is_file())

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
 
 from sweeper.analysis.aggregate import AggregateError, group_keys, summarize
 from trainables.config import train_config_defaults
@@ -398,3 +398,78 @@ def virtual_points_from_checkpoint(exp: Path, trials: pd.DataFrame, path: Path, 
         pts = {k: f[k] for k in ("x", "radii", "xstar")}
     xs = {float(r): pts["xstar"][i] for i, r in enumerate(pts["radii"])}
     return plot_virtual_points(pts["x"], xs, path, max_images=n_images)
+
+
+def cell_curves(by_cell: dict[tuple[str, str], pd.DataFrame], history: pd.DataFrame,
+                metric: str = "test_error") -> pd.DataFrame:
+    """Each table cell's curve of `metric` over its finished seeds, evaluation by evaluation.
+
+    by_cell: {(row label, column label): the cell's trials} (html.cell_trials of table.csv), in the table's
+    order; history: history.parquet's frame (trial_id, step, metric). Returns one line per (cell, step)
+    with a finite value in some seed: row, col, step, mean, low (the minimum over seeds), high (the
+    maximum), n (the seeds averaged at that step); shape (n_cells x n_steps, 7)."""
+    cols = ["row", "col", "step", "mean", "low", "high", "n"]
+    if metric not in history.columns:
+        return pd.DataFrame(columns=cols)
+    values = pd.to_numeric(history[metric], errors="coerce").astype(float)  # float32 on disk: averaged in float64
+    h = pd.DataFrame({"trial_id": history["trial_id"].astype(str), "step": history["step"], "v": values})
+    h = h[np.isfinite(h["v"])]
+    parts = []
+    for (row, col), tr in by_cell.items():
+        ids = set(tr.loc[tr["status"] == "finished", "trial_id"].astype(str))
+        s = h[h["trial_id"].isin(ids)].groupby("step")["v"].agg(["mean", "min", "max", "count"]).reset_index()
+        if len(s):
+            parts.append(pd.DataFrame({"row": row, "col": col, "step": s["step"], "mean": s["mean"], "low": s["min"],
+                                       "high": s["max"], "n": s["count"].astype(int)}))
+    return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
+
+
+def column_order(table: pd.DataFrame) -> list[str]:
+    """The table's column labels in its order (table_frame's col_order)."""
+    return list(dict.fromkeys(table.sort_values("col_order", kind="stable")["col"])) if len(table) else []
+
+
+def plot_curves(curves: pd.DataFrame, col_order: list[str], path: Path, metric: str = "test_error") -> Path | None:
+    """cell_curves drawn: one small panel per table column (in `col_order`, the table's), a line per row
+    with its min–max band, a row's colour the same in every panel; None without any curve."""
+    if not len(curves):
+        return None
+    cols = [c for c in col_order if c in set(curves["col"])]
+    rows = list(dict.fromkeys(curves["row"]))
+    ncols = min(4, len(cols))
+    fig, axes = _fig(ncols=ncols, nrows=math.ceil(len(cols) / ncols), w=3.4, h=2.4, share=True)
+    colours = {r: f"C{i}" if len(rows) <= 10 else _tab20(i) for i, r in enumerate(rows)}
+    for ax, col in zip(axes.flat, cols):
+        for row, g in curves[curves["col"] == col].groupby("row", sort=False):
+            g = g.sort_values("step")
+            ax.fill_between(g["step"], g["low"], g["high"], color=colours[row], alpha=0.2, lw=0)
+            ax.plot(g["step"], g["mean"], color=colours[row], marker="o" if len(g) < 12 else None, ms=3, label=row)
+        ax.set_title(col, fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(4))
+        ax.xaxis.set_major_formatter(FuncFormatter(_step_text))
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(cols):]:
+        ax.set_visible(False)
+    for ax in axes.flat[max(0, len(cols) - ncols):len(cols)]:  # the lowest panel of each column
+        ax.set_xlabel("step", fontsize=8)
+        ax.xaxis.set_tick_params(labelbottom=True)
+    for ax in axes[:, 0]:
+        ax.set_ylabel(metric_name(metric), fontsize=8)
+    handles = {h.get_label(): h for ax in axes.flat for h in ax.get_lines()}
+    fig.legend([handles[r] for r in rows if r in handles], [r for r in rows if r in handles], loc="outside lower center",
+               ncols=min(3, len(rows)), fontsize=7, frameon=False)
+    fig.suptitle("mean over finished seeds; band: their min to max", fontsize=8)
+    return _save(fig, path)
+
+
+def _step_text(x: float, _pos=None) -> str:
+    """A step tick: 500, 2000, 280k."""
+    return f"{x / 1000:g}k" if abs(x) >= 10_000 else f"{x:g}"
+
+
+def _tab20(i: int):
+    """The i-th colour of matplotlib's tab20 map, for more rows than the default cycle's 10 colours."""
+    from matplotlib import colormaps
+
+    return colormaps["tab20"](i % 20)

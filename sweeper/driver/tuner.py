@@ -81,10 +81,12 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
 
     skip_callback_usage_tag()
     from sweeper.driver.mlflow_log import mlflow_callback
+    from sweeper.driver.wandb_log import wandb_callback
     from trainables.tune import train_tune
 
     trainable = tune.with_resources(train_tune, resources)
     varying = sorted(varying_keys(trials))
+    row_keys = [k for k in (*sweep.rows, *varying) if k not in sweep.cols]  # the tables' row and column keys
     reporter = tune.CLIReporter(
         metric_columns={"step": "step", "val_error": "val %", "test_error": "err %", "best_test_error": "best %",
                         "loss_total": "loss", "steps_per_s": "steps/s"},
@@ -107,9 +109,10 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
         callbacks=result_loggers(args.tensorboard)
         + [stopping.StopAfterSaves(), live_callback(exp_dir, args.live_every, stall_after=args.stall_after,
                                                     end_stalled=args.end_stalled)]
-        + ([mlflow_callback(args.mlflow, exp_dir.name, sweep.name, args.preset,
-                            [k for k in (*sweep.rows, *varying) if k not in sweep.cols], list(sweep.cols))]
+        + ([mlflow_callback(args.mlflow, exp_dir.name, sweep.name, args.preset, row_keys, list(sweep.cols))]
            if args.mlflow else [])
+        + ([wandb_callback(args.wandb, exp_dir.name, sweep.name, args.preset, row_keys, list(sweep.cols))]
+           if args.wandb else [])
         + ([store.study_upload_callback(exp_dir)] if sweep.search and not isinstance(exp_dir, Path) else [])
         # a bucket: at the end, Tune's final state must be in it (Tune only logs a failed upload)
         + ([store.stored_state_check()] if not isinstance(exp_dir, Path) else []),
