@@ -558,10 +558,17 @@ def test_a_committed_run_is_reported_from_its_trials_parquet_into_out(committed_
     assert Page(page).rows == parse_markdown_table((COMMITTED / "table.md").read_text())[2]
 
 
-def test_a_run_without_history_says_so_in_one_line(committed_report):
+def test_the_committed_run_draws_its_curves_and_a_run_without_history_says_so_in_one_line(committed_report, tmp_path):
     _, out, _, _, _ = committed_report
     page = (out / "report.html").read_text()
-    assert not (out / "history.parquet").exists() and not (out / "curves.png").exists()
+    assert (out / "history.parquet").read_bytes() == (COMMITTED / "history.parquet").read_bytes()
+    assert (out / "curves.png").is_file() and "no-curves" not in re.search(r"<h2>Curves</h2>(.*?)<h2>", page).group(1)
+    run = tmp_path / COMMITTED.name
+    shutil.copytree(COMMITTED, run)
+    (run / "history.parquet").unlink()                            # a run that kept no per-evaluation history
+    assert main([str(run), "--out", str(tmp_path / "page")]) == 0
+    page = (tmp_path / "page" / "report.html").read_text()
+    assert not (tmp_path / "page" / "curves.png").exists()
     curves = re.search(r"<h2>Curves</h2>(.*?)<h2>", page).group(1)
     assert curves == ("<p class=no-curves>No curves: this run keeps no per-evaluation history (history.parquet), "
                       "only each trial's summary in trials.parquet.</p>")
