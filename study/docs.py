@@ -23,12 +23,13 @@ study/committed_runs.py reads the committed runs and adds new ones. No torch, no
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import re
 import sys
 from pathlib import Path
+
+import pandas as pd
 
 from study.run_prices import RUNS, trial_count
 from sweeper.costs import machine_text, per_trial
@@ -39,7 +40,7 @@ from study.benchmark_docs import GENERATED_NOTE, INSTALL, performance_md
 from study.committed_runs import (ROOT, DocsError, add, check_disjoint, command_line, public_args, read_run,
                                            run_dirs, runs_of)
 from study.evidence import as_number
-from sweeper.analysis.stats import excludes_zero
+from sweeper.analysis.tables import diff_text, value_text
 from study.picture import PAGE_INPUTS, QUICKSTART, PictureError, picture_is_current, write_picture
 from trainables.files import one_line
 
@@ -335,41 +336,17 @@ def table_rows(folder: Path) -> list[dict]:
     columns by col_order; [] where the run has none."""
     if not (folder / TABLE_CSV).is_file():
         return []
-    with open(folder / TABLE_CSV, newline="") as f:
-        cells = list(csv.DictReader(f))
-    order = list(dict.fromkeys(c["row"] for c in cells))
-    return sorted(cells, key=lambda c: (order.index(c["row"]), float(c["col_order"] or 0)))
-
-
-def mean_std_text(c: dict) -> str:
-    """A cell's "4.25 ± 0.95" as table.md prints it, with its failed, diverged and unfinished trials beside it."""
-    n = int(c["n"])
-    text = "—" if n == 0 else f"{float(c['mean']):.2f}" + ("" if n == 1 else f" ± {float(c['std']):.2f}")
-    extra = [f"{int(c[k])} {w}" for k, w in (("n_failed", "failed"), ("n_diverged", "diverged"),
-                                             ("n_incomplete", "unfinished")) if int(c.get(k) or 0)]
-    return text + (f" (n={n}" + "".join(f", {e}" for e in extra) + ")" if extra or n == 1 else "")
-
-
-def diff_text(c: dict) -> str:
-    """A cell's paired difference from its baseline as table.md prints it: "−1.25 [−2.33, −0.17]*" (`*`: the
-    95 % interval excludes 0), "" for the baseline cell."""
-    if c.get("is_baseline") == "True" or not c.get("baseline"):
-        return ""
-    sign, k, d = claimlib.signed, int(c["n_paired"]), as_number(c["diff_vs_baseline"])
-    if k < 2:
-        return "no paired seeds" if k == 0 else f"{sign(d)} (1 pair)"
-    lo, hi = as_number(c["diff_ci_low"]), as_number(c["diff_ci_high"])
-    star = "*" if excludes_zero(lo, hi) else ""
-    text = f"{sign(d)} [{sign(lo)}, {sign(hi)}]{star}" if math.isfinite(lo) else f"{sign(d)} (equal on every pair)"
-    within = f" vs {c['baseline']}" if c.get("within_baseline") == "True" else ""
-    return text + (f" ({k} pairs)" if k != int(c["n"]) else "") + within
+    cells = pd.read_csv(folder / TABLE_CSV)
+    order = list(dict.fromkeys(cells["row"]))
+    return sorted(cells.to_dict("records"), key=lambda c: (order.index(c["row"]), float(c["col_order"])))
 
 
 def compact_table(table_md: str, cells: list[dict]) -> str:
-    """table.md's title, then one aligned line per cell: row, column, mean ± std, Δ from the baseline."""
-    baseline = next((c["baseline"] for c in cells if c.get("baseline")), "the baseline")
+    """table.md's title, then one aligned line per cell: row, column, its value and its Δ from the baseline,
+    each as table.md prints it (tables.value_text, tables.diff_text)."""
+    baseline = next((c["baseline"] for c in cells if isinstance(c.get("baseline"), str)), "the baseline")
     lines = [("row", "column", "mean ± std", f"Δ from {baseline} [95 % CI]"),
-             *((c["row"], c["col"], mean_std_text(c), diff_text(c)) for c in cells)]
+             *((c["row"], c["col"], value_text(c), diff_text(c).removeprefix(" · ")) for c in cells)]
     widths = [max(len(line[i]) for line in lines) for i in range(3)]
     title = table_md.splitlines()[0].removeprefix("### ") if table_md else ""
     grid = ["  ".join([*(x.ljust(w) for x, w in zip(line[:3], widths)), line[3]]).rstrip() for line in lines]

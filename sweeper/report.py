@@ -36,13 +36,13 @@ import pandas as pd
 
 from sweeper.analysis.aggregate import (HISTORY, HISTORY_METRICS, SELECT_METRIC, TRIALS, WHICH, AggregateError,
                                         check_experiment, check_which, load_history, load_trials, read_history,
-                                        read_sweep, stored_run, summarize, write_history, write_summary,
+                                        read_sweep, read_trials, stored_run, summarize, write_history, write_summary,
                                         write_trials)
 from sweeper import storage
 from sweeper.seeds.auto_seeds import sequential_diffs
 from sweeper.analysis.html import CURVES, PAGE, cell_trials, write_page
 from sweeper.analysis.index import UNREADABLE, index_at, index_text, is_results_root
-from sweeper.analysis.plots import (cell_curves, column_order, plot_curves, plot_g0, plot_ga_vs_pga, plot_kl,
+from sweeper.analysis.plots import (cell_curves, plot_curves, plot_g0, plot_ga_vs_pga, plot_kl,
                                     plot_mur_vs_rr, plot_paired_diffs, plot_radius, plot_sensitivity_hist,
                                     virtual_points_from_checkpoint)
 from sweeper.analysis.labels import WHICH_TITLE, metric_name
@@ -51,8 +51,8 @@ from sweeper.analysis.paired import baseline_diffs
 from sweeper.analysis.planned import add_planned, short_cells
 from sweeper.analysis.ranking import write_ranking
 from sweeper.analysis.render import write_tables
-from sweeper.analysis.tables import (classical_note, fixmatch_note, subset_note, table_frame, test_beside_note,
-                                     val_note)
+from sweeper.analysis.tables import (classical_note, column_order, fixmatch_note, subset_note, table_frame,
+                                     test_beside_note, val_note)
 from trainables.files import atomic_write
 from trainables.remote import redact, secret_in_uri
 
@@ -161,7 +161,7 @@ def trials_and_history(exp: Path, dest: Path) -> tuple[pd.DataFrame, pd.DataFram
         trials, history = load_trials(exp), load_history(exp, (*HISTORY_METRICS, "g0_norm", "sparsity"))
         return trials, history, {TRIALS: write_trials(trials, dest / TRIALS),
                                  HISTORY: write_history(history, dest / HISTORY)}
-    trials, history = pd.read_parquet(exp / TRIALS), read_history(exp)
+    trials, history = read_trials(exp), read_history(exp)
     kept = [n for n in (TRIALS, HISTORY) if (exp / n).is_file()] if dest != exp else []
     written = {n: atomic_write(dest / n, lambda tmp, n=n: shutil.copyfile(exp / n, tmp)) for n in kept}
     return trials, history if history is not None else pd.DataFrame(columns=["trial_id", "step"]), written

@@ -15,6 +15,7 @@ import pytest
 
 from search_spaces import get_sweep, names
 from study import docs
+from sweeper.analysis.tables import diff_text, value_text  # what table.md prints per cell
 from study import benchmark_docs, claims_figure, committed_runs
 from study import claims as claimlib
 from trainables.config import TrainConfig
@@ -67,7 +68,7 @@ def test_readme_first_screen_installs_runs_the_quick_start_and_shows_its_time_an
     assert all(len(line) <= 100 for line in table.splitlines()), table
     assert text.count(table) == 1
     for cell in docs.table_rows(run["folder"]):
-        assert text.count(docs.mean_std_text(cell)) == 1, cell["row"]  # no second copy of the table
+        assert text.count(value_text(cell)) == 1, cell["row"]  # no second copy of the table
     assert "paired_diffs.png" not in text
 
 
@@ -83,7 +84,7 @@ def test_the_quick_start_table_shows_the_cells_of_the_table_the_run_printed():
     for cell, line in zip(cells, lines):
         mean_std, _, diff = printed[cell["row"], cell["col"]].strip().partition(" · ")
         assert line.split()[:len(cell["row"].split())] == cell["row"].split()
-        assert docs.mean_std_text(cell) == mean_std and docs.diff_text(cell) == diff
+        assert value_text(cell) == mean_std and diff_text(cell).removeprefix(" · ") == diff
         assert line.rstrip().endswith(f"{mean_std}  {diff}".rstrip())
 
 

@@ -462,7 +462,7 @@ def test_published_strong_view_is_made_on_the_pixels_and_trains(tmp_path):
     on_pixel = (p - p.round()).abs() < 1e-3
     grey = (p - 127.5).abs() < 1e-3
     cut = v.xs == 0
-    assert (on_pixel | grey | cut).all() and grey.any() | cut.any()
+    assert (on_pixel | grey | cut).all()
     assert not torch.equal(v.xs, v.x[4:])
     assert math.isfinite(train(cfg, ds, log=lambda *_: None)["test_error"])
 

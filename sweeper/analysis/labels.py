@@ -87,6 +87,13 @@ def col_label(cfg: dict) -> str:
     return " ".join(parts)
 
 
+def trial_labels(config: dict, row_keys, col_keys) -> tuple[str, str]:
+    """A trial's table row and column labels from its config and the sweep's row and column keys ("" for no
+    column keys): how the trackers (MLflow, W&B) name a trial as the tables do."""
+    return (row_label({k: config[k] for k in row_keys if k in config}),
+            col_label({k: config[k] for k in col_keys if k in config}) if col_keys else "")
+
+
 def sort_key(key: str, v):
     if key in ORDER and v in ORDER[key]:
         return (0, ORDER[key].index(v), "")

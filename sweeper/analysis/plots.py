@@ -424,11 +424,6 @@ def cell_curves(by_cell: dict[tuple[str, str], pd.DataFrame], history: pd.DataFr
     return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
 
 
-def column_order(table: pd.DataFrame) -> list[str]:
-    """The table's column labels in its order (table_frame's col_order)."""
-    return list(dict.fromkeys(table.sort_values("col_order", kind="stable")["col"])) if len(table) else []
-
-
 def plot_curves(curves: pd.DataFrame, col_order: list[str], path: Path, metric: str = "test_error") -> Path | None:
     """cell_curves drawn: one small panel per table column (in `col_order`, the table's), a line per row
     with its min–max band, a row's colour the same in every panel; None without any curve."""

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from sweeper.analysis.labels import BEST_HEADER
-from sweeper.analysis.tables import cell_text, mean_std, signed, table_notes
+from sweeper.analysis.tables import cell_text, column_order, mean_std, signed, table_notes
 from trainables.files import atomic_write
 
 
@@ -17,7 +17,7 @@ def _grid(table: pd.DataFrame) -> tuple[list[str], list[list[str]], list[int]]:
     """Header, body cells and each column's width: ours, the best test error where the table has it (BEST_COLS),
     then paper and Δ where the paper has a value, and Δ best test beside them."""
     rows = list(dict.fromkeys(table["row"]))
-    cols = list(dict.fromkeys(table.sort_values("col_order", kind="stable")["col"]))
+    cols = column_order(table)
     has_paper = {c: bool(table.loc[table["col"] == c, "paper_mean"].notna().any()) for c in cols}
     best = "best_test_mean" in table.columns
     heads = {c: [c] + ([BEST_HEADER] if best else []) + (["paper", "Δ"] if has_paper[c] else [])

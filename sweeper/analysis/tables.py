@@ -105,6 +105,11 @@ def with_best_test(table: pd.DataFrame, summary: pd.DataFrame, trials: pd.DataFr
     return out.assign(best_test_delta=(out["best_test_mean"] - out["paper_mean"]).where(out["delta"].notna()))
 
 
+def column_order(table: pd.DataFrame) -> list[str]:
+    """The table's column labels in its order (table_frame's col_order)."""
+    return list(dict.fromkeys(table.sort_values("col_order", kind="stable")["col"])) if len(table) else []
+
+
 def signed(x: float) -> str:
     """+1.90 / −1.90 (a true minus sign, as in print)."""
     return f"{x:+.2f}".replace("-", "−")
@@ -118,6 +123,11 @@ def mean_std(mean: float, std: float, n: int) -> str:
 def cell_text(r) -> str:
     """"15.61 ± 0.20", with the failed / diverged / unfinished trials named beside it, then the paired
     difference from the baseline cell where there is one: "15.61 ± 0.20 · −1.90 [−2.80, −1.00]*"."""
+    return value_text(r) + diff_text(r)
+
+
+def value_text(r) -> str:
+    """A cell's own value: "15.61 ± 0.20", "15.61 ± 0.20 (n=3, 1 failed)", "15.61 (n=1)"."""
     n = int(r["n"])
     text = mean_std(r["mean"], r["std"], n)
     extra = [f"{int(r[c])} {w}" for c, w in (("n_failed", "failed"), ("n_diverged", "diverged"),
@@ -127,7 +137,7 @@ def cell_text(r) -> str:
         extra.append(f"{int(missing)} missing")
     if extra or n == 1:
         text += f" (n={n}" + "".join(f", {e}" for e in extra) + ")"
-    return text + diff_text(r)
+    return text
 
 
 def diff_text(r) -> str:

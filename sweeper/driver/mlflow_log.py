@@ -18,7 +18,7 @@ import os
 import urllib.error
 import urllib.request
 
-from sweeper.analysis.labels import col_label, row_label
+from sweeper.analysis.labels import trial_labels
 
 TELEMETRY_OFF = {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
 
@@ -62,9 +62,9 @@ def mlflow_callback(uri: str, folder: str, sweep: str, preset: str, row_keys: li
     class SweepMLflow(MLflowLoggerCallback):
         def log_trial_start(self, trial):
             cfg = trial.config
+            row, col = trial_labels(cfg, row_keys, col_keys)
             self.tags = {"sweep": sweep, "preset": preset, "folder": folder, "seed": str(cfg.get("seed")),
-                         "row": row_label({k: cfg[k] for k in row_keys if k in cfg}),
-                         **({"col": col_label({k: cfg[k] for k in col_keys if k in cfg})} if col_keys else {})}
+                         "row": row, **({"col": col} if col_keys else {})}
             super().log_trial_start(trial)
 
         def log_trial_result(self, iteration, trial, result):

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from sweeper.analysis import aggregate
-from sweeper.analysis.labels import col_label, row_label
+from sweeper.analysis.labels import trial_labels
 from trainables.files import KERNELS_KEY
 
 ENV_DEFAULTS = {"WANDB_ERROR_REPORTING": "false"}  # no crash reports to Sentry
@@ -82,9 +82,8 @@ def final_row(trial_dir: Path) -> dict:
 
 def run_name(config: dict, row_keys: list[str], col_keys: list[str]) -> str:
     """The trial as the tables name it: its row, its column (where the sweep has column keys) and its seed."""
-    col = col_label({k: config[k] for k in col_keys if k in config}) if col_keys else ""
-    return " ".join(p for p in (row_label({k: config[k] for k in row_keys if k in config}), col,
-                                f"seed={config.get('seed')}") if p)
+    row, col = trial_labels(config, row_keys, col_keys)
+    return " ".join(p for p in (row, col, f"seed={config.get('seed')}") if p)
 
 
 class TrialRuns:
