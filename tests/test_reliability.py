@@ -47,6 +47,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # Tiny trials of the quick preset: 40 steps, a report + checkpoint every 10.
 TINY = ["--set", "steps=40", "--set", "eval_every=10", "--set", "lr_rampdown=10", "--set", "checkpoint_every_s=0",
         "--set", "sensitivity_samples=20", "--live-every", "0"]  # the live page: tests/test_html.py
+# The three cells of ablation_radius at r = 1 (LabelSpreading, MT, MT + MUR): a finished trial at once (LabelSpreading)
+# and two that run on the two CPUs, which is what the stop-and-resume properties need of a sweep.
+THREE = ["--cells", "mur_radius=1.0"]
 # Metrics that must be bit-identical to an uninterrupted run on CPU (not wall_time, steps_per_s).
 EXACT = ("step", "test_error", "test_error_student", "test_error_teacher", "best_test_error", "loss_total",
          "loss_xent", "loss_cons", "loss_kl", "loss_mur", "loss_entmin", "g0_norm", "lr",
@@ -180,6 +183,8 @@ def cli_trials(*argv: str) -> tuple:
     """(sweep, args, validated trial configs) exactly as `python -m sweeper.run ARGV` builds them."""
     args = sweeper_run.parse_args(list(argv))
     sweep = get_sweep(args.sweep, args.preset)
+    if args.cells:
+        sweep = preflight.select_cells(sweep, args.cells, compared=not args.cells_only)
     return sweep, args, preflight.trial_configs(sweep, args)
 
 
@@ -380,9 +385,10 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(ray_head, tmp_p
     temp, storage = short_tmp("rrdrv"), tmp_path / "results"
     # three trials (LabelSpreading, MT, MT + MUR) on two CPUs; LabelSpreading ends at once, so MT + MUR
     # must run long enough (400 steps) to be killed mid-run twice, after one and after two finished trials
-    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *TINY, "--set", "steps=400",
+    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *THREE, *TINY, "--set", "steps=400",
             "--storage", str(storage)]
     sweep, _, trials = cli_trials(*argv)
+    assert len(trials) == 3
     every = trials[0]["eval_every"]
     exp_of = lambda: next(storage.glob("ablation_radius-*"), None)
     kills, t0, d = [], time.time(), None
@@ -549,8 +555,8 @@ def test_a_stop_signal_ends_the_sweep_gracefully_and_resume_finishes_it(ray_head
     run of it ends with 0 and removes resume.txt. Ctrl+C: test_ctrl_c_before_tune_created_every_trial_..."""
     sig = signal.SIGTERM
     temp, storage = short_tmp("rrterm"), tmp_path / "results"
-    # 100 steps: the LabelSpreading row ends at once, so the MUR trials must run long enough to be stopped
-    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *TINY, "--set", "steps=100",
+    # 100 steps: the LabelSpreading row ends at once, so MT and MT + MUR must run long enough to be stopped
+    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *THREE, *TINY, "--set", "steps=100",
             "--storage", str(storage)]
     exp_of = lambda: next(storage.glob("ablation_radius-*"), None)
     d = None
@@ -569,7 +575,7 @@ def test_a_stop_signal_ends_the_sweep_gracefully_and_resume_finishes_it(ray_head
         assert rc == 3, log[-3000:]
         exp = exp_of()
         assert f"--resume {exp}" in log and "interrupted:" in log and (exp / "trials.parquet").is_file()
-        assert (exp / "resume.txt").read_text() == f"python -m sweeper.run ablation_radius --resume {exp}\n"
+        assert (exp / "resume.txt").read_text() == f"{sweeper_run.resume_command('ablation_radius', exp, THREE[1:])}\n"
         waited = "stopping once" in log  # a checkpoint was being registered when the signal came
         stopped = sweep_state(exp)
         # the resumed run trains to the end, then gets SIGHUP (a closed terminal) once fit() is over and the
@@ -592,7 +598,7 @@ def test_a_stop_signal_ends_the_sweep_gracefully_and_resume_finishes_it(ray_head
     # finished = reached its 100 steps (Tune marks the trials it stopped on the signal done=True too)
     finished = lambda state: {t for t, r in state.items() if r and r[-1]["step"] == 100}
     final = sweep_state(exp)
-    assert len(final) == 5 and finished(final) == set(final)  # LabelSpreading, MT, MT+MUR at three radii
+    assert len(final) == 3 and finished(final) == set(final)  # LabelSpreading, MT, MT + MUR
     assert finished(at_stop) <= finished(stopped) and len(finished(stopped)) < 3
     for t in finished(stopped):  # finished before the resume: not run again
         assert final[t] == stopped[t], f"{t} ran again after it finished"
@@ -616,7 +622,7 @@ def test_ctrl_c_before_tune_created_every_trial_ends_gracefully_and_resume_runs_
     trials.json and those trials run their own configs, not Tune's stored placeholders (which the
     trainable refuses)."""
     temp, storage = short_tmp("rrlazy"), tmp_path / "results"
-    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *TINY, "--set", "steps=60",
+    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *THREE, *TINY, "--set", "steps=60",
             "--max-concurrent", "1", "--storage", str(storage)]
     exp_of = lambda: next(storage.glob("ablation_radius-*"), None)
     d = None
@@ -630,13 +636,13 @@ def test_ctrl_c_before_tune_created_every_trial_ends_gracefully_and_resume_runs_
         assert f"--resume {exp}" in log and "interrupted:" in log and (exp / "trials.parquet").is_file(), log[-3000:]
         stopped = sweep_state(exp)
         created = set(stopped)
-        assert len(created) < 5, created  # the stop came before Tune had created every trial
+        assert len(created) < 3, created  # the stop came before Tune had created every trial
         d = Driver([*argv, "--resume", str(exp)], temp, tmp_path / "driver2.log", head=ray_head)
         assert d.finish(timeout=900) == 0, d.log.read_text()[-3000:]
     finally:
         end_driver(d, temp)
     final = sweep_state(exp)
-    assert len(final) == 5 and all(r and r[-1]["step"] == 60 for r in final.values()), final
+    assert len(final) == 3 and all(r and r[-1]["step"] == 60 for r in final.values()), final
     ended = {t for t, r in stopped.items() if r and r[-1]["step"] == 60}
     assert ended and all(final[t] == stopped[t] for t in ended)  # finished before the stop: not run again
     planned = json.loads((exp / TRIALS_FILE).read_text())
@@ -658,7 +664,7 @@ def test_a_drivers_own_ray_ends_with_a_group_sigterm_and_with_a_sigkill_of_the_d
        stops them by PID.
     3. `--resume` finishes the sweep, running no trial again that had finished."""
     temp, storage = short_tmp("rrown"), tmp_path / "results"
-    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *TINY, "--set", "steps=100",
+    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *THREE, *TINY, "--set", "steps=100",
             "--storage", str(storage)]
     exp_of = lambda: next(storage.glob("ablation_radius-*"), None)
     agents = (b"ray::DashboardAgent", b"ray::RuntimeEnvAgent")
@@ -705,7 +711,7 @@ def test_a_drivers_own_ray_ends_with_a_group_sigterm_and_with_a_sigkill_of_the_d
         kill_tree(ray_procs)
         end_driver(d, temp)
     final = sweep_state(exp)
-    assert len(final) == 5 and all(r[-1]["step"] == 100 for r in final.values())
+    assert len(final) == 3 and all(r[-1]["step"] == 100 for r in final.values())
     for t, r in stopped.items():  # what finished before the signal did not run again
         if r and r[-1]["step"] == 100:
             assert final[t] == r, f"{t} ran again after it finished"
@@ -719,7 +725,8 @@ def test_a_trial_stopped_with_sigstop_is_named_stalled_and_ended_as_failed(ray_h
     trials ended as stalled (while it is only stalled, it is under "stalled": tests/test_stalls.py)."""
     temp, storage = short_tmp("rrstall"), tmp_path / "results"
     # the two-trial sweep: one trial is stopped, the other must still finish
-    argv = ["quick_settings", "--preset", "quick", "--seeds", "1", "--set", "steps=300", "--set", "eval_every=10",
+    # 1000 steps: the trial to stop must still be running once its reports reach the experiment folder
+    argv = ["quick_settings", "--preset", "quick", "--seeds", "1", "--set", "steps=1000", "--set", "eval_every=10",
             "--set", "lr_rampdown=10", "--set", "sensitivity_samples=20", "--storage", str(storage),
             "--stall-after", "3", "--end-stalled", "--max-concurrent", "2", "--live-every", "0"]
     exp_of = lambda: next(storage.glob("quick_settings-*"), None)
@@ -810,7 +817,9 @@ def test_a_requested_stop_waits_until_no_trial_is_saving(monkeypatch):
     def interrupts(step) -> int:
         n = len(got)
         step()
-        deadline = time.time() + 2
+        # the interrupt is os.kill of this process, whose handler runs before step() returns: the wait
+        # is only headroom for a signal that would come late
+        deadline = time.time() + 0.5
         while len(got) == n and time.time() < deadline:
             time.sleep(0.01)
         return len(got) - n
