@@ -5,13 +5,14 @@ that are stopped and resumed run as subprocesses and the server outlives them); 
 points every client at it (boto3 here, pyarrow in the drivers, Ray's workers). Dummy credentials;
 moto accepts any, except while its own authentication is switched on (refused credentials).
 
-    pytest tests/test_s3.py -q                  # ~2 min on 2 cores (one stopped + resumed sweep through Ray)
+    pytest tests/test_s3.py -q                  # ~2 min on 2 cores (a stopped + resumed sweep, two drivers)
     pytest tests/test_s3.py -q -m "not slow"    # pre-flight errors and data copies only (~10 s)
 """
 import json
 import logging
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -44,6 +45,11 @@ BUCKET = "vbi-mur-test"
 TINY = ["--seeds", "1", "--set", "steps=20", "--set", "eval_every=10", "--set", "lr_rampdown=10",
         "--set", "checkpoint_every_s=0",  # a checkpoint at every evaluation
         "--set", "sensitivity_samples=20"]
+# the sweeps through Ray run the cells of ablation_radius that their property needs, not all five: MT (the
+# baseline) and MT + MUR at the smallest and largest radius (two trials at once and a third after them, so that
+# a stop finds one trial finished and another mid-run), or MT alone (one trial, for the driver lease)
+THREE_CELLS = ["--cells", "method=mt,mur=none|mur_radius=0.25|mur_radius=4.0", "--cells-only"]
+BASELINE_CELL = ["--cells", "method=mt,mur=none", "--cells-only"]
 
 
 @pytest.fixture(scope="module")
@@ -431,63 +437,92 @@ def trial_reports(s3, prefix: str) -> dict[str, list[dict]]:
     return out
 
 
-def mid_sweep(keys, n_evals: int = 4) -> bool:
-    """A trial has all its n_evals checkpoints in the bucket (finished) and another at least two but not
-    all (mid-run: it can lose its newest to the stop and still resume past its first evaluation)."""
+STEPS = 60  # the stopped sweep's trials: 6 evaluations each, a checkpoint at every one
+
+
+def mid_sweep(keys, n_evals: int = STEPS // 10) -> bool:
+    """A trial has all its n_evals checkpoints in the bucket (finished) and another its second or a later
+    one but not its last (mid-run: it can lose its newest to the stop and still resume past its first
+    evaluation)."""
     ckpts = {}
     for k in keys:
         if k.endswith("/trainer.pt"):
-            ckpts.setdefault(k.split("/")[-3], set()).add(k.split("/")[-2])
-    last = f"checkpoint_{n_evals - 1:06d}"
-    return any(last in c for c in ckpts.values()) and \
-        any("checkpoint_000001" in c and last not in c for c in ckpts.values())
+            ckpts.setdefault(k.split("/")[-3], set()).add(int(k.split("/")[-2].removeprefix("checkpoint_")))
+    last = n_evals - 1
+    return any(last in c for c in ckpts.values()) and any(1 <= max(c) < last for c in ckpts.values())
 
 
-@pytest.mark.slow
-def test_sweep_on_s3_stops_resumes_and_reports_from_the_bucket_alone(s3, tmp_path, monkeypatch):
-    """A tiny sweep with --storage s3://...: SIGTERM once a trial has finished (exit 3), `--resume`
-    (the latest experiment under the bucket's root) finishes it without running a finished trial
-    again, and `python -m sweeper.report URI` rebuilds the report from the bucket alone."""
+@pytest.fixture(scope="module")
+def stopped_and_resumed(s3, tmp_path_factory):
+    """A sweep with --storage s3://... (three cells), stopped with SIGTERM once a trial has finished and
+    another is mid-run, and `--resume`d to the end. Its driver starts its own local Ray, whose trial
+    workers get the bucket's settings (endpoint, keys) from the driver's environment, as a user's local
+    sweep on a bucket does; that environment holds a unique S3 secret key, access key id and Ray token,
+    and the drivers run in a working folder and $HOME of their own, so that every file the sweep writes
+    can be searched for them. Ray's temp dir stays until the module's tests are done."""
+    tmp = tmp_path_factory.mktemp("stop-resume")
+    secret, key_id, token = secrets.token_hex(20), "AKIA" + secrets.token_hex(8).upper(), secrets.token_hex(32)
     temp = Path(tempfile.mkdtemp(prefix="rrs3", dir="/tmp"))  # short: Ray's unix socket paths
+    run = {"tmp": tmp, "temp": temp, "home": tmp / "home", "work": tmp / "work", "cache": tmp / "driver-cache",
+           "needles": {"AWS_SECRET_ACCESS_KEY": secret.encode(), "AWS_ACCESS_KEY_ID": key_id.encode(),
+                       "RAY_AUTH_TOKEN": token.encode()}}
+    run["home"].mkdir()
+    run["work"].mkdir()
     env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": str(temp),
-           "PYTHONPATH": str(ROOT), "VBI_MUR_CACHE": str(tmp_path / "driver-cache")}
-    argv = [sys.executable, "-m", "sweeper.run", "ablation_radius", "--preset", "quick", *TINY,
-            "--set", "steps=40", "--storage", f"s3://{BUCKET}/results"]  # 4 evaluations a trial
+           "PYTHONPATH": str(ROOT), "VBI_MUR_CACHE": str(run["cache"]), "HOME": str(run["home"]),
+           "AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret, "RAY_AUTH_TOKEN": token}
+    argv = [sys.executable, "-m", "sweeper.run", "ablation_radius", "--preset", "quick", *TINY, *THREE_CELLS,
+            "--set", f"steps={STEPS}", "--storage", f"s3://{BUCKET}/results"]
     t0 = time.time()
     proc = None
     try:
-        log1 = tmp_path / "driver1.log"
-        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log1.open("w"), stderr=subprocess.STDOUT)
+        log1 = tmp / "driver1.log"
+        proc = subprocess.Popen(argv, cwd=run["work"], env=env, stdout=log1.open("w"), stderr=subprocess.STDOUT)
         deadline = time.time() + 240
-        # stop once a trial has finished (its step-40 checkpoint, the fourth, is in the bucket: workers
-        # upload checkpoints directly) and another is mid-run (two or three checkpoints)
+        # stop once a trial has finished (its last checkpoint is in the bucket: workers upload checkpoints
+        # directly) and another is mid-run (its second checkpoint or a later one, not its last)
         while not mid_sweep(objects(s3, prefix="results/")):
             assert proc.poll() is None, log1.read_text()[-3000:]
             assert time.time() < deadline, "the sweep did not reach a finished and a half-run trial in time"
             time.sleep(0.3)
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(120) == 3, log1.read_text()[-3000:]
-        t_stop = time.time() - t0
-        log = log1.read_text()
+        run["stop_rc"] = proc.wait(120)
+        run["t_stop"] = time.time() - t0
+        run["stop_log"] = log1.read_text()
+        assert run["stop_rc"] == 3, run["stop_log"][-3000:]
         exps = sorted({k.split("/")[1] for k in objects(s3, prefix="results/ablation_radius-")})
-        assert len(exps) == 1
-        exp = f"s3://{BUCKET}/results/{exps[0]}"
-        assert f"results: {exp}" in log and f"--resume {exp}`" in log, log[-3000:]
-        assert not (ROOT / "s3:").exists()
-        stopped = trial_reports(s3, f"results/{exps[0]}/")
-        proc = subprocess.run([*argv, "--resume"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert len(exps) == 1, exps
+        run["name"], run["exp"] = exps[0], f"s3://{BUCKET}/results/{exps[0]}"
+        run["stopped"] = trial_reports(s3, f"results/{exps[0]}/")
+        proc = subprocess.run([*argv, "--resume"], cwd=run["work"], env=env, capture_output=True, text=True,
+                              timeout=300)
+        run["resume"] = proc
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-        assert f"resuming {exp}" in proc.stdout and f"results: {exp}" in proc.stdout
+        run["t_resume"] = time.time() - t0
+        run["final"] = trial_reports(s3, f"results/{exps[0]}/")
     finally:
         if isinstance(proc, subprocess.Popen) and proc.poll() is None:
             proc.kill()
         for pid in pids_naming(str(temp)):  # the drivers' own local Ray, if one outlived its driver
             os.kill(pid, signal.SIGKILL)
+    try:
+        yield run
+    finally:
         shutil.rmtree(temp, ignore_errors=True)
-    t_resume = time.time() - t0
-    final = trial_reports(s3, f"results/{exps[0]}/")
-    finished = lambda state: {t for t, r in state.items() if r and r[-1]["step"] == 40}
-    assert finished(final) == set(final) and len(final) == 5  # LabelSpreading, MT, MT + MUR at three radii
+
+
+@pytest.mark.slow
+def test_sweep_on_s3_stops_resumes_and_reports_from_the_bucket_alone(stopped_and_resumed, s3, tmp_path, monkeypatch):
+    """The sweep on S3 (`stopped_and_resumed`): SIGTERM once a trial has finished (exit 3), `--resume`
+    (the latest experiment under the bucket's root) finishes it without running a finished trial
+    again, and `python -m sweeper.report URI` rebuilds the report from the bucket alone."""
+    run = stopped_and_resumed
+    exp, name, log, stopped, final = run["exp"], run["name"], run["stop_log"], run["stopped"], run["final"]
+    assert f"results: {exp}" in log and f"--resume {exp} {shlex.join(THREE_CELLS)}`" in log, log[-3000:]
+    assert f"resuming {exp}" in run["resume"].stdout and f"results: {exp}" in run["resume"].stdout
+    assert list(run["work"].glob("s3:*")) == []  # the URI was never taken for a folder of the working folder
+    finished = lambda state: {t for t, r in state.items() if r and r[-1]["step"] == STEPS}
+    assert finished(final) == set(final) and len(final) == 3  # MT, MT + MUR at two radii
     assert 1 <= len(finished(stopped)) < len(final)
     for t in finished(stopped):  # finished before the stop: not run again
         assert final[t] == stopped[t], f"{t} ran again after it finished"
@@ -498,31 +533,32 @@ def test_sweep_on_s3_stops_resumes_and_reports_from_the_bucket_alone(s3, tmp_pat
         # continued from a checkpoint (at worst the one before its newest, which a stop can catch before
         # Ray records it; the restore may rewrite result.json, as test_reliability's kill test explains)
         restart = final[t][[i for i, r in enumerate(final[t]) if r["iterations_since_restore"] == 1][-1]]
-        assert [r["step"] for r in final[t] if r["step"] >= restart["step"]][-1] == 40, final[t]
+        assert [r["step"] for r in final[t] if r["step"] >= restart["step"]][-1] == STEPS, final[t]
         if len(stopped[t]) >= 2:
             assert restart["step"] > 10, f"{t} restarted from scratch: {final[t]}"
             checked += 1
     print(json.dumps({"test": "s3 stop/resume", "resumed": len(resumed), "checked_from_checkpoint": checked}))
 
     # the report from the bucket alone: a fresh cache, the report's files deleted from the bucket first
-    for name in ("table.md", "trials.parquet", "summary.csv"):
-        s3.delete_object(Bucket=BUCKET, Key=f"results/{exps[0]}/{name}")
+    for n in ("table.md", "trials.parquet", "summary.csv"):
+        s3.delete_object(Bucket=BUCKET, Key=f"results/{name}/{n}")
     monkeypatch.setenv("VBI_MUR_CACHE", str(tmp_path / "report-cache"))
     monkeypatch.chdir(tmp_path)
+    t0 = time.time()
     assert report.main([exp]) == 0
-    keys = objects(s3, prefix=f"results/{exps[0]}/")
-    assert all(keys.get(f"results/{exps[0]}/{n}", 0) > 0 for n in ("table.md", "trials.parquet", "summary.csv"))
+    keys = objects(s3, prefix=f"results/{name}/")
+    assert all(keys.get(f"results/{name}/{n}", 0) > 0 for n in ("table.md", "trials.parquet", "summary.csv"))
     fs, path = pafs.FileSystem.from_uri(f"{exp}/trials.parquet")
     with fs.open_input_file(path) as f:
         df = pd.read_parquet(f)
     assert len(df) == len(final) and set(df["status"]) == {"finished"}
-    cache = tmp_path / "report-cache" / "experiments" / "s3" / BUCKET / "results" / exps[0]
+    cache = tmp_path / "report-cache" / "experiments" / "s3" / BUCKET / "results" / name
     assert list(cache.glob("trial_*/checkpoint_*/virtual_points.npz"))
     assert not list(cache.glob("trial_*/checkpoint_*/trainer.pt"))  # x* comes from virtual_points.npz: no weights copied
     assert list(tmp_path.glob("s3:*")) == []
     print(json.dumps({"test": "s3 stop + resume + report", "trials": len(final),
-                      "finished_at_stop": len(finished(stopped)), "stop_s": round(t_stop, 1),
-                      "resumed_s": round(t_resume, 1), "total_s": round(time.time() - t0, 1)}))
+                      "finished_at_stop": len(finished(stopped)), "stop_s": round(run["t_stop"], 1),
+                      "resumed_s": round(run["t_resume"], 1), "report_s": round(time.time() - t0, 1)}))
 
 
 def test_confirm_reads_a_search_from_the_bucket(s3, tmp_path):
@@ -556,47 +592,32 @@ def files_holding(root: Path, needles: dict[str, bytes]) -> list[str]:
 
 
 @pytest.mark.slow
-def test_no_credential_reaches_any_file_the_sweep_writes(s3, tmp_path):
-    """A sweep on S3 with a unique S3 secret key and Ray token in its environment: neither value (nor the
-    access key id) is in any object of the bucket or any file written on this machine: the results
-    cache, Tune's local staging, Ray's temp dir with its session logs, the working folder and $HOME."""
-    secret, key_id, token = secrets.token_hex(20), "AKIA" + secrets.token_hex(8).upper(), secrets.token_hex(32)
-    needles = {"AWS_SECRET_ACCESS_KEY": secret.encode(), "AWS_ACCESS_KEY_ID": key_id.encode(),
-               "RAY_AUTH_TOKEN": token.encode()}
-    temp, home, work = Path(tempfile.mkdtemp(prefix="rrkey", dir="/tmp")), tmp_path / "home", tmp_path / "work"
-    home.mkdir()
-    work.mkdir()
-    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": str(temp),
-           "PYTHONPATH": str(ROOT), "VBI_MUR_CACHE": str(tmp_path / "cache"), "HOME": str(home),
-           "AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret, "RAY_AUTH_TOKEN": token}
-    prefix = "leak/"
-    try:
-        p = subprocess.run([sys.executable, "-m", "sweeper.run", "ablation_radius", "--preset", "quick", *TINY,
-                            "--storage", f"s3://{BUCKET}/{prefix}results"], cwd=work, env=env,
-                           capture_output=True, text=True, timeout=400)
-        assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
-        assert not any(v.decode() in p.stdout + p.stderr for v in needles.values()), "a credential was printed"
-        written = [d for d in (temp, home, work, tmp_path / "cache") if d.is_dir()]
-        n_files = sum(1 for d in written for f in d.rglob("*") if f.is_file())
-        leaks = [f for d in written for f in files_holding(d, needles)]
-        keys = objects(s3, prefix=prefix)
-        assert any(k.endswith("/trials.parquet") for k in keys) and any(k.endswith("/trainer.pt") for k in keys)
-        leaks += [f"s3://{BUCKET}/{k}" for k in keys
-                  if any(v in s3.get_object(Bucket=BUCKET, Key=k)["Body"].read() for v in needles.values())]
-        assert leaks == [], f"credentials written to {leaks}"
-        # the places searched hold what the sweep wrote: the report's cache, Tune's staging, Ray's logs
-        assert any((tmp_path / "cache").rglob("trials.parquet")) and any(temp.rglob("driver_artifacts"))
-        assert any(temp.rglob("raylet.out"))
-    finally:
-        for pid in pids_naming(str(temp)):  # the driver's own local Ray, if one outlived it
-            os.kill(pid, signal.SIGKILL)
-        shutil.rmtree(temp, ignore_errors=True)
+def test_no_credential_reaches_any_file_the_sweep_writes(stopped_and_resumed, s3):
+    """The sweep on S3 (`stopped_and_resumed`: stopped, resumed, with its own local Ray) had a unique S3
+    secret key and Ray token in its environment: neither value (nor the access key id) is printed, nor in
+    any object of the bucket or any file written on this machine: the results cache, Tune's local staging,
+    Ray's temp dir with both drivers' session logs, the working folder and $HOME."""
+    run = stopped_and_resumed
+    needles, temp = run["needles"], run["temp"]
+    printed = run["stop_log"] + run["resume"].stdout + run["resume"].stderr
+    assert not any(v.decode() in printed for v in needles.values()), "a credential was printed"
+    written = [d for d in (temp, run["home"], run["work"], run["cache"]) if d.is_dir()]
+    n_files = sum(1 for d in written for f in d.rglob("*") if f.is_file())
+    leaks = [f for d in written for f in files_holding(d, needles)]
+    keys = objects(s3, prefix="results/")
+    assert any(k.endswith("/trials.parquet") for k in keys) and any(k.endswith("/trainer.pt") for k in keys)
+    leaks += [f"s3://{BUCKET}/{k}" for k in keys
+              if any(v in s3.get_object(Bucket=BUCKET, Key=k)["Body"].read() for v in needles.values())]
+    assert leaks == [], f"credentials written to {leaks}"
+    # the places searched hold what the sweep wrote: the report's cache, Tune's staging, Ray's logs
+    assert any(run["cache"].rglob("trials.parquet")) and any(temp.rglob("driver_artifacts"))
+    assert len(list(temp.rglob("raylet.out"))) >= 2  # the stopped driver's Ray session and the resumed one's
     print(json.dumps({"test": "no credential in written files", "local_files": n_files, "objects": len(keys)}))
 
 
 @pytest.mark.slow
 def test_two_real_drivers_on_one_bucket_experiment(s3, tmp_path):
-    """Driver A runs a tiny sweep into the bucket; driver B (`--resume` of it) is refused in one line
+    """Driver A runs a tiny sweep (one trial) into the bucket; driver B (`--resume` of it) is refused in one line
     naming A while A's lease beats; A is killed with SIGKILL (the lease stays in the bucket) and a
     third driver takes the dead holder's lease over and finishes the sweep."""
     from test_reliability import kill_tree, process_tree
@@ -604,8 +625,8 @@ def test_two_real_drivers_on_one_bucket_experiment(s3, tmp_path):
     temp = Path(tempfile.mkdtemp(prefix="rr2d", dir="/tmp"))
     env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": str(temp),
            "PYTHONPATH": str(ROOT), "VBI_MUR_CACHE": str(tmp_path / "driver-cache"), "VBI_MUR_LEASE_S": "8"}
-    argv = [sys.executable, "-m", "sweeper.run", "ablation_radius", "--preset", "quick", *TINY, "--set", "steps=40",
-            "--live-every", "0", "--storage", f"s3://{BUCKET}/two-drivers"]
+    argv = [sys.executable, "-m", "sweeper.run", "ablation_radius", "--preset", "quick", *TINY, *BASELINE_CELL,
+            "--set", "steps=40", "--live-every", "0", "--storage", f"s3://{BUCKET}/two-drivers"]
     a = None
     try:
         a = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=(tmp_path / "a.log").open("w"), stderr=subprocess.STDOUT)
@@ -637,7 +658,7 @@ def test_two_real_drivers_on_one_bucket_experiment(s3, tmp_path):
             os.kill(pid, signal.SIGKILL)
         shutil.rmtree(temp, ignore_errors=True)
     final = trial_reports(s3, f"{prefix}/")
-    assert len(final) == 5 and all(r and r[-1]["step"] == 40 for r in final.values()), final
+    assert len(final) == 1 and all(r and r[-1]["step"] == 40 for r in final.values()), final
 
 
 def test_an_unreadable_latest_checkpoint_in_a_bucket_is_named_and_the_older_one_loads(s3, tmp_path, capsys):

@@ -10,12 +10,13 @@ is cut mid-sweep and restored on the same port.
   naming the storage and the `--resume` command; `--resume` after the outage finishes every trial.
 
     pytest tests/test_s3_outage.py -q -m "not slow"   # the retrying file system and the proxy (~15 s)
-    pytest tests/test_s3_outage.py -q -s              # + an uninterrupted sweep and the two outages (~5 min on 2 cores)
+    pytest tests/test_s3_outage.py -q -s              # + an uninterrupted sweep and the two outages (~3 min on 2 cores)
 """
 import io
 import json
 import logging
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -42,11 +43,15 @@ from trainables import remote
 
 ROOT = Path(__file__).resolve().parents[1]
 BUCKET = "vbi-mur-outage"
-# the two rows of the quick quick_settings sweep, both as MT + MUR (so each last checkpoint holds its virtual
-# points too), 40 steps: 4 evaluations, each with a checkpoint. Two trials: under an outage past the retries each
-# fails its uploads, is restarted and fails again (FailureConfig), so the trial count sets the test's length.
+# one cell of the quick quick_settings sweep (its baseline row, --cells-only: one trial), as MT + MUR (so its last
+# checkpoint holds its virtual points too), 40 steps: 4 evaluations, each with a checkpoint. One trial: under an
+# outage past the retries every trial fails its uploads, is restarted and fails again (FailureConfig), so the
+# trial count sets the test's length, and what the outage tests check is each trial's own (its uploads wait or
+# fail, its evaluations and checkpoints reach the bucket).
+CELL = ["--cells", "lr=0.1", "--cells-only"]
 TINY = ["--seeds", "1", "--set", "mur=direct", "--set", "steps=40", "--set", "eval_every=10", "--set", "lr_rampdown=10",
-        "--set", "sensitivity_samples=20", "--set", "checkpoint_every_s=0"]
+        "--set", "sensitivity_samples=20", "--set", "checkpoint_every_s=0", *CELL]
+N_EVALS = 4
 # The property: the default budget (remote.RETRY_S, 100 s) rides out a one-minute outage. The sweep runs it
 # at a tenth of both, so that it waits seconds, not a minute.
 OUTAGE_S, RETRY_BUDGET_S = 6.0, 10.0
@@ -212,7 +217,8 @@ def driver_env(temp: Path, cache: Path, **extra) -> dict:
 
 
 def argv(prefix: str, *more) -> list[str]:
-    return [sys.executable, "-m", "sweeper.run", "quick_settings", "--preset", "quick", *TINY,
+    """The sweep's driver on the bucket's `prefix`, the live report off (the report is built at the end)."""
+    return [sys.executable, "-m", "sweeper.run", "quick_settings", "--preset", "quick", *TINY, "--live-every", "0",
             "--storage", f"s3://{BUCKET}/{prefix}", *more]
 
 
@@ -255,13 +261,13 @@ def stored_trials(client, prefix: str, exp: str) -> dict[str, dict]:
 
 
 def complete(trials: dict) -> None:
-    """Both trials evaluated steps 10..40 once each and keep the two checkpoints Tune keeps (sweeper.run:
+    """The trial evaluated each of steps 10..40 once and keeps the two checkpoints Tune keeps (sweeper.run:
     num_to_keep=2), the last with the MUR trial's virtual points."""
-    assert len(trials) == 2 and [t["steps"] for t in trials.values()] == [[10, 20, 30, 40]] * 2, trials
-    assert all(t["checkpoints"].keys() == {"checkpoint_000002", "checkpoint_000003"} for t in trials.values()), trials
-    assert all(t["checkpoints"]["checkpoint_000002"] == {"trainer.pt"} for t in trials.values()), trials
-    assert all(t["checkpoints"]["checkpoint_000003"] == {"trainer.pt", "virtual_points.npz"}
-               for t in trials.values()), trials
+    assert len(trials) == 1 and [t["steps"] for t in trials.values()] == [[10, 20, 30, 40]], trials
+    (t,) = trials.values()
+    assert t["checkpoints"].keys() == {"checkpoint_000002", "checkpoint_000003"}, trials
+    assert t["checkpoints"]["checkpoint_000002"] == {"trainer.pt"}, trials
+    assert t["checkpoints"]["checkpoint_000003"] == {"trainer.pt", "virtual_points.npz"}, trials
 
 
 def no_ray_left(temp: Path, timeout_s: float = 120) -> list[int]:
@@ -315,8 +321,8 @@ def start_until_checkpoint(client, prefix: str, env: dict, log: Path) -> subproc
 
 @pytest.mark.slow
 def test_an_outage_within_the_retry_budget_mid_sweep_loses_nothing(s3, uninterrupted, tmp_path):
-    """Black-holed for OUTAGE_S once the first checkpoint is in the bucket, with trials running: the
-    trials' uploads and Tune's state uploads wait (a retry budget of RETRY_BUDGET_S, the default's ratio
+    """Black-holed for OUTAGE_S once the first checkpoint is in the bucket, with the trial running: the
+    trial's uploads and Tune's state uploads wait (a retry budget of RETRY_BUDGET_S, the default's ratio
     of outage to budget), the sweep ends with exit 0, and the bucket holds every evaluation and kept
     checkpoint and the same report."""
     client, proxy = s3
@@ -342,7 +348,7 @@ def test_an_outage_within_the_retry_budget_mid_sweep_loses_nothing(s3, uninterru
     finally:
         proxy.restore()
         stop(proc, temp)
-    assert sum(len(t["steps"]) for t in at_cut.values()) < 8  # trials still had evaluations to report
+    assert sum(len(t["steps"]) for t in at_cut.values()) < N_EVALS  # the trial still had evaluations to report
     complete(stored_trials(client, "minute", exp))
     got = bucket_report("minute", exp, tmp_path / "report-cache")
     assert got == uninterrupted
@@ -356,7 +362,7 @@ def test_an_outage_within_the_retry_budget_mid_sweep_loses_nothing(s3, uninterru
 @pytest.mark.slow
 def test_an_outage_past_the_retries_is_exit_4_with_the_resume_command(s3, uninterrupted, tmp_path):
     """Refused from the first checkpoint on until the driver has ended, with VBI_MUR_STORAGE_RETRY_S=2:
-    trials fail their uploads (and restarts), the bucket cannot take Tune's final state, and the
+    the trial fails its uploads (and its restarts), the bucket cannot take Tune's final state, and the
     driver ends with exit 4 and one line naming the storage and the `--resume` command. Restored,
     `--resume` (default retries) finishes every trial and the report equals the uninterrupted one."""
     client, proxy = s3
@@ -379,10 +385,10 @@ def test_an_outage_past_the_retries_is_exit_4_with_the_resume_command(s3, uninte
         lines = [s for s in out.splitlines() if f"storage {uri}" in s]
         assert rc == 4 and len(lines) == 1, out[-5000:]
         assert lines[0].startswith("error: ") and \
-            lines[0].endswith(f"`python -m sweeper.run quick_settings --resume {uri}`"), lines
+            lines[0].endswith(f"`python -m sweeper.run quick_settings --resume {uri} {shlex.join(CELL)}`"), lines
         assert "Traceback" not in lines[0]
         assert no_ray_left(temp) == []
-        assert sum(len(t["steps"]) for t in at_cut.values()) < 8
+        assert sum(len(t["steps"]) for t in at_cut.values()) < N_EVALS
         p = subprocess.run([*argv("long"), "--resume", uri], cwd=ROOT, env=driver_env(temp, tmp_path / "driver-cache"),
                            capture_output=True, text=True, timeout=600)
         assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
