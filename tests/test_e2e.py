@@ -15,6 +15,9 @@ from procs import pids_naming
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--seeds", "1", "--set", "steps=20", "--set", "eval_every=10", "--set", "lr_rampdown=10",
         "--set", "sensitivity_samples=20"]
+R1_CELLS = ["--cells", "mur_radius=1.0", "--cells-only"]  # ablation_mur_vs_rr's cells at r = 1 (LabelSpreading's too)
+# ablation_radius's LabelSpreading and plain MT (mur=none): a trial that ends at once and one that trains
+MT_CELLS = ["--cells", "mur=none", "--cells-only"]
 pytestmark = pytest.mark.slow
 
 
@@ -30,8 +33,12 @@ NO_TORCH_DRIVER = BLOCK_TORCH + "from sweeper.run import main; sys.exit(main(sys
 
 
 def test_tiny_sweep_runs_end_to_end_and_writes_results(tmp_path):
+    """A driver that starts its own local Ray with a dashboard, as the quick start does, runs the r = 1 cells
+    (LabelSpreading, MT+MUR, the MT+RR baseline) one after another in one trial process, without importing
+    torch itself, and writes every result file, the virtual-point plot included."""
     p = subprocess.run([sys.executable, "-c", NO_TORCH_DRIVER, "ablation_mur_vs_rr", "--preset", "quick", *TINY,
-                        "--dashboard", "--storage", str(tmp_path)], cwd=ROOT, env=_env(), capture_output=True,
+                        *R1_CELLS, "--max-concurrent", "1", "--live-every", "0", "--dashboard",
+                        "--storage", str(tmp_path)], check=False, cwd=ROOT, env=_env(), capture_output=True,
                        text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     assert re.search(r"Ray dashboard: http://127\.0\.0\.1:\d+", p.stdout), p.stdout[:2000]
@@ -40,7 +47,7 @@ def test_tiny_sweep_runs_end_to_end_and_writes_results(tmp_path):
     for f in ("sweep.json", "trials.parquet", "summary.csv", "summary.parquet", "table.md", "table.tex"):
         assert (exp / f).stat().st_size > 0, f
     df = pd.read_parquet(exp / "trials.parquet")
-    assert len(df) == 5 and set(df["status"]) == {"finished"}  # 2 points x 2 radii + LabelSpreading
+    assert len(df) == 3 and set(df["status"]) == {"finished"}  # MUR and RR points at r = 1 + LabelSpreading
     mt = df[df["method"] == "mt"]
     assert set(mt["mur"]) == {"direct", "random"} and df["final_step"].eq(20).all()
     assert "LabelSpreading" in p.stdout and "(baseline)" in p.stdout  # the classical row, the RR baseline
@@ -52,28 +59,33 @@ def test_tiny_sweep_runs_end_to_end_and_writes_results(tmp_path):
 
 
 def test_ray_job_submit_to_local_head_succeeds(ray_head, tmp_path):
-    """`ray job submit --working-dir . -- python -m sweeper.run ...` against a head on 127.0.0.1."""
+    """`ray job submit --working-dir . -- python -m sweeper.run ...` against a head on 127.0.0.1: the job's log
+    streams back, the SDK reports it SUCCEEDED, and its two trials (LabelSpreading and MT, one after the
+    other in one trial process) each wrote their results and a TensorBoard file."""
     job = ray_head
     p = job("submit", "--working-dir", ".", "--", "python", "-m", "sweeper.run", "ablation_radius",
-            "--preset", "quick", *TINY, "--tensorboard", "--storage", str(tmp_path / "results"))
+            "--preset", "quick", *TINY, *MT_CELLS, "--max-concurrent", "1", "--live-every", "0", "--tensorboard",
+            "--storage", str(tmp_path / "results"))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     assert "results:" in p.stdout  # the job's own log (the CLI's output) streams back
     assert "note: `ray job stop`" in p.stdout  # Ray's default stop wait (3 s) is too short: the fix is named
     job_id = re.search(r"Job '(raysubmit_\w+)' succeeded", p.stdout).group(1)
     status = subprocess.run(  # the SDK reads RAY_AUTH_MODE when Ray loads: ask from a fresh process
-        [sys.executable, "-c", "import sys; from ray.job_submission import JobSubmissionClient as C; "
-         "print(C(sys.argv[1]).get_job_status(sys.argv[2]))", job.dashboard, job_id],
-        env=job.env, capture_output=True, text=True)
+        [sys.executable, "-c", ("import sys; from ray.job_submission import JobSubmissionClient as C; "
+                                "print(C(sys.argv[1]).get_job_status(sys.argv[2]))"), job.dashboard, job_id],
+        check=False, env=job.env, capture_output=True, text=True)
     assert status.stdout.strip().endswith("SUCCEEDED"), status.stdout + status.stderr[-2000:]
     exp = next((tmp_path / "results").glob("ablation_radius-*"))
-    assert len(pd.read_parquet(exp / "trials.parquet")) == 5  # LabelSpreading, MT, MT+MUR at three radii
-    assert len(list(exp.glob("trial_*/events.out.tfevents*"))) == 5  # --tensorboard: one file per trial
+    df = pd.read_parquet(exp / "trials.parquet")
+    assert sorted(df["method"]) == ["labelspreading", "mt"] and set(df["status"]) == {"finished"}
+    # --tensorboard: one file in each trial's folder
+    assert sorted(len(list(t.glob("events.out.tfevents*"))) for t in exp.glob("trial_*")) == [1, 1]
 
 
 def _stop(job, job_id: str, storage: Path) -> float:
-    """`ray job stop --no-wait`, then wait until the job is STOPPED and its driver (every process naming
-    `storage`) has ended; returns the seconds from the SIGTERM to the driver's end. The SIGTERM's moment is
-    when the driver's signal handler wrote its first line ("stopping: ...") to the job's log file, which
+    """`ray job stop --no-wait`, then wait until the job's driver (every process naming `storage`) has ended
+    and the job is STOPPED; returns the seconds from the SIGTERM to the driver's end. The SIGTERM's moment
+    is when the driver's signal handler wrote its first line ("stopping: ...") to the job's log file, which
     the head keeps in its session's logs folder (the `ray job stop` call itself returns later)."""
     log = job.temp / "session_latest" / "logs" / f"job-driver-{job_id}.log"
     assert "stopping:" not in log.read_text()
@@ -89,11 +101,21 @@ def _stop(job, job_id: str, storage: Path) -> float:
         time.sleep(0.1)
     stop_s = time.monotonic() - signalled
     assert stop.wait(60) == 0
-    deadline = time.time() + 60
-    while "was stopped" not in (st := job("status", job_id)).stdout + st.stderr:  # "Job '...' was stopped"
-        assert time.time() < deadline, st.stdout + st.stderr
-        time.sleep(1)
+    from ray.job_submission import JobStatus
+
+    client, deadline = _client(job), time.time() + 60
+    while (status := client.get_job_status(job_id)) != JobStatus.STOPPED:
+        assert time.time() < deadline, status
+        time.sleep(0.1)
     return stop_s
+
+
+def _client(job):
+    """The Job API of `job`'s head from this process (an HTTP client; a `ray job` CLI call starts a Python
+    process that imports Ray), with the head's token in its header."""
+    from ray.job_submission import JobSubmissionClient
+
+    return JobSubmissionClient(job.dashboard, headers={"Authorization": f"Bearer {job.env['RAY_AUTH_TOKEN']}"})
 
 
 def _reports(exp: Path) -> dict[str, list[dict]]:
@@ -105,16 +127,22 @@ def test_ray_job_stop_keeps_what_finished_and_resume_finishes_every_trial(ray_he
     """`ray job stop` mid-sweep, twice: with Ray's default stop wait (3 s, then SIGKILL) the job's log still
     holds the --resume command and trials.parquet what had finished; submitted with the stop wait that
     docs/USAGE.md gives, the stop ends in time, its log ends with the --resume line and trials.parquet
-    and summary.csv are written. A third job resumes the sweep and finishes every trial."""
+    and summary.csv are written. A third job, the logged --resume command, finishes every trial. The sweep
+    is ablation_radius's LabelSpreading, which ends at once, and plain MT, long enough that each stop
+    lands while it trains, in one trial process."""
     from sweeper.driver.stopping import JOB_STOP_WAIT_S
 
     storage = tmp_path / "stopped"
-    argv = ["python", "-m", "sweeper.run", "ablation_radius", "--preset", "quick", "--seeds", "1",
-            "--set", "steps=200", "--set", "eval_every=10", "--set", "lr_rampdown=10", "--set", "checkpoint_every_s=0",
-            "--set", "sensitivity_samples=20", "--storage", str(storage)]
+    # MT's steps left at each stop outlast it: the trial trains on while `ray job stop` starts, reaches the
+    # driver and the driver ends, and the second stop comes after the first one's steps
+    steps = 1000
+    argv = ["python", "-m", "sweeper.run", "ablation_radius", "--preset", "quick", "--seeds", "1", *MT_CELLS,
+            "--max-concurrent", "1", "--set", f"steps={steps}", "--set", "eval_every=10", "--set", "lr_rampdown=10",
+            "--set", "checkpoint_every_s=0", "--set", "sensitivity_samples=20", "--live-every", "0",
+            "--storage", str(storage)]
     wait_env = json.dumps({"env_vars": {"RAY_JOB_STOP_WAIT_TIME_S": str(JOB_STOP_WAIT_S)}})
-    finished = lambda reports: {t for t, r in reports.items() if r and r[-1]["step"] == 200}
-    stops = []
+    finished = lambda reports: {t for t, r in reports.items() if r and r[-1]["step"] == steps}
+    stops, exp = [], None
     job = ray_head
     for i, extra in enumerate(([], ["--runtime-env-json", wait_env])):
         resume = ["--resume", str(exp)] if i else []
@@ -125,15 +153,15 @@ def test_ray_job_stop_keeps_what_finished_and_resume_finishes_every_trial(ray_he
         deadline = time.time() + 300
         # stop once a trial finished (LabelSpreading, at once) and a running one reported new steps
         while not (exp_of() and finished(now := _reports(exp_of())) and any(
-                len(r) > len(before.get(t, [])) and r[-1]["step"] < 200 for t, r in now.items())):
+                len(r) > len(before.get(t, [])) and r[-1]["step"] < steps for t, r in now.items())):
             assert time.time() < deadline, job("logs", job_id).stdout[-3000:]
             time.sleep(0.2)
         exp = exp_of()
         at_stop = finished(_reports(exp))
         stop_s = _stop(job, job_id, storage)
         print(f"ray job stop {i + 1}: the driver ended {stop_s:.1f} s after its SIGTERM")
-        log = job("logs", job_id).stdout
-        resume_cmd = f"python -m sweeper.run ablation_radius --resume {exp}"
+        log = _client(job).get_job_logs(job_id)
+        resume_cmd = f"python -m sweeper.run ablation_radius --resume {exp} {' '.join(MT_CELLS)}"
         assert resume_cmd in log, log[-3000:]
         df = pd.read_parquet(exp / "trials.parquet")  # written at the signal, or by the final report
         assert at_stop <= set(df.loc[df["status"] == "finished", "trial_dir"]), df
@@ -146,10 +174,11 @@ def test_ray_job_stop_keeps_what_finished_and_resume_finishes_every_trial(ray_he
         stops.append({"stop_wait_s": int(json.loads(extra[1])["env_vars"]["RAY_JOB_STOP_WAIT_TIME_S"]) if extra
                       else 3, "sigterm_to_driver_end_s": round(stop_s, 1), "finished_at_stop": len(at_stop),
                       "ended": "on its own" if "interrupted:" in log else "SIGKILLed"})
-    p = job("submit", "--working-dir", ".", "--", *argv[:3], "ablation_radius", "--resume", str(exp))
+    p = job("submit", "--working-dir", ".", "--", *resume_cmd.split())
     assert p.returncode == 0 and f"resuming {exp}" in p.stdout, p.stdout[-3000:] + p.stderr[-2000:]
     df = pd.read_parquet(exp / "trials.parquet")
-    assert len(df) == 5 and set(df["status"]) == {"finished"} and df["final_step"].eq(200).all()
+    assert sorted(df["method"]) == ["labelspreading", "mt"] and set(df["status"]) == {"finished"}
+    assert df["final_step"].eq(steps).all()
     print(json.dumps({"test": "ray job stop + resume", "stops": stops}))
 
 
@@ -159,10 +188,11 @@ def test_hpo_runs_optuna_with_asha_and_ranks_the_trials(ray_head, tmp_path):
     first, then the stopped ones)."""
     import optuna
 
-    p = subprocess.run([sys.executable, "-m", "sweeper.run", "hpo", "--preset", "quick", "--set", "steps=60",
+    steps = 40  # two evaluations: ASHA's first rung (half the run) at the first, the end at the second
+    p = subprocess.run([sys.executable, "-m", "sweeper.run", "hpo", "--preset", "quick", "--set", f"steps={steps}",
                         "--set", "eval_every=20", "--set", "lr_rampdown=20", "--set", "sensitivity_samples=20",
-                        "--storage", str(tmp_path), "--address", ray_head.address], cwd=ROOT, env=ray_head.env,
-                       capture_output=True, text=True, timeout=600)
+                        "--live-every", "0", "--storage", str(tmp_path), "--address", ray_head.address], check=False,
+                       cwd=ROOT, env=ray_head.env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     exp = next(tmp_path.glob("hpo-*"))
     study = optuna.load_study(study_name="hpo", storage=f"sqlite:///{exp / 'optuna.db'}")
@@ -172,7 +202,7 @@ def test_hpo_runs_optuna_with_asha_and_ranks_the_trials(ray_head, tmp_path):
     assert len(set(lrs)) == 12 and 0.01 <= lrs[0] and lrs[-1] <= 0.3  # sampled from the search space
     stopped = df[df["status"] == "stopped"]
     assert set(df["status"]) <= {"finished", "stopped"} and len(stopped) >= 1
-    assert (stopped["final_step"] < 60).all() and (df.loc[df["status"] == "finished", "final_step"] == 60).all()
+    assert (stopped["final_step"] < steps).all() and (df.loc[df["status"] == "finished", "final_step"] == steps).all()
     ranked = pd.read_csv(exp / "table_ranked.csv")
     assert len(ranked) == 12 and list(ranked["status"]) == sorted(ranked["status"])  # finished before stopped
     fin = ranked[ranked["status"] == "finished"]["final_val_error"]  # selected on validation, never on test

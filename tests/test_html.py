@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -31,8 +32,10 @@ from sweeper.costs import machine_text
 from study import committed_runs
 from sweeper.analysis.html import LIVE, STALE_S, parse_markdown_table, sweep_state
 from sweeper.report import build_report, main
-from sweeper.analysis.layout import DIFF_COLS, STAT_COLS, SUMMARY_COLS
+from sweeper.analysis.layout import SUMMARY_COLS
 from search_spaces import get_sweep
+from sweeper.analysis.aggregate import read_reports
+from sweeper.driver.preflight import select_cells
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -403,9 +406,36 @@ def test_marked_search_says_which_trials_asha_stopped():
 
 # ---------------------------------------------------------------- a real sweep in a real browser
 
-N_TRIALS = len(get_sweep("ablation_radius", "quick").trials(seeds=2))  # the quick start's rows x 2 seeds
-CUT = ["--seeds", "2", "--set", "steps=100", "--set", "eval_every=50", "--set", "lr_rampdown=50",
+# three of the quick start's rows: LabelSpreading, MT + MUR (r = 1) and MT, the row it is compared with
+CELLS = "method=labelspreading|mur=direct,mur_radius=1"
+N_TRIALS = len(select_cells(get_sweep("ablation_radius", "quick"), [CELLS]).trials(seeds=2))  # those rows x 2 seeds
+CUT = ["--cells", CELLS, "--seeds", "2", "--set", "steps=100", "--set", "eval_every=50", "--set", "lr_rampdown=50",
        "--set", "sensitivity_samples=20"]
+
+
+def trial_reports(exp: Path) -> dict[str, list[dict]]:
+    """Each trial's reports in the results folder, which gets them at Tune's saves of its state."""
+    return {f.parent.name: read_reports(f.parent) for f in exp.glob("trial_*/result.json")}
+
+
+def staged_reports(head, exp: Path) -> dict[str, list[dict]]:
+    """Each trial's reports as the driver has taken them: Tune's staging copy of its result.json, which the
+    driver writes at once (a report names the trial process's PID)."""
+    files = head.temp.glob(f"session_*/artifacts/*/{exp.name}/driver_artifacts/trial_*/result.json")
+    return {f.parent.name: read_reports(f.parent) for f in files}
+
+
+def trial_to_hold(head, exp: Path) -> int | None:
+    """The PID of a trial process to hold (SIGSTOP) so that the sweep cannot end before a rebuild shows a
+    partial table: once the results folder holds a finished trial, the process of a trial that has reported
+    but not finished while another trial is still to finish (its end starts a rebuild, which then reads that
+    finished trial); None before such a moment."""
+    if not any(r and r[-1]["done"] for r in trial_reports(exp).values()):
+        return None
+    staged = staged_reports(head, exp).values()
+    running = [r[-1]["pid"] for r in staged if r and not r[-1]["done"]]
+    finished = sum(bool(r) and r[-1]["done"] for r in staged)
+    return running[0] if running and finished + 1 < N_TRIALS else None
 
 
 def _consistent_snapshot(exp: Path):
@@ -421,8 +451,9 @@ def _consistent_snapshot(exp: Path):
 
 @pytest.mark.slow
 def test_quick_sweep_pages_live_and_in_chromium(ray_head, tmp_path):
-    """A cut-down quick sweep (its rows x 2 seeds of 100 steps): report.html appears after the first
-    trials end and shows a partial table and the progress of that moment while the sweep runs; the
+    """A cut-down quick sweep (three of its rows x 2 seeds of 100 steps): report.html appears after trials
+    end and shows a partial table and the progress of that moment while the sweep runs (one trial's process
+    held with SIGSTOP meanwhile, so that the sweep cannot end before a rebuild has read a finished trial); the
     final page and the root's index open in Chromium with no network request, no console error,
     every image decoded, cells equal summary.csv's, the progress line the trials' statuses."""
     need_chromium()
@@ -430,19 +461,31 @@ def test_quick_sweep_pages_live_and_in_chromium(ray_head, tmp_path):
                              "--live-every", "3", "--storage", str(tmp_path), "--address", ray_head.address],
                             cwd=ROOT, env=ray_head.env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    mid = None
+    mid, held = None, None
     try:
         deadline = time.time() + 600
         while proc.poll() is None and time.time() < deadline and mid is None:
-            time.sleep(0.5)
+            time.sleep(0.2)
             exp = next(tmp_path.glob("ablation_radius-*"), None)
-            if exp is None or not (exp / "report.html").is_file():
+            if exp is None:
                 continue
-            snap = _consistent_snapshot(exp)
-            if snap is not None and ((snap[1]["status"] != "finished").any() or len(snap[1]) < N_TRIALS):
+            if held is None and (held := trial_to_hold(ray_head, exp)) is not None:
+                os.kill(held, signal.SIGSTOP)
+            if not (exp / "report.html").is_file():
+                continue
+            snap = _consistent_snapshot(exp)  # a page of the sweep under way that shows a finished trial
+            if snap is not None and (snap[1]["status"] == "finished").any() and \
+                    ((snap[1]["status"] != "finished").any() or len(snap[1]) < N_TRIALS):
                 mid = snap
+        if held is not None:
+            os.kill(held, signal.SIGCONT)
         out, _ = proc.communicate(timeout=600)
     finally:
+        if held is not None:
+            try:
+                os.kill(held, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, out[-3000:]

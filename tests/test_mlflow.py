@@ -15,12 +15,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import free_port
+
 from search_spaces import get_sweep
+from sweeper.driver.preflight import select_cells
 from sweeper.run import main
 
 ROOT = Path(__file__).resolve().parents[1]
+CELLS = "mur_radius=1.0|mur=random"  # ablation_mur_vs_rr's cells at r = 1 (LabelSpreading's too) and MT+RR at r = 4
 
 
 def test_unreachable_server_is_one_line_and_exit_2_before_ray(tmp_path, capsys):
@@ -43,23 +45,29 @@ def test_missing_mlflow_is_one_line_and_exit_2(tmp_path):
             "sys.meta_path.insert(0, _No())\n"
             "from sweeper.run import main; sys.exit(main(sys.argv[1:]))")
     p = subprocess.run([sys.executable, "-c", code, "ablation_radius", "--preset", "quick", "--mlflow",
-                        "http://127.0.0.1:1", "--storage", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+                        "http://127.0.0.1:1", "--storage", str(tmp_path)], check=False, cwd=ROOT, capture_output=True,
+                       text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert p.returncode == 2
     assert p.stderr.strip() == "error: --mlflow needs mlflow: pip install -e '.[mlflow]' (or pip install mlflow)"
 
 
 @pytest.mark.slow
 def test_every_trial_is_an_mlflow_run_with_its_tags_params_and_metrics(ray_head, tmp_path):
+    """A sweep of four trials (one after another in one trial process) against a real `mlflow server`:
+    LabelSpreading (one report, at the end), MT+MUR and MT+RR at r = 1, and MT+RR at r = 4 (the same row,
+    another column); each is one MLflow run whose tags, params and metric history by step equal its
+    trials.parquet row."""
     mlflow = pytest.importorskip("mlflow")
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
     env.pop("RAY_ADDRESS", None)
+    # the tracking API only: without the server's job runner (its scorers' and trace schedulers' processes)
+    server_env = {**env, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     server = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "server", "--backend-store-uri",
                                f"sqlite:///{tmp_path / 'mlflow.db'}", "--default-artifact-root",
                                str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
                                "--workers", "1"],
-                              env=env, stdout=(tmp_path / "server.log").open("w"), stderr=subprocess.STDOUT,
+                              env=server_env, stdout=(tmp_path / "server.log").open("w"), stderr=subprocess.STDOUT,
                               start_new_session=True)
     uri = f"http://127.0.0.1:{port}"
     try:
@@ -72,19 +80,22 @@ def test_every_trial_is_an_mlflow_run_with_its_tags_params_and_metrics(ray_head,
             except OSError:
                 pass
             assert server.poll() is None and time.time() < deadline, (tmp_path / "server.log").read_text()[-2000:]
-            time.sleep(1)
+            time.sleep(0.2)
         p = subprocess.run([sys.executable, "-m", "sweeper.run", "ablation_mur_vs_rr", "--preset", "quick",
                             "--seeds", "1", "--set", "steps=20", "--set", "eval_every=10", "--set", "lr_rampdown=10",
-                            "--set", "sensitivity_samples=20", "--mlflow", uri, "--storage", str(tmp_path / "results"),
+                            "--set", "sensitivity_samples=20", "--cells", CELLS, "--cells-only", "--max-concurrent",
+                            "1", "--mlflow", uri, "--storage", str(tmp_path / "results"),
                             "--address", ray_head.address, "--live-every", "0"],
-                           cwd=ROOT, env={**env, **ray_head.env}, capture_output=True, text=True, timeout=600)
+                           check=False, cwd=ROOT, env={**env, **ray_head.env}, capture_output=True, text=True,
+                           timeout=600)
         assert p.returncode == 0, p.stderr[-3000:]
         exp = next((tmp_path / "results").glob("ablation_mur_vs_rr-*"))
         trials = pd.read_parquet(exp / "trials.parquet")
         client = mlflow.MlflowClient(tracking_uri=uri)
         experiment = client.get_experiment_by_name(exp.name)
         runs = client.search_runs([experiment.experiment_id], max_results=100)
-        assert len(runs) == len(trials) == len(get_sweep("ablation_mur_vs_rr", "quick").trials(seeds=1))
+        cut = select_cells(get_sweep("ablation_mur_vs_rr", "quick"), [CELLS], compared=False)
+        assert len(runs) == len(trials) == len(cut.trials(seeds=1)) == 4
         by_seed_row = {}
         for run in runs:
             tags, params = run.data.tags, run.data.params
@@ -98,8 +109,8 @@ def test_every_trial_is_an_mlflow_run_with_its_tags_params_and_metrics(ray_head,
             by_seed_row[(tags["row"], tags["col"], tags["seed"])] = run
         assert len(by_seed_row) == len(runs)  # row and column (r) tell every trial of one seed apart
         assert {r for r, _, _ in by_seed_row} == {"LabelSpreading", "MT + MUR", "MT + RR"}
-        assert {c for r, c, _ in by_seed_row if r == "MT + RR"} == {f"r={r:g}" for r in
-                                                                    trials.loc[trials["mur"] == "random", "mur_radius"]}
+        rr_cols = {c for r, c, _ in by_seed_row if r == "MT + RR"}  # one row, two columns
+        assert rr_cols == {f"r={r:g}" for r in trials.loc[trials["mur"] == "random", "mur_radius"]} == {"r=1", "r=4"}
     finally:
         os.killpg(server.pid, 15)
         server.wait(timeout=30)

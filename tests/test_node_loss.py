@@ -3,11 +3,12 @@
 A head with 0 CPUs and two worker nodes with 1 CPU each, each its own `ray start` (127.0.0.1, free
 ports, its own --temp-dir, token auth on); results and checkpoints in an S3 bucket on a moto server
 (tests/test_s3.py's `s3`; each worker node gets the endpoint and its own dummy credentials, the head
-none); the sweep (3 trials) runs through the CLI (`python -m sweeper.run ... --address`). Right after a
-running trial's checkpoint is in Tune's saved state, every process of that trial's node (its `ray
-start`, raylet, agents, log monitor, the trial's worker) is SIGKILLed by PID; once the trial reports
-from the other node, the node is started again, and a second, uninterrupted sweep of the same trials
-runs on it and the other node: the uninterrupted table, and a later trial on the node that came back.
+none); the sweep (3 of the quick start's cells, `--cells`, one seed each) runs through the CLI
+(`python -m sweeper.run ... --address`, no live page). Right after a running trial's checkpoint is in
+Tune's saved state, every process of that trial's node (its `ray start`, raylet, agents, log monitor,
+the trial's worker) is SIGKILLed by PID; once the trial reports from the other node, the node is started
+again, and a second, uninterrupted sweep of the same trials runs on it and the other node: the
+uninterrupted table, and a later trial on the node that came back.
 
     pytest tests/test_node_loss.py -q -s      # ~2 min on 2 cores
 """
@@ -26,6 +27,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from procs import pids_naming
+
+from sweeper.driver import preflight
 from test_reliability import (EXACT, Driver, KillPoint, alive, cli_trials, done, kill_tree, partial, proc_stat,
                               process_tree, reference, same, short_tmp, starts, sweep_state)
 from test_cluster import demo_module
@@ -35,10 +38,13 @@ ROOT = Path(__file__).resolve().parents[1]
 DEMO = demo_module()  # cluster/local_autoscale_demo.py: free_port, RAY_CLI
 free_port = DEMO.free_port
 STEPS, EVERY = 150, 50  # 3 checkpoints a trial; an interval long enough to kill the node inside it
-# 3 trials: LabelSpreading (ends at once), MT, MT + MUR: the two MT trials run side by side, one per node
-ARGV = ["ablation_radius", "--preset", "quick", "--seeds", "1", "--set", f"steps={STEPS}",
-        "--set", f"eval_every={EVERY}", "--set", "lr_rampdown=50", "--set", "sensitivity_samples=20",
-        "--set", "checkpoint_every_s=0"]  # a checkpoint at every evaluation
+# 3 trials: LabelSpreading (ends at once), MT, MT + MUR (r = 1, and MT, the cell it is compared with): the two MT
+# trials run side by side, one per node; the other radii of the quick start would only add trials to both sweeps
+ARGV = ["ablation_radius", "--preset", "quick", "--seeds", "1",
+        "--cells", "method=labelspreading|mur=direct,mur_radius=1",
+        "--set", f"steps={STEPS}", "--set", f"eval_every={EVERY}", "--set", "lr_rampdown=50",
+        "--set", "sensitivity_samples=20", "--set", "checkpoint_every_s=0",  # a checkpoint at every evaluation
+        "--live-every", "0"]  # the live page: tests/test_html.py
 NODE_AWS = ("AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION",
             "AWS_EC2_METADATA_DISABLED")
 
@@ -107,9 +113,15 @@ class Cluster:
         m = re.search(r"/([\d.]+) CPU", p.stdout)
         return float(m.group(1)) if p.returncode == 0 and m else -1.0
 
+    def up(self) -> bool:
+        """Every node started and not killed has come up: its `ray start --block` says it now blocks (a look at
+        its log, before a `ray status` process is started to ask the GCS)."""
+        return all(name in self.killed or "block forever" in (self.temp / f"{name}.log").read_text()
+                   for name in self.nodes)
+
     def wait_cpus(self, n: float, timeout: float = 240.0) -> None:
-        deadline = time.time() + timeout
-        while (got := self.cpus()) != n:
+        deadline, got = time.time() + timeout, "none asked yet (a node not up)"
+        while not (self.up() and (got := self.cpus()) == n):
             for name, p in self.nodes.items():
                 assert p.poll() is None or name in self.killed, \
                     f"ray start of {name} ended:\n" + (self.temp / f"{name}.log").read_text()[-3000:]
@@ -203,7 +215,7 @@ class Watch(threading.Thread):
         try:
             while not self.halt.is_set():
                 self.step()
-                time.sleep(0.05)
+                time.sleep(0.1)  # each look reads the trials' reports and parses Tune's saved state
         except Exception as e:  # the test reports it
             self.problems.append(f"{type(e).__name__}: {e}")
 
@@ -236,6 +248,12 @@ class Watch(threading.Thread):
                 self.back = {"node": name, "t": time.time()}  # also when the trial's restart was seen
 
 
+def sweep_trials(*argv: str) -> list[dict]:
+    """The trial configs `python -m sweeper.run ARGV` runs: its grid cut to the cells --cells names."""
+    sweep, args, _ = cli_trials(*argv)
+    return preflight.trial_configs(preflight.select_cells(sweep, args.cells), args)
+
+
 def run_sweep(cluster: Cluster, s3, tmp_path: Path, name: str, lose_a_node: bool) -> dict:
     """`python -m sweeper.run ...` against the cluster with results under s3://BUCKET/nodeloss/<name>, to the end."""
     argv = [*ARGV, "--address", cluster.address, "--storage", f"s3://{BUCKET}/nodeloss/{name}"]
@@ -263,7 +281,7 @@ def run_sweep(cluster: Cluster, s3, tmp_path: Path, name: str, lose_a_node: bool
 
 @pytest.mark.slow
 def test_a_worker_node_lost_mid_trial_continues_on_the_other_node_from_its_checkpoint(cluster, s3, tmp_path):
-    _, _, trials = cli_trials(*ARGV)
+    trials = sweep_trials(*ARGV)
     t0 = time.time()
     lost = run_sweep(cluster, s3, tmp_path, "lost", lose_a_node=True)
     w = lost["watch"]

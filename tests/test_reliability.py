@@ -50,6 +50,7 @@ TINY = ["--set", "steps=40", "--set", "eval_every=10", "--set", "lr_rampdown=10"
 # The three cells of ablation_radius at r = 1 (LabelSpreading, MT, MT + MUR): a finished trial at once (LabelSpreading)
 # and two that run on the two CPUs, which is what the stop-and-resume properties need of a sweep.
 THREE = ["--cells", "mur_radius=1.0"]
+ONE_CELL = ["--cells", "lr=0.1", "--cells-only"]  # quick_settings' paper-settings row alone: one trial a seed
 # Metrics that must be bit-identical to an uninterrupted run on CPU (not wall_time, steps_per_s).
 EXACT = ("step", "test_error", "test_error_student", "test_error_teacher", "best_test_error", "loss_total",
          "loss_xent", "loss_cons", "loss_kl", "loss_mur", "loss_entmin", "g0_norm", "lr",
@@ -724,12 +725,13 @@ def test_a_trial_stopped_with_sigstop_is_named_stalled_and_ended_as_failed(ray_h
     (no retry), so that the other trials finish and the sweep ends (exit 1); live.json keeps it among the
     trials ended as stalled (while it is only stalled, it is under "stalled": tests/test_stalls.py)."""
     temp, storage = short_tmp("rrstall"), tmp_path / "results"
-    # the two-trial sweep: one trial is stopped, the other must still finish
-    # 1000 steps: the trial to stop must still be running once its reports reach the experiment folder
-    argv = ["quick_settings", "--preset", "quick", "--seeds", "1", "--set", "steps=1000", "--set", "eval_every=10",
+    # LabelSpreading and MT: MT is stopped, LabelSpreading must still finish (it does at once, so the sweep
+    # ends as soon as MT is ended); 1000 steps: MT must still be running once its reports reach the folder
+    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", "--cells", "mur=none", "--cells-only",
+            "--set", "steps=1000", "--set", "eval_every=10",
             "--set", "lr_rampdown=10", "--set", "sensitivity_samples=20", "--storage", str(storage),
             "--stall-after", "3", "--end-stalled", "--max-concurrent", "2", "--live-every", "0"]
-    exp_of = lambda: next(storage.glob("quick_settings-*"), None)
+    exp_of = lambda: next(storage.glob("ablation_radius-*"), None)
     d, stopped = None, None
     try:
         d = Driver(argv, temp, tmp_path / "driver.log", head=ray_head)
@@ -783,8 +785,8 @@ def test_a_full_disk_is_exit_4_with_one_line_and_the_resume_command(ray_head, tm
         pytest.skip(f"cannot mount a small tmpfs here: {mount.stderr.strip()}")
     temp, storage, d = short_tmp("rrfull"), disk / "results", None
     try:
-        # the sweep of two trials: each trial's failures on the full disk are retried (FailureConfig)
-        d = Driver(["quick_settings", "--preset", "quick", "--seeds", "1", "--set", "steps=200", "--set",
+        # one trial (its three checkpoints of 0.5 MB fill the disk); its failures there are retried (FailureConfig)
+        d = Driver(["quick_settings", "--preset", "quick", "--seeds", "1", *ONE_CELL, "--set", "steps=200", "--set",
                     "eval_every=10", "--set", "lr_rampdown=10", "--set", "checkpoint_every_s=0", "--live-every", "0",
                     "--storage", str(storage)], temp, tmp_path / "driver.log", head=ray_head)
         rc = d.finish(timeout=480)
@@ -797,7 +799,7 @@ def test_a_full_disk_is_exit_4_with_one_line_and_the_resume_command(ray_head, tm
     assert rc == 4, log[-3000:]
     last = log.strip().splitlines()[-1]
     assert last.startswith(f"error: no space left on the disk of {exp} (") and " MiB free)" in last, last
-    assert last.endswith(f"`{sweeper_run.resume_command('quick_settings', exp)}`"), last
+    assert last.endswith(f"`{sweeper_run.resume_command('quick_settings', exp, ['lr=0.1'], cells_only=True)}`"), last
     assert "EOFError" not in log and "UnpicklingError" not in log
 
 

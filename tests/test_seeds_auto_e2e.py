@@ -1,5 +1,5 @@
-"""`--seeds auto` end to end through a real local Ray: a sweep stopped in the middle of a round (SIGTERM,
-exit 3) and resumed ends with the same trials and verdicts as the same sweep run without a stop.
+"""`--seeds auto` end to end through a real local Ray: a sweep stopped in the middle of its second look's round
+(SIGTERM, exit 3) and resumed ends with the same trials and verdicts as the same sweep run without a stop.
 
     pytest tests/test_seeds_auto_e2e.py -q -m slow
 """
@@ -13,10 +13,14 @@ import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# 3 configs (LabelSpreading, MT, MT + MUR), looks at 3 and 5 seeds: 9 trials, then up to 6 more
-AUTO = ["ablation_radius", "--preset", "quick", "--seeds", "auto", "--max-seeds", "5", "--set", "steps=20",
+# 2 configs (MT + MUR at r = 0.25, with MT, the cell it is compared with), looks at 3 and 5 seeds: 6 trials, then
+# 4 more where the cell is still open after its first look, as it is at 20 steps (the test asserts that the second
+# look ran); one trial at a time, so each driver starts one trial process (Tune reuses it for the next trial)
+CELLS = ["--cells", "mur=direct,mur_radius=0.25"]
+FIRST_LOOK = 2 * 3
+AUTO = ["ablation_radius", "--preset", "quick", "--seeds", "auto", "--max-seeds", "5", *CELLS, "--set", "steps=20",
         "--set", "eval_every=10", "--set", "lr_rampup=5", "--set", "lr_rampdown=5", "--set", "rampup=5",
-        "--live-every", "0"]
+        "--max-concurrent", "1", "--live-every", "0"]
 pytestmark = pytest.mark.slow
 
 
@@ -39,8 +43,9 @@ def test_a_stopped_and_resumed_sweep_ends_with_the_same_seeds_and_verdicts(ray_h
                          stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 600
-        while len(list(cut_root.glob("*/trial_*"))) < 10 and p.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.5)  # the 10th trial belongs to the second look: the stop falls mid-round
+        # the trial after the first look's belongs to the second look: the stop falls mid-round
+        while len(list(cut_root.glob("*/trial_*"))) <= FIRST_LOOK and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
         assert p.poll() is None, "the sweep ended before its second look started"
         p.send_signal(signal.SIGTERM)
         _, err = p.communicate(timeout=600)
@@ -49,9 +54,10 @@ def test_a_stopped_and_resumed_sweep_ends_with_the_same_seeds_and_verdicts(ray_h
             p.kill()
     assert p.returncode == 3, err[-3000:]
     exp = next(cut_root.glob("ablation_radius-*"))
-    resumed = subprocess.run([*run, "ablation_radius", "--resume", str(exp), "--live-every", "0", *head], cwd=ROOT,
-                             env=ray_head.env, capture_output=True, text=True, timeout=900)
+    resumed = subprocess.run([*run, "ablation_radius", "--resume", str(exp), *CELLS, "--max-concurrent", "1",
+                              "--live-every", "0", *head], cwd=ROOT, env=ray_head.env, capture_output=True, text=True,
+                             timeout=900)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     want = outcome(next((tmp_path / "whole").glob("ablation_radius-*")))
     assert outcome(exp) == want
-    assert len(want[0]) > 9 and any(v.startswith(("differs", "capped")) for _, _, v in want[1] if v)
+    assert len(want[0]) > FIRST_LOOK and any(v.startswith(("differs", "capped")) for _, _, v in want[1] if v)

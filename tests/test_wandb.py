@@ -226,9 +226,15 @@ def wait_for(cond, proc: subprocess.Popen, log: Path, timeout: float = 300.0) ->
         time.sleep(0.2)
 
 
-def logged_steps(wandb_dir: Path) -> int:
-    return sum(1 for f in wandb_dir.glob("wandb/offline-run-*/run-*.wandb") for r in records(f)
-               if r.WhichOneof("record_type") == "history")
+def taken_reports(head, storage: Path) -> int:
+    """The reports the driver has taken so far (each handed to the W&B callback too): the lines of its trials'
+    result.json in Tune's staging copy of the experiment, which the driver writes at once (the results folder
+    gets them later, and wandb's run file when wandb flushes it)."""
+    exp = next(storage.glob("quick_settings-*"), None)
+    if exp is None:
+        return 0
+    files = head.temp.glob(f"session_*/artifacts/*/{exp.name}/driver_artifacts/trial_*/result.json")
+    return sum(len(f.read_text().splitlines()) for f in files)
 
 
 @pytest.mark.slow
@@ -237,14 +243,15 @@ def test_an_offline_sweep_stopped_and_resumed_keeps_one_wandb_run_per_trial_equa
     storage, wandb_dir = tmp_path / "results", tmp_path / "wb"
     wandb_dir.mkdir()
     env = {**ray_head.env, "WANDB_MODE": "offline", "WANDB_DIR": str(wandb_dir), "WANDB_API_KEY": FAKE_KEY}
-    # two trials one after the other, each long enough to be stopped mid-run, a checkpoint at every report
-    argv = ["quick_settings", "--preset", "quick", "--seeds", "1", "--set", "steps=300", "--set", "eval_every=10",
+    # two trials one after the other, a checkpoint at every report: the stop comes once the driver has taken two of
+    # the first trial's 10 reports, which leaves it most of its steps to be stopped in
+    argv = ["quick_settings", "--preset", "quick", "--seeds", "1", "--set", "steps=100", "--set", "eval_every=10",
             "--set", "lr_rampdown=10", "--set", "sensitivity_samples=20", "--set", "checkpoint_every_s=0",
             "--max-concurrent", "1", "--live-every", "0", "--storage", str(storage), "--address", ray_head.address]
     log = tmp_path / "first.log"
     first = driver([*argv, "--wandb", "sweeper-tests"], env, log)
     try:
-        wait_for(lambda: logged_steps(wandb_dir) >= 2, first, log)
+        wait_for(lambda: taken_reports(ray_head, storage) >= 2, first, log)
         first.send_signal(signal.SIGTERM)  # the graceful stop: exit 3, state saved
         assert first.wait(timeout=300) == 3, log.read_text()[-3000:]
     finally:
