@@ -50,7 +50,7 @@ def _timed(f) -> float:
 def step_parts(tr, n: int) -> dict[str, float]:
     """Mean seconds per step of each part of Trainer.train_step (MT, MT+MUR direct), run one by one."""
     from trainables import schedules
-    from trainables.methods import CONSISTENCY, mur_term, needs_input_grad
+    from trainables.methods import Step, mur_term, needs_input_grad
 
     cfg = tr.cfg
     tot = dict.fromkeys(("data", "forward", "mur", "backward", "ema", "optimizer"), 0.0)
@@ -68,8 +68,9 @@ def step_parts(tr, n: int) -> dict[str, float]:
         logits = tr.student(v.x)
         import torch.nn.functional as F
 
-        terms = {"xent": F.cross_entropy(logits[: v.y_l.shape[0]].float(), v.y_l),
-                 "cons": CONSISTENCY[cfg.spec.consistency](cfg, tr.student, tr.teacher, v, logits, tr.gen)}
+        step = Step(cfg, tr.student, tr.teacher, v, tr.gen)
+        step.logits = logits
+        terms = {"xent": F.cross_entropy(logits[: v.y_l.shape[0]].float(), v.y_l), "cons": cfg.spec.loss(step)}
         t2 = time.perf_counter()
         if needs_input_grad(cfg):
             terms["mur"], _ = mur_term(cfg, tr.student, v, logits, tr.gen)

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from study.evidence import EvidenceError, as_number, index
 from sweeper.analysis.stats import paired_diff
-from sweeper.trial_identity import full_config, identity
+from sweeper.trial_identity import identity, row_config
 
 DIRECTIONS = ("lower", "higher", "matches")
 METRICS = {"test_error": "final_test_error", "val_error": "final_val_error",
@@ -132,14 +132,14 @@ def _same(have, want) -> bool:
 
 def matches(trials: list[dict], configs: list[dict], cell: dict) -> list[tuple[dict, dict]]:
     """(row, its full configuration) of the finished rows of `trials` that are `cell`; `configs` are the
-    rows' trial_identity.full_config, so a key a trials.csv lacks comes from the row's variant, base or default."""
+    rows' trial_identity.row_config, so a key a trials.csv lacks comes from the row's variant, base or default."""
     return [(t, c) for t, c in zip(trials, configs) if t.get("status") in (None, "", "finished")
             and all(_same(c.get(k), v) for k, v in cell.items())]
 
 
 def run_configs(run: dict) -> list[dict]:
     """Each trials.csv row's full configuration (committed_runs.read_run computes them once per run)."""
-    return run["configs"] if "configs" in run else [full_config(t, run["meta"]) for t in run["trials"]]
+    return run["configs"] if "configs" in run else [row_config(t, run["meta"]) for t in run["trials"]]
 
 
 def values(trials: list[dict], configs: list[dict], cell: dict, metric: str, where: str) -> dict[int, float]:

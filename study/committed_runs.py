@@ -2,7 +2,7 @@
 
 `python -m study.docs add results/<sweep>-<stamp>` copies a results folder's small files (sweep.json
 without the machine's paths, summary.csv, table.md, the PNGs the docs show; for the quick start also
-table.csv and trials.parquet, which its report picture's page reads) into
+table.csv, table.json and trials.parquet, which its report picture's page reads) into
 docs/runs/<sweep>-<preset>-s<first>-<last>/ (-2, -3, ... where another run has that span), with trials.csv
 (one row per trial, what the claims read) and machine.json (the machine `add` runs on, the CPU kernels the
 trials ran on, the run's dates and wall time less any stop before a `--resume`, the load the driver saw).
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from study import claims as claimlib
 from sweeper.analysis.aggregate import HISTORY
-from sweeper.trial_identity import full_config, identity
+from sweeper.trial_identity import identity, row_config
 from study.run_prices import ROOT, RUNS
 from sweeper.driver.provenance import cpu_kernels, cpu_name
 from study.picture import QUICKSTART, public_trials
@@ -56,7 +56,7 @@ def read_run(folder: Path) -> dict:
     return {"folder": folder, "name": folder.name, "sweep": meta["name"], "preset": meta.get("preset") or "paper",
             "meta": meta, "machine": json.loads((folder / "machine.json").read_text()), "rows": rows,
             "table": (folder / "table.md").read_text().strip(), "seeds": seeds,
-            "trials": trials, "configs": [full_config(t, meta) for t in trials],
+            "trials": trials, "configs": [row_config(t, meta) for t in trials],
             "pngs": sorted(p.name for p in folder.glob("*.png"))}
 
 
@@ -74,7 +74,7 @@ def check_disjoint(runs: list[dict]) -> None:
         if run["name"] not in by_seed:
             table = by_seed[run["name"]] = {}
             for row in run["trials"]:
-                table.setdefault(int(row["seed"]), set()).add(identity(full_config(row, run["meta"])))
+                table.setdefault(int(row["seed"]), set()).add(identity(row_config(row, run["meta"])))
         return set().union(*(by_seed[run["name"]].get(s, set()) for s in seeds))
 
     for i, a in enumerate(runs):
@@ -188,7 +188,7 @@ def write_trials_csv(trials, meta: dict, dest: Path) -> None:
     """One row per trial of the results folder: the config keys its trials vary, seed, status, the final
     metrics the claims read (claims.METRICS), the trial's own wall time and the CPU kernels it reported,
     from the run's trials (read_trials). A key every trial shares is read back from sweep.json
-    (trial_identity.full_config: the row's variant, the base, the default)."""
+    (trial_identity.row_config: the row's variant, the base, the default)."""
     config = [k for k in (meta.get("base") or {}) if k in trials.columns]
     keys = sorted({k for v in meta.get("variants") or [] for k in v} | set(meta.get("grid") or {}) | set(config))
     varying = [k for k in keys if k in trials.columns and k != "seed" and trials[k].astype(str).nunique() > 1]
@@ -206,15 +206,15 @@ def check_cells_as_defined(exp: Path, meta: dict, trials) -> None:
     do): trials.csv records only the keys the sweep varies, so the claims would read such trials as the
     sweep's own cells and pool them with runs of those. Keys that change no number (NOT_COMPARED:
     data_dir, device, compile, ...) may differ. `trials`: the folder's read_trials."""
-    from sweeper.trial_identity import DEFAULTS as defaults, typed
-    from trainables.config import NOT_COMPARED
+    from sweeper.trial_identity import DEFAULTS, typed
+    from trainables.config import NOT_COMPARED, full_config
 
-    base = meta.get("base") or {}
+    base = full_config(meta.get("base") or {})
     varied = {k for v in meta.get("variants") or [] for k in v} | set(meta.get("grid") or {})
     for k in trials.columns:
-        if k not in defaults or k in varied or k in NOT_COMPARED:
+        if k not in DEFAULTS or k in varied or k in NOT_COMPARED:
             continue
-        want = base.get(k, defaults[k])
+        want = base[k]
         # compared as the claims identify a trial (trial_identity.typed): a value they would read as the sweep's own
         off = [v for v in trials[k].dropna() if typed(k, v.tolist() if hasattr(v, "tolist") else v) != typed(k, want)]
         if off:
@@ -261,8 +261,9 @@ def add(exp: Path, root: Path = ROOT) -> Path:
     write_trials_csv(trials, meta, dest / claimlib.TRIALS_CSV)
     if (meta["name"], meta.get("preset") or "paper") == QUICKSTART:  # the report picture's page needs them;
         # elsewhere they would hold trials.csv's and summary.csv's numbers a second time
-        if (exp / "table.csv").is_file():
-            shutil.copyfile(exp / "table.csv", dest / "table.csv")
+        for name in ("table.csv", "table.json"):
+            if (exp / name).is_file():
+                shutil.copyfile(exp / name, dest / name)
         public_trials(exp / "trials.parquet", dest / "trials.parquet")  # without the machine's paths
     (dest / "sweep.json").write_text(json.dumps(meta, indent=1) + "\n")
     (dest / "machine.json").write_text(json.dumps(machine_info(exp, meta, trials), indent=1) + "\n")

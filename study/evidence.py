@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from sweeper.trial_identity import full_config, identity
+from sweeper.trial_identity import identity, row_config
 from trainables.files import KERNELS_KEY, MIXED
 
 
@@ -38,7 +38,7 @@ def index(runs: list[dict]) -> dict[tuple, dict[int, tuple[list[str], dict]]]:
         for row in run["trials"]:
             if row.get("status") not in (None, "", "finished"):
                 continue
-            key, seed = identity(full_config(row, run["meta"])), int(row["seed"])
+            key, seed = identity(row_config(row, run["meta"])), int(row["seed"])
             seen = out.setdefault(key, {})
             if seed not in seen:
                 seen[seed] = ([run["name"]], dict(row))

@@ -3,7 +3,7 @@
     python -m study.docs --picture     # rewrites docs/report.html and docs/report.png, then the README
 
 sweeper.analysis.html.build_page rebuilds the run's report.html from the files `python -m study.docs add`
-commits beside it (sweep.json, table.md, table.csv, trials.parquet, the PNGs). It is built from a copy
+commits beside it (sweep.json, table.json, table.csv, trials.parquet, the PNGs). It is built from a copy
 of the run folder at the relative path docs/runs/<run>, its clock fixed to the run's date
 (machine.json) in UTC, so the same committed files give the same page, byte for byte, and no path
 of the machine that builds it. docs/report.html is that page; docs/report.png is its first screen in
@@ -30,8 +30,8 @@ PAGE = Path("docs/report.html")  # the quick start's report page, rebuilt from i
 PICTURE = Path("docs/report.png")  # its first screen, with the page's SHA-256 in a tEXt chunk under HASH_KEY
 HASH_KEY = b"page-sha256"
 QUICKSTART = ("ablation_radius", "quick")  # (sweep, preset) of the README's quick start, whose page is drawn
-PAGE_INPUTS = ("table.csv", "trials.parquet")  # what the page needs beyond a committed run's summary files
-PAGE_FILES = ("sweep.json", "table.md", *PAGE_INPUTS, "machine.json")  # what build_page reads, and the run's date
+PAGE_INPUTS = ("table.csv", "table.json", "trials.parquet")  # what the page needs beyond a committed run's summary files
+PAGE_FILES = ("sweep.json", *PAGE_INPUTS, "machine.json")  # what build_page reads, and the run's date
 CHROMIUM = Path("/usr/bin/chromium")
 VIEWPORT = {"width": 1280, "height": 1400}  # the first screen: title, provenance, the table and its plot
 MACHINE_PATHS = ("/work/", "/root/", "/home/", "/tmp/", "/Users/", "/private/", "C:\\")

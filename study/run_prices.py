@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from sweeper.costs import config_key, machine_text
-from sweeper.trial_identity import full_config, identity
+from sweeper.trial_identity import identity, row_config
 from trainables.files import KERNELS_KEY, MIXED
 
 TABLE = Path("sweeper/run_prices.json")
@@ -54,7 +54,7 @@ def table(root: Path) -> dict:
             for row in csv.DictReader(f):
                 if row.get("status") not in (None, "", "finished") or row.get("wall_time_s") in (None, ""):
                     continue
-                key = (name, preset, config_key(identity(full_config(row, meta))), row.get(KERNELS_KEY) or run_kind)
+                key = (name, preset, config_key(identity(row_config(row, meta))), row.get(KERNELS_KEY) or run_kind)
                 c = configs.setdefault(key, {"n": 0, "minutes": 0.0, "runs": []})
                 c["n"] += 1
                 c["minutes"] += float(row["wall_time_s"]) / 60

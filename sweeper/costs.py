@@ -19,7 +19,8 @@ import json
 import math
 from pathlib import Path
 
-from sweeper.trial_identity import DEFAULTS, identity, typed
+from sweeper.trial_identity import identity, typed
+from trainables.config import full_config
 from trainables.files import KERNELS_KEY
 
 TABLE = Path(__file__).resolve().parent / "run_prices.json"
@@ -83,7 +84,7 @@ def kernel_ratio(preset: str, here: str, table: dict | None = None, rows: list[t
 
 def planned_key(trial: dict) -> str:
     """The configuration key of a planned trial (a config dict as the driver builds it)."""
-    return config_key(identity({k: typed(k, v) for k, v in {**DEFAULTS, **trial}.items()}))
+    return config_key(identity({k: typed(k, v) for k, v in full_config(trial).items()}))
 
 
 def per_trial(runs: list[dict]) -> float | None:

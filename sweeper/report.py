@@ -7,7 +7,8 @@ sweep's `cols` keys), cells `mean ± std` over seeds (sample std, ddof=1); with 
 with a 95% t-interval; the paper's published value sits beside each cell where the paper has one,
 and Δ = ours − paper where the run followed the paper's protocol (sweeper/analysis/paper_results.py),
 with the best test error over evaluations (selected on the test set) and its Δ beside them.
-Written as table.md, table.tex (plain tabular) and table.csv (tidy: one line per cell), plus
+Written as table.md, table.tex (plain tabular), table.csv (tidy: one line per cell) and table.json (its text,
+which report.html renders), plus
 table_sensitivity.* when the trials report a sensitivity (Table 3), table_ranked.* for a search
 (hpo, ranked by validation error), trials.parquet, history.parquet (each trial's test and validation
 error at every evaluation), summary.parquet/.csv, and PNG plots, each made only when the sweep varies what
@@ -63,7 +64,7 @@ FORMATS = {"md": "table.md", "latex": "table.tex", "csv": "table.csv"}
 
 def build_report(exp_dir: str | Path, fmt: str = "md", which: str = "final",
                  out: str | Path | None = None) -> dict[str, Path]:
-    """Rebuild trials.parquet, history.parquet, summary.*, table.{md,tex,csv}, table_sensitivity.*, the
+    """Rebuild trials.parquet, history.parquet, summary.*, table.{md,tex,csv,json}, table_sensitivity.*, the
     plots and report.html.
 
     Returns {file name: path} of what was written; "table" is the table in `fmt` (md | latex | csv).

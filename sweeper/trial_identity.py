@@ -3,12 +3,12 @@ same run but for the seed. The claims count each (configuration, seed) once by i
 and `sweeper.run --dry-run` prices a planned trial at its configuration's committed trial-min by it
 (costs.py).
 
-    python -c "from sweeper.trial_identity import identity, full_config; \
-print(identity(full_config({'method': 'mt', 'seed': '0'}, {})))"
+    python -c "from sweeper.trial_identity import identity, row_config; \
+print(identity(row_config({'method': 'mt', 'seed': '0'}, {})))"
 """
 from __future__ import annotations
 
-from trainables.config import NOT_COMPARED, applies, train_config_defaults
+from trainables.config import NOT_COMPARED, applies, full_config, train_config_defaults
 from trainables.files import KERNELS_KEY
 
 DEFAULTS = train_config_defaults()
@@ -39,16 +39,17 @@ def _config_cols(row: dict) -> list[str]:
     return [k for k in row if k not in ROW_KEYS and not k.startswith("final_")]
 
 
-def full_config(row: dict, meta: dict) -> dict:
-    """The configuration a trials.csv row ran: defaults < the sweep's base < its variant < the row's keys."""
+def row_config(row: dict, meta: dict) -> dict:
+    """The full configuration a trials.csv row ran (config.full_config of the sweep's base < its variant <
+    the row's keys), typed as TrainConfig types it."""
     cols = [k for k in _config_cols(row) if row[k] not in (None, "")]
-    cfg = {**DEFAULTS, **(meta.get("base") or {})}
+    cfg = dict(meta.get("base") or {})
     for variant in meta.get("variants") or []:  # the one the row ran; keys it shares with all others are not in the row
         if all(k not in cols or typed(k, row[k]) == typed(k, v) for k, v in variant.items()):
             cfg.update(variant)
             break
     cfg.update({k: row[k] for k in cols})
-    return {k: typed(k, v) for k, v in cfg.items()}
+    return {k: typed(k, v) for k, v in full_config(cfg).items()}
 
 
 def identity(cfg: dict) -> tuple:

@@ -17,11 +17,20 @@ from trainables import trainer as trainer_module
 from trainables.augment_strong import GEOMETRIC, OPS, magnitude, apply_op, cutout, strong_augment
 from trainables.config import ConfigError, TrainConfig
 from trainables.data import augment, load_dataset
-from trainables.methods import Views, fixmatch_term, loss_terms, pseudo_labels, weak_logits
+from trainables.methods import Step, Views, loss_terms
 from trainables.models import build_model
 from trainables.mur import entropy_grad, virtual_point
+from trainables.registry.fixmatch import pseudo_labels
 from trainables.trainer import Trainer
 from trainables.variational import VDConv2d, VDLinear
+
+
+def weak_logits(cfg, student, v, logits):
+    """Step.weak_logits of a step whose main pass gave `logits` (B, K): (U, K)."""
+    step = Step(cfg, student, None, v, torch.Generator())
+    step.logits = logits
+    return step.weak_logits()
+
 
 L, U = 4, 8
 
@@ -218,7 +227,7 @@ def test_fixmatch_without_strong_view_is_a_clear_error():
     cfg, student, _, v = _setup()
     v.xs = None
     with pytest.raises(ValueError, match="strong view"):
-        fixmatch_term(cfg, student, v, student(v.x), torch.Generator())
+        loss_terms(cfg, student, copy.deepcopy(student), v, torch.Generator())
 
 
 # ---------------------------------------------------------------- gradients: the student only

@@ -30,7 +30,7 @@ from test_report import make_search_exp, make_table_exp, reports
 
 from sweeper.costs import machine_text
 from study import committed_runs
-from sweeper.analysis.html import LIVE, STALE_S, parse_markdown_table, sweep_state
+from sweeper.analysis.html import LIVE, STALE_S, build_page, sweep_state
 from sweeper.report import build_report, main
 from sweeper.analysis.layout import SUMMARY_COLS
 from search_spaces import get_sweep
@@ -40,6 +40,27 @@ from sweeper.driver.preflight import select_cells
 ROOT = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"
 BASELINE = {"method": "mt", "vd": False, "mur": "none"}
+
+
+def parse_markdown_table(md: str) -> tuple[str, list[str], list[list[str]], list[str]]:
+    """(title, header, body rows, notes) of a table.md as a reader of the Markdown sees it: "### title", a
+    pipe table (cells unescaped, "\\|" -> "|"), then "- note" lines. The page is rendered from table.json,
+    never from this: the tests read the Markdown back to show that both say the same."""
+    title, header, body, notes = "", [], [], []
+    for line in md.splitlines():
+        if line.startswith("### "):
+            title = line[4:]
+        elif line.startswith("|"):
+            cells = [c.strip().replace("\0", "|") for c in line.strip()[1:-1].replace("\\|", "\0").split("|")]
+            if all(set(c) <= set(":-") and c for c in cells):
+                continue  # the alignment row
+            if header:
+                body.append(cells)
+            else:
+                header = cells
+        elif line.startswith("- "):
+            notes.append(line[2:])
+    return title, header, body, notes
 
 
 class Page(HTMLParser):
@@ -156,6 +177,23 @@ def test_page_cells_are_the_markdown_tables_and_summary_csvs(table_page):
         got = page.rows[[r[0] for r in page.rows].index(row)][col_of[col]]
         assert got.startswith(text), (row, col, got, text)
     assert page.details == len(want)  # each cell's seeds on demand
+
+
+def test_the_page_is_rendered_from_the_tables_text_never_from_the_markdown(table_page, tmp_path):
+    """table.json holds what table.md shows (title, header, cells, notes, read back from the Markdown by
+    this file's own parser); the page follows table.json and does not read table.md: a copy of the run
+    whose table.md is garbled and whose table.json names one cell anew gets a page with that cell's text."""
+    exp, paths = table_page
+    grid = json.loads(paths["table.json"].read_text())
+    assert tuple(grid.values()) == parse_markdown_table(paths["table.md"].read_text())
+    copy = tmp_path / exp.name
+    shutil.copytree(exp, copy)
+    (copy / "table.md").write_text("| garbled | table |\n")
+    grid["rows"][0][1] = "planted text"
+    (copy / "table.json").write_text(json.dumps(grid))
+    page = Page(build_page(copy))
+    assert page.rows[0][1].startswith("planted text")
+    assert page.rows[1:] == Page(paths["report.html"].read_text()).rows[1:]
 
 
 def test_page_cell_seeds_are_the_trials_of_that_cell(table_page):

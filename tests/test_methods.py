@@ -62,7 +62,7 @@ def test_each_term_reaches_student_only(kw):
 def test_consistency_trains_on_unlabeled_rows(method):
     """The well-known MT bug: the unlabeled consistency gradient silently lost."""
     cfg, student, teacher, v = tiny_setup(method=method)
-    x_in = v.x0 if method == "ict" else v.x  # ICT mixes the batch before augmentation (methods.cons_ict)
+    x_in = v.x0 if method == "ict" else v.x  # ICT mixes the batch before augmentation (registry/teacher.py, ict_loss)
     x_in.requires_grad_(True)
     terms, _ = loss_terms(cfg, student, teacher, v, torch.Generator().manual_seed(0))
     gx = torch.autograd.grad(terms["cons"], x_in)[0]  # (B, 1, 8, 8)
@@ -129,7 +129,7 @@ def _plain_copy(vd_net, cfg):
 
 def test_pi_vd_target_is_the_mean_weight_network_and_deterministic():
     """theta_sg of the Pi loss under VD: the authors' cons_against_mean (models/semi_supervised/pi.py)."""
-    from trainables.methods import cons_pi
+    from trainables.methods import Step
 
     cfg, student, _, v = tiny_setup(method="pi", vd=True, input_noise=0.0)  # noise 0: the target has no other noise
     student.train()
@@ -139,7 +139,9 @@ def test_pi_vd_target_is_the_mean_weight_network_and_deterministic():
     losses = []
     for seed in (1, 2):  # other torch and generator states: the weight noise would differ
         torch.manual_seed(seed)
-        losses.append(cons_pi(cfg, student, None, v, logits, torch.Generator().manual_seed(seed)))
+        step = Step(cfg, student, None, v, torch.Generator().manual_seed(seed))
+        step.logits = logits
+        losses.append(cfg.spec.loss(step))  # registry/pi.py, pi_loss
     assert torch.equal(losses[0], losses[1])
     # the target by a copy of the network (same math, its own kernels): a forward pass, a softmax over
     # the classes and a mean over the rows of squared differences of probabilities (each at most 1)
@@ -172,12 +174,12 @@ def _shifts(img, t):
 def test_ict_mixes_the_raw_batch_then_augments_and_the_teacher_sees_its_own_views():
     """The authors' ict.py: x_mix = lam x0 + (1 - lam) x0[perm] of the raw batch, then one augmentation
     per mixed image; the teacher's target from its own views: x2 and a fresh augmentation of x0[perm]."""
-    from trainables.methods import cons_ict
+    from trainables.methods import Step
 
     cfg, student, teacher, v = tiny_setup(method="ict", translate=1, input_noise=0.0, dropout=0.0)
     s, t = _Recorder(student), _Recorder(teacher)
     torch.manual_seed(5)
-    cons_ict(cfg, s, t, v, None, torch.Generator().manual_seed(3))
+    cfg.spec.loss(Step(cfg, s, t, v, torch.Generator().manual_seed(3)))  # registry/teacher.py, ict_loss
     assert len(s.inputs) == 1 and len(t.inputs) == 2
     assert torch.equal(t.inputs[0], v.x2)  # the teacher's own view of x0, not the student's v.x
     x0 = v.x0

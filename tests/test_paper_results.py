@@ -241,9 +241,9 @@ def test_protocol_reason_names_every_single_field_change_of_a_paper_row():
         cfg = {**ref, k: _changed(ref[k], k)}
         reason = protocol_reason(cfg)
         # direct MUR takes one step of size r and no VAT xi; VD removes the dropout layers; MT reads
-        # neither ICT's alpha nor FixMatch's keys (their Method.keys): unused
+        # neither ICT's alpha nor FixMatch's or UDA's keys (their Method.keys): unused
         if k in ("mur_step_size", "mur_steps", "dropout_mode", "vat_xi", "ict_alpha",
-                 "fm_threshold", "fm_ops", "fm_cutout", "fm_groups", "fm_published"):
+                 "fm_threshold", "fm_ops", "fm_cutout", "fm_groups", "fm_published", "uda_temperature", "uda_threshold"):
             assert reason is None, k
             continue
         assert reason is not None and reason.startswith(f"no Δ: {k} "), (k, reason)

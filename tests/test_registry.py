@@ -14,16 +14,16 @@ from sweeper.analysis.paper_results import RESULTS
 from trainables import registry
 from trainables.config import METHOD_KEYS, METHODS, ConfigError, TrainConfig, applies
 from trainables.data import load_dataset
-from trainables.registry.method import Method
+from trainables.registry.method import VIEWS, Method
 from trainables.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
-NAMES = ("supervised", "pi", "mt", "ict", "mut", "fixmatch", "vat", "labelspreading")
+NAMES = ("supervised", "pi", "mt", "ict", "mut", "fixmatch", "vat", "uda", "labelspreading")
 
 
 def test_every_method_the_config_accepts_is_declared_once():
     assert set(METHODS) == set(registry.METHODS) == set(NAMES)
-    declared = [v for fam in registry.FAMILIES for v in vars(fam).values() if isinstance(v, Method)]
+    declared = [v for mod in registry.MODULES for v in vars(mod).values() if isinstance(v, Method)]
     assert sorted(m.name for m in declared) == sorted(NAMES)  # no name twice
     for name in NAMES:
         TrainConfig(method=name, **({"mur": "direct"} if name == "mut" else {}))
@@ -34,16 +34,18 @@ def test_every_method_the_config_accepts_is_declared_once():
 
 
 def test_a_bad_declaration_is_refused():
-    with pytest.raises(ValueError, match="unknown consistency 'cons'"):
-        Method("m", label="M", order=9, consistency="cons")
+    with pytest.raises(ValueError, match="field .* must be"):  # a field must be among its keys
+        Method("m", label="M", order=9, fields=(("m_alpha", float, 1.0, "its alpha"),))
+    with pytest.raises(ValueError, match="field .* must be"):  # and its default of its type
+        Method("m", label="M", order=9, keys=("m_alpha",), fields=(("m_alpha", float, 1, "its alpha"),))
     with pytest.raises(ValueError, match="unknown views"):
         Method("m", label="M", order=9, views=("weak",))
 
 
 def test_labels_and_order_come_from_the_registry():
     assert METHOD_NAMES == {"supervised": "Supervised", "pi": "Π", "mt": "MT", "ict": "ICT", "mut": "MUT",
-                            "fixmatch": "FM", "vat": "VAT", "labelspreading": "LabelSpreading"}
-    assert ORDER["method"] == ("supervised", "labelspreading", "pi", "mt", "ict", "mut", "fixmatch", "vat")
+                            "fixmatch": "FM", "vat": "VAT", "uda": "UDA", "labelspreading": "LabelSpreading"}
+    assert ORDER["method"] == ("supervised", "labelspreading", "pi", "mt", "ict", "mut", "fixmatch", "vat", "uda")
     assert len({m.order for m in registry.METHODS.values()}) == len(NAMES)
 
 
@@ -65,7 +67,7 @@ def test_applies_follows_the_declared_keys(name):
         return
     for key in METHOD_KEYS - {"mur_radius", "mur_steps", "vat_xi"}:  # those also follow a MUR point
         assert applies(key, cfg) == (key in spec.keys), key
-    assert applies("cons_coef", cfg) == (spec.consistency is not None)
+    assert applies("cons_coef", cfg) == (spec.loss is not None)
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +87,7 @@ def test_trainer_follows_the_declaration(name, digits):
     v = tr._views()
     assert (v.xs is not None) == ("strong" in spec.views) and (v.x0 is not None) == ("x0" in spec.views)
     terms = tr.train_step()
-    assert ("cons" in terms) == (spec.consistency is not None)
+    assert ("cons" in terms) == (spec.loss is not None)
     assert set(terms) <= set(spec.terms)
     if spec.teacher:  # the teacher after one step: the EMA of the student before (or after) the update
         before = {n: p.detach().clone() for n, p in tr.student.named_parameters()}
@@ -131,3 +133,36 @@ def test_the_branch_finder_finds_a_planted_branch(tmp_path):
     p.write_text('def f(cfg, d):\n    if cfg.method == "mt":\n        pass\n'
                  '    return d.get("method") in ("pi", "ict") or d["method"] != "vat" or cfg.mur == "vat"\n')
     assert _method_branches(p) == [2, 4, 4]
+
+
+CORE = ("trainables/trainer.py", "trainables/methods.py", "trainables/config.py")
+DECLARED_VALUES = {*VIEWS, "x0", "x2"}  # a method's views and MUR targets: what a core file may compare spec with
+
+
+def _name_or_kind_comparisons(path: Path) -> list[int]:
+    """Lines of a comparison with a method's name anywhere, of the method with any literal, or of a
+    method's declaration (cfg.spec.<x>) with a literal other than a declared view or MUR target
+    (`cfg.spec.consistency == "pseudo_label"`)."""
+    hits = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        consts = {c.value for s in sides for c in ast.walk(s) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+        attrs = {a.attr for s in sides for a in ast.walk(s) if isinstance(a, ast.Attribute)}
+        if consts & set(NAMES) or "method" in attrs and consts or "spec" in attrs and consts - DECLARED_VALUES:
+            hits.append(node.lineno)
+    return hits
+
+
+def test_the_trainer_the_loss_terms_and_the_config_compare_no_method_name_or_kind():
+    """A method's behaviour is its registry file's: trainer.py, methods.py and config.py call it."""
+    assert {p: lines for p in CORE if (lines := _name_or_kind_comparisons(ROOT / p))} == {}
+
+
+def test_the_kind_finder_finds_planted_comparisons(tmp_path):
+    p = tmp_path / "m.py"
+    p.write_text('def f(cfg, kind):\n    if cfg.spec.consistency == "pseudo_label":\n        pass\n'
+                 '    a = "strong" in cfg.spec.views and cfg.spec.mur_target == "x2"\n'
+                 '    return kind in ("uda", "x") or cfg.method != "other"\n')
+    assert _name_or_kind_comparisons(p) == [2, 5, 5]

@@ -195,12 +195,12 @@ def test_row_labels_leave_out_keys_that_do_not_apply_to_a_row():
     ])
     assert list(row_labels(summary, ("method", "vd", "mur"))) == [
         "LabelSpreading", "MUT + MUR", "MUT + MUR (PGA) (α 0.3, s 5)", "MT", "MT + VD (KL coef 0.2)"]
-    # VAT alone (methods.cons_vat): epsilon is mur_radius, iterations mur_steps, its coefficient cons_coef
+    # VAT alone (registry/vat.py): epsilon is mur_radius, iterations mur_steps, its coefficient cons_coef
     from trainables.config import applies
     vat = {"method": "vat", "mur": "none", "vd": False}
     assert [applies(k, vat) for k in ("mur_radius", "mur_steps", "mur_coef", "mur_step_size", "kl_coef", "cons_coef")] == \
         [True, True, False, False, False, True]
-    # lambda1 weighs the consistency term, which supervised and MUT do not have (Method.consistency)
+    # lambda1 weighs the consistency term, which supervised and MUT do not have (Method.loss)
     assert [applies("cons_coef", {"method": m}) for m in ("supervised", "mut", "pi", "mt", "ict", "fixmatch")] == \
         [False, False, True, True, True, True]
     # searched values show 3 significant digits, unless that would merge two rows

@@ -17,7 +17,6 @@ from trainables.files import closest
 
 METHODS = tuple(registry.METHODS)  # trainables/registry/: what each one is
 DATASETS = ("digits", "mnist", "cifar10", "cifar100", "svhn")
-MUR_METHODS = ("none", "direct", "pga", "ga", "random", "vat")  # random = RR, vat = VAT point
 LABEL_RULES = ("balanced", "frequency")  # data.label_counts
 LABEL_PICKS = ("per_class", "shuffle_walk")  # data.labeled_split
 DROPOUT_MODES = ("channel", "element")  # models.Dropout
@@ -41,6 +40,25 @@ VAL_SIZE = {"digits": 300, "mnist": 10000, "cifar10": 5000, "cifar100": 5000, "s
 MAX_STEPS = 10 ** 8       # 100M steps: years at the paper's networks' speed; the paper's longest runs are ~500k
 MAX_WIDTH = 16.0          # ConvNet-13 at width 16 has 8192-channel 3x3 convolutions, 0.6 G weights (2.4 GB) each
 MAX_EVAL_BATCH = 1 << 16  # 65536 test images a forward pass: 0.8 GB of 32x32x3 float inputs before any activation
+
+
+@dataclass(frozen=True)
+class MurKind:
+    """One way of finding MUR's virtual point x* (trainables/mur.py, virtual_point)."""
+    label: str        # its name in a table's row label ("MUR (PGA)")
+    from_g0: bool     # starts from g0 = dH/dx at x0, which the step computes and reports (||g0||)
+    step_size: bool   # iterates with step size mur_step_size (alpha)
+    steps: bool       # reads mur_steps: its iterations, or VAT's power iterations
+    xi: bool = False  # reads vat_xi: VAT's finite-difference step
+
+
+# The MUR kinds, declared once: TrainConfig.mur is "none" or one of them (random = RR, vat = VAT's point)
+MUR_KINDS = {"direct": MurKind("MUR", from_g0=True, step_size=False, steps=False),
+             "pga": MurKind("MUR (PGA)", from_g0=True, step_size=True, steps=True),
+             "ga": MurKind("MUR (GA)", from_g0=True, step_size=True, steps=True),
+             "random": MurKind("RR", from_g0=False, step_size=False, steps=False),
+             "vat": MurKind("VAT", from_g0=False, step_size=False, steps=True, xi=True)}
+MUR_METHODS = ("none", *MUR_KINDS)
 
 
 # TrainConfig fields that cannot change a run's numbers: the seed (the paper's ± is over seeds), where the
@@ -78,9 +96,11 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class SharedConfig:
+    """TrainConfig's fields every method shares, and its rules; a method's own fields (Method.fields) follow."""
     # --- what is trained -------------------------------------------------------
-    method: str = "mt"              # supervised | pi | mt | ict | mut | fixmatch | vat (VAT alone) | labelspreading (sklearn)
+    method: str = "mt"              # supervised | pi | mt | ict | mut | fixmatch | vat (VAT alone) | uda | labelspreading
+                                    # (sklearn): trainables/registry/, one file each
     vd: bool = False                # variational dropout (the paper's VBI) on every conv/linear
     mur: str = "none"               # virtual point: none | direct | pga | ga | random (RR) | vat
     # --- data ------------------------------------------------------------------
@@ -223,6 +243,11 @@ class TrainConfig:
         return registry.METHODS[self.method]
 
     @property
+    def mur_kind(self) -> MurKind | None:
+        """The MUR point's kind (MUR_KINDS), None without one."""
+        return MUR_KINDS.get(self.mur)
+
+    @property
     def uses_teacher(self) -> bool:
         # fixmatch: an EMA copy used only for evaluation (FixMatch reports its EMA model)
         return self.spec.teacher
@@ -304,8 +329,9 @@ class TrainConfig:
         # entropy_grad's x.detach().requires_grad_() breaks the compiled step here, and cudagraph trees fail
         # across that break (H200, torch 2.11: "input tensor deallocate during graph recording", PGA 5 steps;
         # FixMatch + MUR has the same break and was not tried)
-        need(self.compile != "graphs" or not (self.mur in ("pga", "ga") and self.mur_steps >= 2
-                                              or not self.spec.mur_on_x0 and self.mur != "none"),
+        kind = self.mur_kind
+        iterated = kind is not None and kind.step_size and self.mur_steps >= 2
+        need(self.compile != "graphs" or not (iterated or not self.spec.mur_on_x0 and kind is not None),
              "compile='graphs' fails for mur='pga'/'ga' with mur_steps >= 2 and for FixMatch + MUR (CUDA graphs "
              "across a graph break); use compile='step' or 'none'")
         need(self.arch != "convnet13" or self.dataset != "digits",
@@ -318,9 +344,29 @@ class TrainConfig:
              f"{self.dropout}, input_noise={self.input_noise}; set dropout=0 and input_noise=0")
 
 
+TrainConfig = dataclasses.make_dataclass(
+    "TrainConfig", [(name, typ, dataclasses.field(default=default)) for name, typ, default, _ in registry.FIELDS],
+    bases=(SharedConfig,), frozen=True)
+TrainConfig.__module__ = __name__  # so that pickle (Ray, checkpoints) finds it here
+TrainConfig.__doc__ = ("The one frozen, validated description of a training run: SharedConfig's fields, then each "
+                       "method's own (trainables/registry/, Method.fields), in the methods' order.")
+
+
 def train_config_defaults() -> dict:
     """TrainConfig's field defaults, {field: default}: a new dict at each call."""
     return {f.name: f.default for f in fields(TrainConfig) if f.default is not dataclasses.MISSING}
+
+
+def full_config(partial: dict, check: bool = False) -> dict:
+    """A trial's full config from the keys it sets (a sweep's cell, its params.json, a trials.csv row): the
+    TrainConfig default of every field it does not set, its own value of every key it does (BOOKKEEPING
+    keys too). The one derivation of a trial's config: the driver's pre-flight, the aggregator, the tables'
+    layout and a trial's identity (sweeper/trial_identity.py) call it. check=True: the fields validated
+    and typed by TrainConfig first (ConfigError naming a bad value), as the driver takes a sweep's cells."""
+    if not check:
+        return {**train_config_defaults(), **partial}
+    own = TrainConfig.from_dict({k: v for k, v in partial.items() if k not in BOOKKEEPING}).to_dict()
+    return {**own, **{k: v for k, v in partial.items() if k in BOOKKEEPING}}
 
 
 def applies(key: str, cfg: dict) -> bool:
@@ -342,12 +388,13 @@ def applies(key: str, cfg: dict) -> bool:
         return point
     if key == "mur_radius":
         return point or own
+    kind = MUR_KINDS.get(cfg.get("mur", "none"))
     if key == "mur_step_size":
-        return cfg.get("mur") in ("pga", "ga")
+        return kind is not None and kind.step_size
     if key == "mur_steps":
-        return cfg.get("mur") in ("pga", "ga", "vat") or own
+        return kind is not None and kind.steps or own
     if key == "vat_xi":
-        return cfg.get("mur") == "vat" or own or spec is None
+        return kind is not None and kind.xi or own or spec is None
     if key in ("kl_coef", "vd_masked"):
         return bool(cfg.get("vd"))
     if key == "dropout_mode":                 # VD removes the dropout layers

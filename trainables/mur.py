@@ -45,7 +45,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-METHODS = ("direct", "pga", "ga", "random", "vat")
+from trainables.config import MUR_KINDS
+
+METHODS = tuple(MUR_KINDS)  # trainables/config.py declares each kind
 EPS = 1e-8  # added to every per-sample norm used as a denominator
 
 
@@ -141,7 +143,7 @@ def virtual_point(model: nn.Module, x0: torch.Tensor, radius: float, method: str
         raise ValueError(f"radius must be > 0, got {radius}")
     if isinstance(steps, bool) or int(steps) != steps or steps < 1:
         raise ValueError(f"steps must be an integer >= 1, got {steps}")
-    if method in ("pga", "ga") and not step_size > 0:
+    if MUR_KINDS[method].step_size and not step_size > 0:
         raise ValueError(f"step_size must be > 0 for {method}, got {step_size}")
     if method == "vat" and not xi > 0:
         raise ValueError(f"xi must be > 0 for vat, got {xi}")

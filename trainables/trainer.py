@@ -25,7 +25,7 @@ from torch import nn
 
 from trainables import schedules
 from trainables.augment_strong import strong_augment
-from trainables.config import NOT_COMPARED, ConfigError, TrainConfig
+from trainables.config import NOT_COMPARED, ConfigError, TrainConfig, applies
 from trainables.data import (Batcher, Dataset, augment, labeled_split, load_dataset, unlabeled_with_labeled,
                               validation_indices)
 from trainables.datafiles import DataError, check_available
@@ -34,6 +34,7 @@ from trainables.methods import Views, loss_terms, needs_input_grad
 from trainables.metrics import error_rate, histogram, sensitivity
 from trainables.models import build_model
 from trainables.registry.method import TERMS
+from trainables.selection import improves_on_val
 from trainables.variational import sparsity
 
 
@@ -54,9 +55,10 @@ class CheckpointUnreadable(ValueError):
 def check_resumable(stored: dict, cfg: TrainConfig, step: int) -> None:
     """A checkpoint's stored config must be `cfg`. A field that did not exist when it was written takes its
     default, which is `cfg`'s value (the trial's stored config lacks it too): fine for a field that cannot
-    change the numbers (config.NOT_COMPARED), else CheckpointMismatch, as is any stored value that differs."""
+    change the numbers (config.NOT_COMPARED) or that this config does not read (config.applies: a method
+    added since, with keys of its own), else CheckpointMismatch, as is any stored value that differs."""
     now = cfg.to_dict()
-    missing = [k for k in now if k not in stored and k not in NOT_COMPARED]
+    missing = [k for k in now if k not in stored and k not in NOT_COMPARED and applies(k, now)]
     if missing:
         raise CheckpointMismatch(
             f"checkpoint at step {step} predates the config field {missing[0]!r}"
@@ -174,7 +176,7 @@ def splits(cfg: TrainConfig, y_train: torch.Tensor) -> tuple[torch.Tensor, torch
     idx_val = validation_indices(cfg.dataset, len(y_train), cfg.n_val)
     idx_l, idx_u = labeled_split(y_train.cpu(), cfg.num_labels, cfg.num_classes, cfg.subset_seed,
                                  val_idx=idx_val, rule=cfg.label_rule, pick=cfg.label_pick)
-    if cfg.fm_published and cfg.spec.consistency == "pseudo_label":  # FixMatch's unlabeled set: every image
+    if cfg.fm_published and cfg.spec.published_unlabels_all:  # FixMatch's unlabeled set: every image
         idx_u = unlabeled_with_labeled(idx_l, idx_u)
     return idx_l, idx_u, idx_val
 
@@ -248,7 +250,7 @@ class Trainer:
         v = Views(x=augment(x, cfg.translate, cfg.flip, self.gen, cfg.translate_pad),
                   x2=augment(x, cfg.translate, cfg.flip, self.gen, cfg.translate_pad),
                   y_l=d.y_train[idx[: len(idx_l)]], x0=x if cfg.bn_clean_pass or "x0" in cfg.spec.views else None)
-        if "strong" in cfg.spec.views:  # FixMatch's strong view A(x_u), drawn after the weak views: they never see it
+        if "strong" in cfg.spec.views:  # the strong view A(x_u), drawn after the weak views: they never see it
             x_u = augment(x[len(idx_l):], cfg.translate, cfg.flip, self.gen, cfg.translate_pad)  # (U, C, H, W)
             v.xs = strong_augment(x_u, self.gen, cfg.fm_ops, cfg.fm_cutout, cfg.fm_groups, per_image=cfg.fm_published,
                                   pixels=d.pixels)
@@ -402,7 +404,7 @@ class Trainer:
             val_t = error_rate(self.teacher, x_val, y_val, cfg.eval_batch) if self.teacher else math.nan
         val = val_t if self.teacher is not None else val_s
         self.best_test_error = min(self.best_test_error, err)
-        if val < self.best_val_error:  # first evaluation with the lowest validation error
+        if improves_on_val(val, self.best_val_error):  # the first evaluation with the lowest validation error
             self.best_val_error, self.test_error_at_best_val = val, err
         n = max(self._n, 1)
         out = {"step": self.step,
@@ -414,7 +416,7 @@ class Trainer:
                "best_test_error": self.best_test_error,
                "lr": schedules.lr_at(max(self.step - 1, 0), cfg),
                "sparsity": sparsity(self.student) if cfg.vd else math.nan,
-               "g0_norm": float(self._g0_sum) / n if cfg.mur in ("direct", "pga", "ga") else math.nan}
+               "g0_norm": float(self._g0_sum) / n if cfg.mur_kind and cfg.mur_kind.from_g0 else math.nan}
         for k in ("total", *TERMS):
             out[f"loss_{k}"] = float(self._sums[k]) / n if self._n else math.nan
         if cfg.sensitivity_samples > 0:

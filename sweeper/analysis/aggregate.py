@@ -54,16 +54,16 @@ import numpy as np
 import pandas as pd
 
 from sweeper.storage import TRIAL_DIR_PREFIX
-from trainables.config import train_config_defaults  # trainables.config imports neither torch nor Ray
+from trainables.config import BOOKKEEPING, NOT_COMPARED, full_config, train_config_defaults  # no torch, no Ray
 from trainables.files import KERNELS_KEY, atomic_write, refusal, unresolved
+from trainables.selection import chosen_on_val
 
 STATUSES = ("finished", "failed", "diverged", "stopped", "incomplete")
 # Columns of the trials table that are not config keys and carry no metric prefix.
 BOOK_COLS = ("sweep", "trial_id", "trial_dir", "status", "n_reports", "n_failures", "wall_time_s",
              "hostname", "python_version", "torch_version", "ray_version", "versions_source", KERNELS_KEY)
-# Config keys that do not change the result (or identify the repeat): never grouped by.
-NON_GROUP_KEYS = ("seed", "trial_index", "data_dir", "download", "device", "eval_batch", "channels_last", "compile",
-                  "nan_check_every")
+# Config keys never grouped by: those that change no number (the seed among them), and the trial's index.
+NON_GROUP_KEYS = (*NOT_COMPARED, *BOOKKEEPING)
 # Percent errors on the test set, and on the validation split held out of the training set.
 TEST_METRICS = ("test_error", "test_error_student", "test_error_teacher")
 VAL_METRICS = ("val_error", "val_error_student", "val_error_teacher")
@@ -341,10 +341,9 @@ def bestval_metrics(reports: list[dict]) -> dict:
     """bestval_<m> for every error metric at the report whose val_error is lowest (the first such
     report on ties; non-finite val_error skipped), and that report's step as bestval_step. All NaN
     when no report has a finite val_error (val_size=0: no validation split)."""
-    val = np.array([_num(r.get(SELECT_METRIC)) for r in reports], dtype=float)  # (n_reports,)
-    if not np.isfinite(val).any():
+    i = chosen_on_val(_num(r.get(SELECT_METRIC)) for r in reports)  # the trainer's rule (trainables/selection.py)
+    if i is None:
         return {f"bestval_{m}": math.nan for m in ERROR_METRICS} | {"bestval_step": math.nan}
-    i = int(np.nanargmin(np.where(np.isfinite(val), val, np.nan)))  # first minimum
     out = {f"bestval_{m}": _num(reports[i].get(m)) for m in ERROR_METRICS}
     out["bestval_step"] = _num(reports[i].get("step", reports[i].get("training_iteration")))
     return out
@@ -378,10 +377,11 @@ def load_trials(exp_dir: str | Path) -> pd.DataFrame:
         raise AggregateError(f"no trial of {exp} has a config (each holds Tune's placeholders); run the sweep anew")
     df = pd.DataFrame(rows)
     config = [c for c in df.columns if is_config(c)]
-    defaults = train_config_defaults()
+    full = pd.DataFrame([full_config({k: v for k, v in r.items() if is_config(k) and not _blank(v)}) for r in rows],
+                        index=df.index)
     for c in config:
-        if df[c].isna().any() and c in defaults:
-            df[c] = df[c].astype(object).where(df[c].notna(), defaults[c])
+        if df[c].isna().any() and c not in BOOKKEEPING:  # what a trial without the key ran with
+            df[c] = df[c].astype(object).where(df[c].notna(), full[c])
             df[c] = df[c].infer_objects()
     return df.sort_values(["trial_id"], kind="stable").reset_index(drop=True)
 
@@ -600,9 +600,12 @@ def write_summary(summary: pd.DataFrame, folder: str | Path) -> dict[str, Path]:
 def config_cols() -> frozenset[str]:
     """The trials table's config columns, declared: every TrainConfig field and the keys the driver adds
     to a trial's params (trainables.config.BOOKKEEPING)."""
-    from trainables.config import BOOKKEEPING
-
     return frozenset(train_config_defaults()) | frozenset(BOOKKEEPING)
+
+
+def _blank(v) -> bool:
+    """A value the trials table shows as missing (None, NaN)."""
+    return v is None or isinstance(v, float) and math.isnan(v)
 
 
 def is_config(col: str) -> bool:

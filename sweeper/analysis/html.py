@@ -1,9 +1,9 @@
 """report.html: one self-contained page per sweep, built from the files the report writes.
 
-The page shows what table.md, table_sensitivity.md and table_ranked.md show, cell for cell (it
-renders those Markdown tables), plus the sweep's hypothesis and baseline (its module's docstring),
-the command, preset and provenance (commit, versions, machine, start and wall time: a committed run's
-machine.json where it has one), the progress line (trials finished / running / failed / diverged of the
+The page shows what table.md, table_sensitivity.md and table_ranked.md show, cell for cell (it renders the
+text those are written from: table.json, table_sensitivity.json and table_ranked.json, render.grid), plus
+the sweep's hypothesis and baseline (its module's docstring), the command, preset and provenance (commit,
+versions, machine, start and wall time: a committed run's machine.json where it has one), the progress line (trials finished / running / failed / diverged of the
 total), each cell's test error by step (curves.png from history.parquet, or one line saying the run keeps
 no such history), every PNG the report made, each cell's per-seed values on demand (<details>), the
 failed and diverged trials with their error line and folder, and for a search (hpo, hpo_base) the
@@ -39,8 +39,8 @@ from trainables.files import atomic_write, one_line
 PAGE = "report.html"
 LIVE = "live.json"   # {"state": "running" | "ended", "updated": epoch seconds, "load_avg": [...], "stalled", "ended_stalled": {trial: {...}}}: the driver's heartbeat (sweeper/driver/live.py)
 STALE_S = 600        # a "running" heartbeat older than this: the driver is gone (killed, machine lost)
-TABLES = (("table.md", "Results"), ("table_sensitivity.md", "Sensitivity (Table 3)"),
-          ("table_ranked.md", "Search: trials ranked"))
+TABLES = (("table.json", "Results"), ("table_sensitivity.json", "Sensitivity (Table 3)"),
+          ("table_ranked.json", "Search: trials ranked"))  # each a grid (render.grid, ranking.ranking_grid)
 FIRST_PLOT = "paired_diffs.png"  # drawn right under the table it summarises
 CURVES = "curves.png"  # plots.plot_curves: each cell's test error by step, in its own section
 CURVE_CAPTION = ("Test error vs step: each cell's mean over its finished seeds (line) and their minimum to maximum "
@@ -58,31 +58,6 @@ img{max-width:100%;border:1px solid #eee}figure{margin:1em 0}figcaption{color:#5
 ul.notes{color:#333;font-size:.9em}code,pre{background:#f6f6f6;padding:.1em .3em}pre{white-space:pre-wrap}
 dl{display:grid;grid-template-columns:max-content auto;gap:.2em 1em}dt{font-weight:600}dd{margin:0}
 """
-
-
-# ---------------------------------------------------------------- Markdown tables as the report wrote them
-
-def parse_markdown_table(md: str) -> tuple[str, list[str], list[list[str]], list[str]]:
-    """(title, header, body rows, notes) of a table.md written by sweeper's to_markdown /
-    ranking_markdown: "### title", a pipe table, then "- note" lines. Cells come back unescaped
-    ("\\|" -> "|"), exactly the strings the Markdown shows."""
-    title, header, body, notes = "", [], [], []
-    for line in md.splitlines():
-        if line.startswith("### "):
-            title = line[4:]
-        elif line.startswith("|"):
-            cells = [c.strip().replace("\\|", "|")
-                     for c in line.strip()[1:-1].replace("\\|", "\0").split("|")]
-            cells = [c.replace("\0", "|") for c in cells]
-            if all(set(c) <= set(":-") and c for c in cells):
-                continue  # the alignment row
-            if header:
-                body.append(cells)
-            else:
-                header = cells
-        elif line.startswith("- "):
-            notes.append(line[2:])
-    return title, header, body, notes
 
 
 # ---------------------------------------------------------------- per-seed values of a cell
@@ -199,11 +174,12 @@ def stalled_text(stalled: dict[str, dict], lead: str = "Stalled") -> str:
 
 # ---------------------------------------------------------------- pieces of the page
 
-def table_html(md: str, cells: pd.DataFrame | None = None, trials: pd.DataFrame | None = None,
+def table_html(grid: dict, cells: pd.DataFrame | None = None, trials: pd.DataFrame | None = None,
                value_col: str | None = None) -> str:
-    """A Markdown table as an HTML <table> with the same cell strings; with table.csv's `cells` and
-    the trials, each result cell gets its seeds in a <details> below its text."""
-    title, header, body, notes = parse_markdown_table(md)
+    """A table's grid (render.grid: title, header, rows, notes) as an HTML <table> with the same cell strings
+    as its Markdown; with table.csv's `cells` and the trials, each result cell gets its seeds in a <details>
+    below its text."""
+    title, header, body, notes = grid["title"], grid["header"], grid["rows"], grid["notes"]
     by_cell = cell_trials(cells, trials) if cells is not None and trials is not None else {}
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     lines = []
@@ -404,7 +380,7 @@ def study_figures(db: Path, study_name: str) -> list[tuple[str, bytes]]:
 # ---------------------------------------------------------------- the page
 
 def build_page(exp: Path, which: str = "final", now: float | None = None, out: Path | None = None) -> str:
-    """The HTML of report.html for a run whose report (table.md, table.csv, trials.parquet, PNGs) has been
+    """The HTML of report.html for a run whose report (table.json, table.csv, trials.parquet, PNGs) has been
     written to `out` (default: the run's folder `exp`, which holds sweep.json, live.json, machine.json and
     the trials' folders); `now` (epoch seconds, default the clock): when the page says it was written."""
     now = time.time() if now is None else now
@@ -440,11 +416,11 @@ def build_page(exp: Path, which: str = "final", now: float | None = None, out: P
     for fname, heading in TABLES:
         if not (out / fname).is_file():
             continue
-        main = fname == "table.md"
+        main = fname == "table.json"
         value_col = None
         if main and cells is not None and len(cells):
             value_col = metric_column(trials, str(cells["metric"].iloc[0]), str(cells["which"].iloc[0]))
-        parts.append(f"<h2>{heading}</h2>" + table_html((out / fname).read_text(), cells if main else None,
+        parts.append(f"<h2>{heading}</h2>" + table_html(json.loads((out / fname).read_text()), cells if main else None,
                                                          trials if main else None, value_col))
         if main and (out / FIRST_PLOT).is_file():
             parts.append(img_html((out / FIRST_PLOT).read_bytes(), "Paired differences from the baseline "

@@ -12,17 +12,18 @@ import math
 import numpy as np
 
 from sweeper.analysis.aggregate import MEDIAN_LAST
+from trainables.config import MUR_KINDS, MUR_METHODS
 from trainables.registry import METHODS
 
 METHOD_NAMES = {m.name: m.label for m in METHODS.values()}  # trainables/registry/
-MUR_NAMES = {"direct": "MUR", "pga": "MUR (PGA)", "ga": "MUR (GA)", "random": "RR", "vat": "VAT"}
+MUR_NAMES = {name: kind.label for name, kind in MUR_KINDS.items()}  # trainables/config.py
 DATASET_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "svhn": "SVHN", "digits": "digits", "mnist": "MNIST"}
 KEY_NAMES = {"mur_radius": "r", "mur_step_size": "α", "mur_steps": "s", "kl_coef": "KL coef",
              "num_labels": "labels", "entmin_coef": "entmin", "bn_clean_pass": "clean BN pass",
              "cons_coef": "λ1", "mur_coef": "λ3", "dropout_mode": "dropout", "label_rule": "labels by"}
 NAME_KEYS = ("method", "vd", "mur")  # form a row's name ("MT + VD + MUR"); every other key goes in parentheses
 ORDER = {"method": tuple(sorted(METHODS, key=lambda m: METHODS[m].order)),
-         "mur": ("none", "direct", "pga", "ga", "random", "vat"),
+         "mur": MUR_METHODS,
          "dataset": ("digits", "mnist", "svhn", "cifar10", "cifar100")}
 # What each point of a trial's curve means (notes), and the warning a title carries.
 WHICH_TEXT = {"final": "final = at the last evaluation, the honest default",

@@ -13,7 +13,7 @@ import pandas as pd
 from sweeper.analysis.aggregate import AggregateError, config_cols
 from sweeper.analysis.labels import NAME_KEYS, py_value, row_label
 from sweeper.analysis.paper_results import SENSITIVITY_DATA, paper_sensitivity, paper_value
-from trainables.config import applies, train_config_defaults
+from trainables.config import applies, full_config, train_config_defaults
 
 STAT_COLS = ("metric", "which", "mean", "std", "n", "n_failed", "n_diverged", "n_incomplete", "n_trials", "seeds")
 # Columns baseline_diffs adds to a summary: ours - baseline (percent points for errors), its t-interval,
@@ -62,9 +62,8 @@ def layout_keys(summary: pd.DataFrame, rows, cols) -> tuple[list[str], list[str]
 
 def cell_configs(summary: pd.DataFrame) -> list[dict]:
     """Each summary row's full config: TrainConfig defaults for the keys the sweep did not set."""
-    defaults = train_config_defaults()
     keys = config_keys(summary)
-    return [{**defaults, **{k: py_value(summary.at[i, k]) for k in keys}} for i in summary.index]
+    return [full_config({k: py_value(summary.at[i, k]) for k in keys}) for i in summary.index]
 
 
 def row_labels(summary: pd.DataFrame, rows=("method", "vd", "mur"), cols=()) -> pd.Series:

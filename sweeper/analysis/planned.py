@@ -26,7 +26,7 @@ from sweeper.analysis.aggregate import (config_key, flatten, group_keys, read_js
                                         read_sweep)
 from sweeper.analysis.layout import PLAN_COLS, config_keys
 from sweeper.storage import TRIALS_FILE, grid_meta
-from trainables.config import train_config_defaults
+from trainables.config import full_config
 from trainables.files import unresolved
 
 ENDED = ("TERMINATED", "ERROR")  # Tune's statuses of a trial that will write no more reports
@@ -86,7 +86,6 @@ def add_planned(summary: pd.DataFrame, trials: pd.DataFrame, exp: Path, meta: di
     if planned is None:
         return summary
     keys = group_keys(trials)
-    defaults = train_config_defaults()
     present_index = set(pd.to_numeric(trials["trial_index"], errors="coerce").dropna().astype(int)) \
         if "trial_index" in trials.columns else set()
     present_dirs = set(trials["trial_dir"])
@@ -94,7 +93,7 @@ def add_planned(summary: pd.DataFrame, trials: pd.DataFrame, exp: Path, meta: di
     counts: dict[tuple, dict] = {}
     status = {}
     for p in planned:
-        cfg = {**defaults, **flatten(p["config"])}
+        cfg = full_config(flatten(p["config"]))
         cell = counts.setdefault(config_key(cfg, keys), {"cfg": cfg, "n_planned": 0, "why": []})
         cell["n_planned"] += 1
         here = p["trial_index"] in present_index if grid else p["trial_dir"] in present_dirs

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
 
 from sweeper.analysis.aggregate import AggregateError, group_keys, summarize
-from trainables.config import train_config_defaults
+from trainables.config import MUR_KINDS, train_config_defaults
 from trainables.files import atomic_write
 from sweeper.analysis.labels import KEY_NAMES, col_label, fmt_value, metric_name, py_value, row_label
 from sweeper.analysis.layout import config_keys
@@ -152,7 +152,7 @@ def plot_ga_vs_pga(df: pd.DataFrame, path: Path, metric="test_error", which="fin
     """Bars per (step size α, steps s) for GA and PGA; None unless GA/PGA ran over several (α, s)."""
     if "mur" not in df.columns:
         return None
-    sub = df[df["mur"].isin(["ga", "pga"])]
+    sub = df[df["mur"].isin([m for m, kind in MUR_KINDS.items() if kind.step_size])]  # the iterative kinds
     if not _varies(sub, "mur_step_size", "mur_steps"):
         return None
     d = train_config_defaults()

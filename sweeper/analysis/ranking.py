@@ -13,6 +13,7 @@ import pandas as pd
 from sweeper.analysis.aggregate import SELECT_METRIC
 from sweeper.analysis.labels import metric_name, short_label
 from sweeper.analysis.paired import same_value
+from sweeper.analysis.render import grid_json, grid_markdown
 from trainables.files import atomic_write
 
 
@@ -44,9 +45,10 @@ def ranking_frame(trials: pd.DataFrame, keys: list[str], select: str = SELECT_ME
     return out
 
 
-def ranking_markdown(ranked: pd.DataFrame, title: str = "", top: int = 10, notes=()) -> str:
-    """The first `top` rows of ranking_frame as a markdown table (numbers to 3 significant digits); the
-    final_<metric> columns are headed by what they are for (ranked by / not used for selection)."""
+def ranking_grid(ranked: pd.DataFrame, title: str = "", top: int = 10, notes=()) -> dict:
+    """The first `top` rows of ranking_frame as a grid (render.grid: title, header, rows, notes; numbers to
+    3 significant digits); the final_<metric> columns are headed by what they are for (ranked by / not
+    used for selection)."""
     def cell(v) -> str:
         if isinstance(v, (float, np.floating)) and math.isnan(v):
             return "—"
@@ -55,19 +57,22 @@ def ranking_markdown(ranked: pd.DataFrame, title: str = "", top: int = 10, notes
     metric_cols = [c for c in ranked.columns if c.startswith("final_")]
     names = {c: f"{c} (ranked by)" if j == 0 else f"{c} (not used for selection)"
              for j, c in enumerate(metric_cols)}
-    head = [names.get(c, c) for c in ranked.columns]
-    lines = [f"### {title}", ""] if title else []
-    lines += ["| " + " | ".join(head) + " |", "|" + "|".join(["---:"] * len(head)) + "|"]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in ranked.head(top).itertuples(index=False)]
     n_stopped = int((ranked["status"] == "stopped").sum())
     how = "ranked" if ranked["rank"].notna().any() or not len(ranked) else "listed unranked"
-    lines += ["", f"- {len(ranked)} trials {how} ({n_stopped} stopped early by ASHA, listed after every finished "
-                  f"one); the first {min(top, len(ranked))} shown, all in the .csv."]
+    out = [f"{len(ranked)} trials {how} ({n_stopped} stopped early by ASHA, listed after every finished one); "
+           f"the first {min(top, len(ranked))} shown, all in the .csv."]
     if len(metric_cols) > 1:
-        lines.append(f"- Ranked by {metric_cols[0]}, on the validation split held out of the training set; "
-                     f"{metric_cols[1]} is shown beside it and was not used for selection.")
-    lines += [f"- {n}" for n in notes]
-    return "\n".join(lines) + "\n"
+        out.append(f"Ranked by {metric_cols[0]}, on the validation split held out of the training set; "
+                   f"{metric_cols[1]} is shown beside it and was not used for selection.")
+    return {"title": title, "header": [names.get(c, c) for c in ranked.columns],
+            "rows": [[cell(v) for v in row] for row in ranked.head(top).itertuples(index=False)],
+            "notes": [*out, *notes]}
+
+
+def ranking_markdown(ranked: pd.DataFrame, title: str = "", top: int = 10, notes=()) -> str:
+    """ranking_grid as a Markdown table, every column right-aligned."""
+    g = ranking_grid(ranked, title, top, notes)
+    return grid_markdown(g, ["---:"] * len(g["header"]))
 
 
 def start_notes(trials: pd.DataFrame, ranked: pd.DataFrame, points, select: str = SELECT_METRIC) -> list[str]:
@@ -94,9 +99,11 @@ def start_notes(trials: pd.DataFrame, ranked: pd.DataFrame, points, select: str 
 
 def write_ranking(trials: pd.DataFrame, keys: list[str], folder: Path, title: str, select: str = SELECT_METRIC,
                   report: str = "test_error", notes=(), start_points=None) -> dict[str, Path]:
-    """table_ranked.md and table_ranked.csv (ranking_frame) in folder, each written atomically; with
+    """table_ranked.md, .csv (ranking_frame) and .json (ranking_grid) in folder, each written atomically; with
     start_points, a note on where the base values landed (start_notes)."""
     ranked = ranking_frame(trials, keys, select, report)
-    md = ranking_markdown(ranked, title, notes=[*start_notes(trials, ranked, start_points, select), *notes])
+    g = ranking_grid(ranked, title, notes=[*start_notes(trials, ranked, start_points, select), *notes])
+    md, js = grid_markdown(g, ["---:"] * len(g["header"])), grid_json(g)
     return {"table_ranked.md": atomic_write(folder / "table_ranked.md", lambda t: Path(t).write_text(md)),
-            "table_ranked.csv": atomic_write(folder / "table_ranked.csv", lambda t: ranked.to_csv(t, index=False))}
+            "table_ranked.csv": atomic_write(folder / "table_ranked.csv", lambda t: ranked.to_csv(t, index=False)),
+            "table_ranked.json": atomic_write(folder / "table_ranked.json", lambda t: Path(t).write_text(js))}

@@ -1,9 +1,14 @@
-"""A table as Markdown, LaTeX and CSV, written atomically beside the results.
+"""A table as Markdown, LaTeX, CSV and JSON, written atomically beside the results.
 
-    python -m sweeper.report results/table_cifar-20260101-120000 --format latex   # writes table.{md,tex,csv}
+The CSV is the table's data (one line per cell); the JSON is its text as every rendering shows it (`grid`:
+title, header, rows of cell strings, notes), from which report.html renders the table
+(sweeper/analysis/html.py) rather than reading the Markdown back.
+
+    python -m sweeper.report results/table_cifar-20260101-120000 --format latex   # writes table.{md,tex,csv,json}
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -49,17 +54,34 @@ def _paper_cells(r, best: bool) -> list[str]:
     return [p, d] + ([signed(r["best_test_delta"]) if pd.notna(r["best_test_delta"]) else ""] if best else [])
 
 
-def to_markdown(table: pd.DataFrame, title: str = "", notes=()) -> str:
-    """The table as Markdown, its notes (what a cell is, the baseline, the paper) as a list below it."""
+def grid(table: pd.DataFrame, title: str = "", notes=()) -> dict:
+    """The table's text: {"title", "header": [str], "rows": [[str]] (the row label first), "notes": [str]
+    (what a cell is, the baseline, the paper)}, what the Markdown and the page show cell for cell."""
     header, body, _ = _grid(table)
+    return {"title": title, "header": header, "rows": body, "notes": list(table_notes(table, notes))}
 
+
+def grid_markdown(g: dict, align: list[str] | None = None) -> str:
+    """A grid (`grid`, ranking.ranking_grid) as a Markdown table under its "### title", its notes as a list
+    below it; `align`: each column's alignment row cell (default: the label left, the rest centred)."""
     def md_row(cells: list[str]) -> str:
         return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
-    lines = [f"### {title}", ""] if title else []
-    lines += [md_row(header), "|" + "|".join(["---"] + [":-:"] * (len(header) - 1)) + "|"]
-    lines += [md_row(line) for line in body]
-    return "\n".join(lines + [""] + [f"- {n}" for n in table_notes(table, notes)]) + "\n"
+    n = len(g["header"])
+    align = align or ["---"] + [":-:"] * (n - 1)
+    lines = [f"### {g['title']}", ""] if g["title"] else []
+    lines += [md_row(g["header"]), "|" + "|".join(align) + "|"]
+    lines += [md_row(line) for line in g["rows"]]
+    return "\n".join(lines + [""] + [f"- {n}" for n in g["notes"]]) + "\n"
+
+
+def to_markdown(table: pd.DataFrame, title: str = "", notes=()) -> str:
+    """The table as Markdown, its notes (what a cell is, the baseline, the paper) as a list below it."""
+    return grid_markdown(grid(table, title, notes))
+
+
+def grid_json(g: dict) -> str:
+    return json.dumps(g, ensure_ascii=False, indent=1) + "\n"
 
 
 _TEX_ESCAPE = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
@@ -87,8 +109,10 @@ def to_latex(table: pd.DataFrame, title: str = "", notes=()) -> str:
 
 
 def write_tables(table: pd.DataFrame, folder: Path, stem: str, title: str = "", notes=()) -> dict[str, Path]:
-    """<stem>.md, <stem>.tex and <stem>.csv in folder, each written atomically."""
-    md, tx = to_markdown(table, title, notes), to_latex(table, title, notes)
+    """<stem>.md, <stem>.tex, <stem>.csv and <stem>.json in folder, each written atomically."""
+    g = grid(table, title, notes)
+    md, tx, js = grid_markdown(g), to_latex(table, title, notes), grid_json(g)
     return {f"{stem}.md": atomic_write(folder / f"{stem}.md", lambda t: Path(t).write_text(md)),
             f"{stem}.tex": atomic_write(folder / f"{stem}.tex", lambda t: Path(t).write_text(tx)),
-            f"{stem}.csv": atomic_write(folder / f"{stem}.csv", lambda t: table.to_csv(t, index=False))}
+            f"{stem}.csv": atomic_write(folder / f"{stem}.csv", lambda t: table.to_csv(t, index=False)),
+            f"{stem}.json": atomic_write(folder / f"{stem}.json", lambda t: Path(t).write_text(js))}

@@ -21,7 +21,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 from search_spaces import Sweep
-from trainables.config import TrainConfig, unknown_keys
+from trainables.config import TrainConfig, full_config, unknown_keys
 from sweeper import storage as store
 from sweeper.storage import is_uri
 from trainables.remote import cache_root, half_uri, redact, scheme, secret_in_uri
@@ -69,8 +69,7 @@ def trial_configs(sweep: Sweep, args: argparse.Namespace) -> list[dict]:
     # one key set for every trial (rows may set keys others leave at their default, e.g. a
     # LabelSpreading row and MUR rows with a radius): the Tuner's param space is built from it
     keys = list(dict.fromkeys(k for t in trials for k in t))
-    defaults = TrainConfig().to_dict()
-    return [{k: t[k] if k in t else defaults[k] for k in keys} for t in trials]
+    return [{k: full[k] for k in keys} for full in map(full_config, trials)]
 
 
 def select_cells(sweep: Sweep, specs: list[str], compared: bool = True) -> Sweep:
@@ -96,7 +95,7 @@ def select_cells(sweep: Sweep, specs: list[str], compared: bool = True) -> Sweep
     keys = list(sweep.grid)
     cells = [{**v, **dict(zip(keys, vals))} for v in sweep.variants
              for vals in itertools.product(*(sweep.grid[k] for k in keys))]
-    full = [TrainConfig.from_dict({**sweep.base, **c}).to_dict() for c in cells]
+    full = [full_config({**sweep.base, **c}, check=True) for c in cells]
     hit = [all(any(all(f[k] == v for k, v in alt.items()) for alt in spec) for spec in want) for f in full]
     if not any(hit):
         raise InputError(f"--cells {' '.join(specs)}: no cell of sweep {sweep.name} has those values; "
@@ -145,7 +144,7 @@ def check_baseline(sweep: Sweep, trials: list[dict]) -> None:
     if unknown:
         raise InputError(f"sweep {sweep.name}: baseline / baseline_within / baseline_for name {unknown}, not "
                          f"TrainConfig keys; fix them in search_spaces/{sweep.name}.py")
-    if not any(all(TrainConfig.from_dict(t).to_dict()[k] == v for k, v in sweep.baseline.items()) for t in trials):
+    if not any(all(full_config(t, check=True)[k] == v for k, v in sweep.baseline.items()) for t in trials):
         print(f"note: no trial matches the sweep's baseline {sweep.baseline}; the tables will show no paired "
               f"differences", file=sys.stderr)
 
