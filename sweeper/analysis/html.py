@@ -3,14 +3,15 @@
 The page shows what table.md, table_sensitivity.md and table_ranked.md show, cell for cell (it renders the
 text those are written from: table.json, table_sensitivity.json and table_ranked.json, render.grid), plus
 the sweep's hypothesis and baseline (its module's docstring), the command, preset and provenance (commit,
-versions, machine, start and wall time: a committed run's machine.json where it has one), the progress line (trials finished / running / failed / diverged of the
-total), each cell's test error by step (curves.png from history.parquet, or one line saying the run keeps
-no such history), every PNG the report made, each cell's per-seed values on demand (<details>), the
-failed and diverged trials with their error line and folder, and for a search (hpo, hpo_base) the
-figures optuna.visualization draws from the study the search used (optuna.db; matplotlib backend).
-Everything is inline: CSS as a <style>, images as base64 data URIs, no script and no request to any
-network, so the file reads the same offline, from a bucket or as an e-mail attachment. While the sweep
-runs (live.json says so, sweeper/driver/live.py) the page reloads itself every 30 s.
+versions, machine, start and wall time: a committed run's machine.json where it has one), the progress
+line (trials finished / running / failed / diverged of the total), each cell's test error by step
+(curves.png from history.parquet, or one line saying the run keeps no such history), every PNG the report
+made, each cell's per-seed values on demand (<details>), the failed and diverged trials with their error
+line and folder, and for a search (hpo, hpo_base) the figures optuna.visualization draws from the study
+the search used (optuna.db; matplotlib backend). Everything is inline: CSS as a <style>, images as base64
+data URIs, no script and no request to any network, so the file reads the same offline, from a bucket or
+as an e-mail attachment. While the sweep runs (live.json says so, sweeper/driver/live.py) the page reloads
+itself every 30 s.
 
     python -m sweeper.report results/ablation_radius-20260101-120000   # writes report.html beside table.md
     python -m sweeper.report docs/runs/ablation_radius-quick-s0-7 --out /tmp/page   # into /tmp/page
