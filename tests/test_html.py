@@ -447,7 +447,7 @@ def test_marked_search_says_which_trials_asha_stopped():
 # three of the quick start's rows: LabelSpreading, MT + MUR (r = 1) and MT, the row it is compared with
 CELLS = "method=labelspreading|mur=direct,mur_radius=1"
 N_TRIALS = len(select_cells(get_sweep("ablation_radius", "quick"), [CELLS]).trials(seeds=2))  # those rows x 2 seeds
-CUT = ["--cells", CELLS, "--seeds", "2", "--set", "steps=100", "--set", "eval_every=50", "--set", "lr_rampdown=50",
+CUT = ["--cells", CELLS, "--seeds", "2", "--set", "steps=100", "--set", "eval_every=25", "--set", "lr_rampdown=50",
        "--set", "sensitivity_samples=20"]
 
 
@@ -463,17 +463,11 @@ def staged_reports(head, exp: Path) -> dict[str, list[dict]]:
     return {f.parent.name: read_reports(f.parent) for f in files}
 
 
-def trial_to_hold(head, exp: Path) -> int | None:
-    """The PID of a trial process to hold (SIGSTOP) so that the sweep cannot end before a rebuild shows a
-    partial table: once the results folder holds a finished trial, the process of a trial that has reported
-    but not finished while another trial is still to finish (its end starts a rebuild, which then reads that
-    finished trial); None before such a moment."""
-    if not any(r and r[-1]["done"] for r in trial_reports(exp).values()):
-        return None
+def running_pids(head, exp: Path) -> tuple[list[int], int]:
+    """(the PIDs of the trial processes that have reported but not finished, the number of finished
+    trials), as the driver has taken their reports."""
     staged = staged_reports(head, exp).values()
-    running = [r[-1]["pid"] for r in staged if r and not r[-1]["done"]]
-    finished = sum(bool(r) and r[-1]["done"] for r in staged)
-    return running[0] if running and finished + 1 < N_TRIALS else None
+    return [r[-1]["pid"] for r in staged if r and not r[-1]["done"]], sum(bool(r) and r[-1]["done"] for r in staged)
 
 
 def _consistent_snapshot(exp: Path):
@@ -490,40 +484,57 @@ def _consistent_snapshot(exp: Path):
 @pytest.mark.slow
 def test_quick_sweep_pages_live_and_in_chromium(ray_head, tmp_path):
     """A cut-down quick sweep (three of its rows x 2 seeds of 100 steps): report.html appears after trials
-    end and shows a partial table and the progress of that moment while the sweep runs (one trial's process
+    end and shows a partial table and the progress of that moment while the sweep runs (two trials' processes
     held with SIGSTOP meanwhile, so that the sweep cannot end before a rebuild has read a finished trial); the
     final page and the root's index open in Chromium with no network request, no console error,
     every image decoded, cells equal summary.csv's, the progress line the trials' statuses."""
     need_chromium()
     proc = subprocess.Popen([sys.executable, "-m", "sweeper.run", "ablation_radius", "--preset", "quick", *CUT,
-                             "--live-every", "3", "--storage", str(tmp_path), "--address", ray_head.address],
-                            cwd=ROOT, env=ray_head.env,
+                             "--live-every", "1", "--stall-after", "0", "--storage", str(tmp_path),
+                             "--address", ray_head.address],
+                            cwd=ROOT, env={**ray_head.env, "TUNE_GLOBAL_CHECKPOINT_S": "1"},  # Tune's saves each second
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    mid, held = None, None
+    # Two trial processes held (SIGSTOP) make the partial page certain whatever the machine's speed: the
+    # first (X) once a trial has finished, so that the sweep cannot end; the second (Y) is let go only
+    # once the results folder (which gets the trials at Tune's saves of its state) holds a finished
+    # trial, and its end starts a rebuild that reads that trial with X still running.
+    mid, x, y, released = None, None, None, False
     try:
         deadline = time.time() + 600
         while proc.poll() is None and time.time() < deadline and mid is None:
-            time.sleep(0.2)
+            time.sleep(0.05)
             exp = next(tmp_path.glob("ablation_radius-*"), None)
             if exp is None:
                 continue
-            if held is None and (held := trial_to_hold(ray_head, exp)) is not None:
-                os.kill(held, signal.SIGSTOP)
+            pids, finished = running_pids(ray_head, exp)
+            if x is None and finished and pids and finished + 2 < N_TRIALS:
+                x = pids[0]
+                os.kill(x, signal.SIGSTOP)
+            elif x is not None and y is None and (others := [p for p in pids if p != x]):
+                y = others[0]
+                os.kill(y, signal.SIGSTOP)
+            elif x is not None and y is None and finished + 1 >= N_TRIALS:
+                break  # every other trial ended unseen: no Y to hold
+            if y is not None and not released and any(r and r[-1]["done"] for r in trial_reports(exp).values()):
+                os.kill(y, signal.SIGCONT)
+                released = True
             if not (exp / "report.html").is_file():
                 continue
             snap = _consistent_snapshot(exp)  # a page of the sweep under way that shows a finished trial
             if snap is not None and (snap[1]["status"] == "finished").any() and \
                     ((snap[1]["status"] != "finished").any() or len(snap[1]) < N_TRIALS):
                 mid = snap
-        if held is not None:
-            os.kill(held, signal.SIGCONT)
+        for held in (y, x):
+            if held is not None:
+                os.kill(held, signal.SIGCONT)
         out, _ = proc.communicate(timeout=600)
     finally:
-        if held is not None:
-            try:
-                os.kill(held, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
+        for held in (y, x):
+            if held is not None:
+                try:
+                    os.kill(held, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, out[-3000:]
