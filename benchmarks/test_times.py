@@ -1,7 +1,7 @@
 """How long the README's two test commands take: the fast suite a newcomer runs and the whole suite CI runs.
 
     python benchmarks/test_times.py                         # times the fast suite here
-    python benchmarks/test_times.py --whole                 # times the whole suite too (about 15 minutes)
+    python benchmarks/test_times.py --whole                 # times the whole suite too (its budget: 15 minutes)
     python benchmarks/test_times.py --whole-log ci.log      # the whole suite's time read from a .ci/run log
 
 Hypothesis: on a 2-core machine with nothing else running, the fast suite (`-m "not slow"`) takes at most

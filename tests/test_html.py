@@ -463,6 +463,16 @@ def staged_reports(head, exp: Path) -> dict[str, list[dict]]:
     return {f.parent.name: read_reports(f.parent) for f in files}
 
 
+def let_go(*pids: int | None) -> None:
+    """SIGCONT to each held trial process still there (one let go earlier may have ended since)."""
+    for pid in pids:
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
+
 def running_pids(head, exp: Path) -> tuple[list[int], int]:
     """(the PIDs of the trial processes that have reported but not finished, the number of finished
     trials), as the driver has taken their reports."""
@@ -498,7 +508,7 @@ def test_quick_sweep_pages_live_and_in_chromium(ray_head, tmp_path):
     # first (X) once a trial has finished, so that the sweep cannot end; the second (Y) is let go only
     # once the results folder (which gets the trials at Tune's saves of its state) holds a finished
     # trial, and its end starts a rebuild that reads that trial with X still running.
-    mid, x, y, released = None, None, None, False
+    mid, x, y, released, unseen = None, None, None, False, False
     try:
         deadline = time.time() + 600
         while proc.poll() is None and time.time() < deadline and mid is None:
@@ -514,9 +524,10 @@ def test_quick_sweep_pages_live_and_in_chromium(ray_head, tmp_path):
                 y = others[0]
                 os.kill(y, signal.SIGSTOP)
             elif x is not None and y is None and finished + 1 >= N_TRIALS:
-                break  # every other trial ended unseen: no Y to hold
+                unseen = True  # every other trial ended before a look saw it running: no Y to hold
+                break
             if y is not None and not released and any(r and r[-1]["done"] for r in trial_reports(exp).values()):
-                os.kill(y, signal.SIGCONT)
+                let_go(y)
                 released = True
             if not (exp / "report.html").is_file():
                 continue
@@ -524,20 +535,14 @@ def test_quick_sweep_pages_live_and_in_chromium(ray_head, tmp_path):
             if snap is not None and (snap[1]["status"] == "finished").any() and \
                     ((snap[1]["status"] != "finished").any() or len(snap[1]) < N_TRIALS):
                 mid = snap
-        for held in (y, x):
-            if held is not None:
-                os.kill(held, signal.SIGCONT)
+        let_go(x, None if released else y)
         out, _ = proc.communicate(timeout=600)
     finally:
-        for held in (y, x):
-            if held is not None:
-                try:
-                    os.kill(held, signal.SIGCONT)
-                except ProcessLookupError:
-                    pass
+        let_go(x, y)
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, out[-3000:]
+    assert not unseen, "every trial but the held one ended before a look saw it running: no second trial to hold"
     assert mid is not None, "no report.html was written while the sweep ran"
     text, trials = mid
     n = trials["status"].value_counts()
