@@ -63,7 +63,10 @@ def tiny_sweep(trials: int, seconds: float, storage: str) -> None:
     tuner = tune.Tuner(
         tune.with_resources(trainable, {"cpu": 1, "gpu": 1}),
         param_space={"x": tune.grid_search(list(range(trials)))},
-        run_config=tune.RunConfig(name="tiny", storage_path=storage, verbose=0))
+        # the autoscaler can take down a node that a trial was just placed on, before the trial started there
+        # (to it the node still looked idle): Tune then starts that trial again on another node
+        run_config=tune.RunConfig(name="tiny", storage_path=storage, verbose=0,
+                                  failure_config=tune.FailureConfig(max_failures=2)))
     grid = tuner.fit()
     errors = [r.error for r in grid if r.error is not None]
     if errors:
