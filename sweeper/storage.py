@@ -218,9 +218,11 @@ def explain(e: BaseException, uri: str) -> str:
     """One line for a file system's error: refused credentials, a missing bucket, or as it came."""
     msg, low = one_line(e), str(e).lower()
     s = remote.scheme(uri)
+    # the status codes as whole numbers: a port or a byte count in the message may hold their digits
     if any(w in low for w in ("access_denied", "access denied", "invalid_access_key", "accessdenied", "forbidden",
                               "signaturedoesnotmatch", "signature_does_not_match", "expired", "permission",
-                              "unauthorized", "unauthenticated", "oauth2", "401", "403", "credentials")):
+                              "unauthorized", "unauthenticated", "oauth2", "credentials")) \
+            or re.search(r"(?<!\d)40[13](?!\d)", low):
         fix = ("give this machine credentials that may read and write it: application default credentials "
                "(`gcloud auth application-default login`) or the node's service account with "
                "roles/storage.objectAdmin; test with `gcloud storage ls " + uri + "`") if s in ("gs", "gcs") else \
