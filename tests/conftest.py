@@ -80,27 +80,37 @@ def free_port() -> int:
 
 class RayHead:
     """A Ray head on 127.0.0.1 (free ports, its own short temp dir, token auth as Ray 2.60 heads have it
-    by default) that drivers join with `--address`, and `ray job` reaches at `dashboard`."""
+    by default) that drivers join with `--address`, and, with `dashboard`, `ray job` reaches at `dashboard`.
 
-    def __init__(self, temp: Path, log: Path, num_cpus: int = 2):
+    Without a log monitor: no test reads a trial's printed lines through its driver, and the monitor lists
+    and reads the node's log files ten times a second for as long as the head lives (a session-long head
+    runs the whole slow suite). Without the dashboard (and its agent and module processes) unless the Job
+    API is what is tested."""
+
+    def __init__(self, temp: Path, log: Path, num_cpus: int = 2, dashboard: bool = True):
         root = Path(__file__).resolve().parents[1]
         env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
         self.env = {**env, "PYTHONPATH": str(root), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32),
                     "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"}  # a job's `python`
         self.temp, gcs, dash = temp, free_port(), free_port()
-        self.address, self.dashboard = f"127.0.0.1:{gcs}", f"http://127.0.0.1:{dash}"
+        self.address = f"127.0.0.1:{gcs}"
+        self.dashboard = f"http://127.0.0.1:{dash}" if dashboard else None
         self.ray = str(Path(sys.executable).parent / "ray")
+        web = ["--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash)] if dashboard else ["--include-dashboard", "false"]
         self.proc = subprocess.Popen([self.ray, "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
-                                      "--port", str(gcs), "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash),
+                                      "--port", str(gcs), *web, "--include-log-monitor", "false",
                                       "--ray-client-server-port", str(free_port()),
                                       "--dashboard-agent-listen-port", str(free_port()), "--temp-dir", str(temp),
                                       "--num-cpus", str(num_cpus), "--disable-usage-stats"],
                                      env=self.env, stdout=log.open("w"), stderr=subprocess.STDOUT,
                                      start_new_session=True)
         deadline = time.time() + 120
-        while self.job("list", timeout=60).returncode != 0:
+        # up: the Job API answers; without it, `ray start` has printed that the runtime started
+        up = (lambda: self.job("list", timeout=60).returncode == 0) if dashboard else \
+            (lambda: "Ray runtime started" in log.read_text())
+        while not up():
             assert self.proc.poll() is None and time.time() < deadline, log.read_text()[-3000:]
-            time.sleep(1)
+            time.sleep(1 if dashboard else 0.2)
 
     def job(self, cmd: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
         """`ray job CMD --address DASHBOARD ARGS`, run from the repository."""
@@ -125,19 +135,29 @@ class RayHead:
                 pass
 
 
-@pytest.fixture(scope="session")
-def ray_head(tmp_path_factory):
-    """One Ray head for the drivers of this pytest process whose property does not need a Ray of their
-    own (one that starts and ends with the driver): each driver joins it with `--address` in
-    `ray_head.env`, which saves a local Ray's start and shutdown per driver."""
+def _head(tmp_path_factory, name: str, dashboard: bool):
     import tempfile
 
     temp = Path(tempfile.mkdtemp(prefix="rhead", dir="/tmp"))  # short: Ray's unix socket paths
-    head = RayHead(temp, tmp_path_factory.mktemp("ray_head") / "head.log")
+    head = RayHead(temp, tmp_path_factory.mktemp(name) / "head.log", dashboard=dashboard)
     try:
         yield head
     finally:
         head.close()
+
+
+@pytest.fixture(scope="session")
+def ray_head(tmp_path_factory):
+    """One Ray head for the drivers of this pytest process whose property does not need a Ray of their
+    own (one that starts and ends with the driver): each driver joins it with `--address` in
+    `ray_head.env`, which saves a local Ray's start and shutdown per driver. No dashboard: `job_head`."""
+    yield from _head(tmp_path_factory, "ray_head", dashboard=False)
+
+
+@pytest.fixture(scope="module")
+def job_head(tmp_path_factory):
+    """A Ray head with its dashboard, for a module whose tests submit jobs (`job_head.job("submit", ...)`)."""
+    yield from _head(tmp_path_factory, "job_head", dashboard=True)
 
 
 def rounding_tol(magnitude: float, n: int, dtype=torch.float32, lam: float = 8.0) -> float:

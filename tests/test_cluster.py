@@ -330,15 +330,15 @@ def _cli_env(home: Path, **kw) -> dict:
 
 
 @pytest.mark.slow
-def test_token_auth_head_refuses_unauthenticated_and_accepts_authenticated_jobs(ray_head, tmp_path):
-    """The test process's head (conftest.ray_head: `ray start --head` with RAY_AUTH_MODE=token, on
+def test_token_auth_head_refuses_unauthenticated_and_accepts_authenticated_jobs(job_head, tmp_path):
+    """A head with its dashboard (conftest.job_head: `ray start --head` with RAY_AUTH_MODE=token, on
     127.0.0.1) refuses job submissions without a token (401) and with a wrong one (403), and runs them with
     the right one, through the SDK and the documented CLI; the refused ones leave no job behind."""
     from ray.job_submission import JobStatus, JobSubmissionClient
 
-    dashboard, token = ray_head.dashboard, ray_head.env["RAY_AUTH_TOKEN"]
+    dashboard, token = job_head.dashboard, job_head.env["RAY_AUTH_TOKEN"]
     client = JobSubmissionClient(dashboard, headers={"Authorization": f"Bearer {token}"})
-    earlier = {j.submission_id for j in client.list_jobs()}  # other tests' jobs on the shared head
+    assert client.list_jobs() == []  # the module's own head: every job below is this test's
     body = {"entrypoint": "python -c 'print(6 * 7)'"}
     assert requests.post(f"{dashboard}/api/jobs/", json=body, timeout=10).status_code == 401
     wrong = {"Authorization": f"Bearer {secrets.token_hex(32)}"}
@@ -360,7 +360,7 @@ def test_token_auth_head_refuses_unauthenticated_and_accepts_authenticated_jobs(
                         capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     cli_job = re.search(r"raysubmit_\w+", ok.stdout + ok.stderr).group(0)
-    assert {j.submission_id for j in client.list_jobs()} - earlier == {job, cli_job}
+    assert {j.submission_id for j in client.list_jobs()} == {job, cli_job}
 
 
 @pytest.mark.slow

@@ -58,11 +58,11 @@ def test_tiny_sweep_runs_end_to_end_and_writes_results(tmp_path):
     assert not list(exp.glob("trial_*/events.out.tfevents*"))  # TensorBoard files only with --tensorboard
 
 
-def test_ray_job_submit_to_local_head_succeeds(ray_head, tmp_path):
+def test_ray_job_submit_to_local_head_succeeds(job_head, tmp_path):
     """`ray job submit --working-dir . -- python -m sweeper.run ...` against a head on 127.0.0.1: the job's log
     streams back, the SDK reports it SUCCEEDED, and its two trials (LabelSpreading and MT, one after the
     other in one trial process) each wrote their results and a TensorBoard file."""
-    job = ray_head
+    job = job_head
     p = job("submit", "--working-dir", ".", "--", "python", "-m", "sweeper.run", "ablation_radius",
             "--preset", "quick", *TINY, *MT_CELLS, "--max-concurrent", "1", "--live-every", "0", "--tensorboard",
             "--storage", str(tmp_path / "results"))
@@ -123,7 +123,7 @@ def _reports(exp: Path) -> dict[str, list[dict]]:
             for t in exp.glob("trial_*") if (t / "result.json").is_file()}
 
 
-def test_ray_job_stop_keeps_what_finished_and_resume_finishes_every_trial(ray_head, tmp_path):
+def test_ray_job_stop_keeps_what_finished_and_resume_finishes_every_trial(job_head, tmp_path):
     """`ray job stop` mid-sweep, twice: with Ray's default stop wait (3 s, then SIGKILL) the job's log still
     holds the --resume command and trials.parquet what had finished; submitted with the stop wait that
     docs/USAGE.md gives, the stop ends in time, its log ends with the --resume line and trials.parquet
@@ -143,7 +143,7 @@ def test_ray_job_stop_keeps_what_finished_and_resume_finishes_every_trial(ray_he
     wait_env = json.dumps({"env_vars": {"RAY_JOB_STOP_WAIT_TIME_S": str(JOB_STOP_WAIT_S)}})
     finished = lambda reports: {t for t, r in reports.items() if r and r[-1]["step"] == steps}
     stops, exp = [], None
-    job = ray_head
+    job = job_head
     for i, extra in enumerate(([], ["--runtime-env-json", wait_env])):
         resume = ["--resume", str(exp)] if i else []
         p = job("submit", "--no-wait", *extra, "--working-dir", ".", "--", *argv, *resume)

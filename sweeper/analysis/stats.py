@@ -48,7 +48,9 @@ def t_interval(d, level: float) -> tuple[float, float, float]:
     """(mean, lo, hi) of the two-sided Student t-interval of the mean of d (m,) at `level`; lo, hi NaN
     below 2 values or when they are all equal (`no_spread`: zero width would say nothing about the
     spread), and the mean too for no value."""
-    from scipy import stats  # here, not at the top: a slow import, and only a comparison needs it
+    # the t quantile that scipy.stats.t.ppf returns (it calls this very function), without importing
+    # scipy.stats: every report with a comparison would pay its second-long import for one quantile
+    from scipy.special import stdtrit
 
     d = np.asarray(d, dtype=float)  # (m,) paired differences
     if len(d) == 0:
@@ -56,7 +58,7 @@ def t_interval(d, level: float) -> tuple[float, float, float]:
     mean = float(d.mean())
     if len(d) < 2 or no_spread(d):
         return mean, math.nan, math.nan
-    half = float(stats.t.ppf((1.0 + level) / 2.0, len(d) - 1)) * float(d.std(ddof=1)) / math.sqrt(len(d))
+    half = float(stdtrit(len(d) - 1, (1.0 + level) / 2.0)) * float(d.std(ddof=1)) / math.sqrt(len(d))
     return mean, mean - half, mean + half
 
 
