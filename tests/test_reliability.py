@@ -496,32 +496,24 @@ class Retraced:
         return all(len(starts(state.get(t, []))) >= 2 and state[t][-1]["step"] >= last for t, last in self.last.items())
 
 
-# The checkpoint period of the kill-and-resume run below: the default's 10 s (TrainConfig.checkpoint_every_s)
-# scaled down, so that the run waits seconds for each checkpoint rather than tens. When a report carries a
-# checkpoint at the default period is test_trainable.py::test_reports_carry_a_checkpoint_once_checkpoint_every_s_passed
-# (a fake clock); what this run shows holds at any period with evaluations between its checkpoints.
-PERIOD_S = 3.0
-
-
 @pytest.mark.slow
-def test_a_driver_killed_between_periodic_checkpoints_resumes_from_each_last_checkpoint(ray_head, tmp_path):
-    """Checkpoints PERIOD_S apart (checkpoint_every_s, evaluations between them): the driver's process group
-    is SIGKILLed once each running trial has a checkpoint in Tune's saved state and evaluations past it;
-    `--resume` continues each trial from that last checkpoint (what was lost: at most one period of training)
-    and retraces the evaluations the killed run made past it, bit for bit: the whole state came back (weights,
+def test_a_driver_killed_with_the_default_checkpoint_period_resumes_from_each_last_checkpoint(ray_head, tmp_path):
+    """The default checkpoint period (checkpoint_every_s=10): the driver's process group is SIGKILLed once
+    each running trial has a checkpoint in Tune's saved state and evaluations past it; `--resume`
+    continues each trial from that last checkpoint (what was lost: at most one period of training) and
+    retraces the evaluations the killed run made past it, bit for bit: the whole state came back (weights,
     optimizer, teacher, data order, random streams). Once it has, the resumed driver is stopped (SIGTERM,
     exit 3): the rest of the trials' 4000 steps would prove nothing more. That a resumed trial ends with the
     metrics of an uninterrupted run is test_killed_driver_resumes_without_rerunning_finished_trials."""
     temp, storage = short_tmp("rrper"), tmp_path / "results"
-    # quick_settings: two plain MT trials (the cheapest step), each long enough (also on an idle machine) for a few
-    # checkpoints PERIOD_S apart, with evaluations far shorter than that (also on a loaded machine), so some are past each
+    # quick_settings: two plain MT trials (the cheapest step), each long enough (also on an idle machine) for a few checkpoints 10 s
+    # apart, with evaluations far shorter than that (also on a loaded machine), so some are past each checkpoint
     argv = ["quick_settings", "--preset", "quick", "--seeds", "1", "--set", "steps=4000", "--set", "eval_every=10",
-            "--set", "sensitivity_samples=20", "--set", f"checkpoint_every_s={PERIOD_S:g}", "--live-every", "0",
-            "--storage", str(storage)]
+            "--set", "sensitivity_samples=20", "--live-every", "0", "--storage", str(storage)]
     sweep, _, trials = cli_trials(*argv)
     cfg = trial_config(trials[0])
     period, every = cfg.checkpoint_every_s, cfg.eval_every
-    assert period == PERIOD_S < TrainConfig().checkpoint_every_s
+    assert period == TrainConfig().checkpoint_every_s > 0  # nothing in argv changes it
     exp_of = lambda: next(storage.glob("quick_settings-*"), None)
     d, point, t0 = None, SavedCheckpoints(exp_of, len(trials)), time.time()
     try:
@@ -565,7 +557,7 @@ def test_a_driver_killed_between_periodic_checkpoints_resumes_from_each_last_che
     assert len(lost) >= 1
     n_starts = sum(len(starts(r)) for r in final.values())
     assert n_starts == len(trials) + len(lost)
-    print(json.dumps({"test": "driver group SIGKILL + resume, periodic checkpoints", "trials": len(trials),
+    print(json.dumps({"test": "driver group SIGKILL + resume, default checkpoint period", "trials": len(trials),
                       "checkpoint_every_s": period, "resumed_mid_run": len(lost),
                       "lost_training_s": {t: round(v, 1) for t, v in lost.items()}, "wall_s": round(wall, 1)}))
 
