@@ -151,3 +151,27 @@ def test_benchmarks_and_committed_runs_name_the_cpu_by_one_rule(monkeypatch):
     assert provenance.cpu_name() == (platform.processor() or platform.machine())
 
 
+
+
+@pytest.mark.parametrize("cmd, kind, program", [
+    ("/v/bin/python -m sweeper.run ablation_radius --storage /tmp/pytest-of-root/pytest-8/popen-gw1/t0/results",
+     "driver", "sweeper.run"),
+    ("/v/bin/python -u -c import sys;exec(eval(sys.stdin.readline()))", "pytest", "python -c"),
+    ("/v/bin/python /v/lib/python3.11/site-packages/ray/_private/workers/setup_worker.py /v/lib/python3.11/"
+     "site-packages/ray/_private/workers/default_worker.py --raylet-name=/tmp/r/sockets/raylet", "trial", "setup_worker.py"),
+    ("ray::ImplicitFunc.train", "trial", "ray::ImplicitFunc.train"),
+    ("ray::DashboardAgent", "ray server", "ray::DashboardAgent"),
+    ("/v/lib/python3.11/site-packages/ray/core/src/ray/raylet/raylet --raylet_socket_name=/tmp/r/raylet", "ray server", "raylet"),
+    ("/v/bin/python -u /v/lib/python3.11/site-packages/ray/_private/log_monitor.py --session-dir=/tmp/r", "ray server",
+     "log_monitor.py"),
+    ("/v/bin/python /v/bin/ray job submit --address http://127.0.0.1:1 -- echo hi", "ray cli", "ray"),
+    ("/usr/lib/chromium/chromium --type=renderer", "chromium", "chromium"),
+    ("/usr/bin/python3 -c print(1)", "other", "python3 -c"),
+])
+def test_suite_cpu_names_each_process_by_its_kind(cmd, kind, program):
+    """benchmarks/suite_cpu.py's kinds, on command lines as /proc shows them: a trial process names the raylet's
+    socket and a driver pytest's tmp folder, and neither may be counted as a server or as pytest."""
+    spec = importlib.util.spec_from_file_location("suite_cpu", ROOT / "benchmarks" / "suite_cpu.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert (mod.kind(cmd), mod.program(cmd)) == (kind, program)
