@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import math
 import os
 import re
 import shutil
@@ -39,9 +40,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.provenance import cpu_name  # noqa: E402
+from benchmarks.test_times import WHOLE, summary_of  # noqa: E402  the README's whole-suite command
 
 OUT = ROOT / "benchmarks" / "results" / "suite_cpu.json"
-WHOLE = ["python", "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile"]  # the README's second test command
 TCK = os.sysconf("SC_CLK_TCK")
 KINDS = [  # (kind, pattern on the command line), first match wins
     ("driver", r"-m sweeper\.run"),  # before pytest: a driver's --storage is often under pytest's tmp folder
@@ -86,23 +87,30 @@ def machine_cpu_s() -> float:
     return sum(int(f[i]) for i in (0, 1, 2, 5, 6)) / TCK
 
 
-def sample(seen: dict, stop: threading.Event) -> None:
+def read_stat(pid: str) -> tuple[tuple[int, str], float] | None:
+    """((PID, start time), CPU seconds) of a process, None if it ended before it could be read."""
+    try:
+        f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(pid), f[19]), (int(f[11]) + int(f[12])) / TCK  # a reused PID has another start time
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def processes() -> dict[tuple[int, str], float]:
     me = os.getpid()
+    return dict(st for d in os.listdir("/proc") if d.isdigit() and int(d) != me and (st := read_stat(d)))
+
+
+def sample(seen: dict, stop: threading.Event) -> None:
     while not stop.is_set():
-        for d in os.listdir("/proc"):
-            if not d.isdigit() or int(d) == me:
-                continue
-            try:
-                st = open(f"/proc/{d}/stat").read()
-                f = st.rsplit(")", 1)[1].split()
-                key = (int(d), f[19])  # PID and start time: a reused PID is another process
-                cpu = (int(f[11]) + int(f[12])) / TCK
-                if key not in seen:
-                    cmd = open(f"/proc/{d}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
-                    seen[key] = [cpu, cmd, cpu]  # [last CPU, command line, CPU when first seen]
-                seen[key][0] = cpu
-            except (OSError, IndexError, ValueError):
-                pass  # the process ended between the listing and the read
+        for key, cpu in processes().items():
+            if key not in seen:
+                try:
+                    cmd = open(f"/proc/{key[0]}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+                except OSError:
+                    continue  # ended between the two reads
+                seen[key] = [cpu, cmd, cpu]  # [last CPU, command line, CPU when first seen]
+            seen[key][0] = cpu
         stop.wait(0.5)
 
 
@@ -112,42 +120,40 @@ def main() -> None:
     args = ap.parse_args()
     if not args.warm:
         shutil.rmtree(f"/tmp/torchinductor_{getpass.getuser()}", ignore_errors=True)  # inductor's default cache
-    before = {(int(d), open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[19])
-              for d in os.listdir("/proc") if d.isdigit() and os.path.exists(f"/proc/{d}/stat")}
+    before = set(processes())
     seen: dict = {}
     stop = threading.Event()
     sampler = threading.Thread(target=sample, args=(seen, stop), daemon=True)
     load_before, cpu0, t0 = os.getloadavg()[0], machine_cpu_s(), time.monotonic()
     sampler.start()
-    p = subprocess.run(WHOLE, cwd=ROOT, capture_output=True, text=True)
+    p = subprocess.run([sys.executable, *WHOLE.split()[1:]], cwd=ROOT, capture_output=True, text=True)
     wall, cpu_total = time.monotonic() - t0, machine_cpu_s() - cpu0
     stop.set()
     sampler.join()
-    summary = next((ln for ln in reversed(p.stdout.splitlines()) if re.search(r"\d+ passed", ln)), "")
-    by_kind: dict[str, dict] = {}
+    counts, pytest_s = summary_of(p.stdout) if p.returncode == 0 else ("failed", math.nan)
     programs: dict[tuple[str, str], list] = {}  # (kind, program) -> [CPU s, processes]
     top = []
     for key, (cpu, cmd, first) in seen.items():
         used = cpu - first if key in before else cpu  # a process older than the run: only what it used during it
-        if used <= 0:
-            continue
-        k = kind(cmd)
+        if used > 0:
+            k = kind(cmd)
+            prog = programs.setdefault((k, program(cmd)), [0.0, 0])
+            prog[0], prog[1] = prog[0] + used, prog[1] + 1
+            top.append((used, k, cmd[:160]))
+    by_kind: dict[str, dict] = {}
+    for (k, _), (c, n) in programs.items():
         row = by_kind.setdefault(k, {"cpu_s": 0.0, "processes": 0})
-        row["cpu_s"] += used
-        row["processes"] += 1
-        top.append((used, k, cmd[:160]))
-        prog = programs.setdefault((k, program(cmd)), [0.0, 0])
-        prog[0] += used
-        prog[1] += 1
+        row["cpu_s"], row["processes"] = row["cpu_s"] + c, row["processes"] + n
     attributed = sum(r["cpu_s"] for r in by_kind.values())
     out = {
         "benchmark": "suite_cpu",
         "machine": f"{cpu_name()}, {os.cpu_count()} cores",
         "date": date.today().isoformat(),
-        "command": " ".join(WHOLE),
+        "command": WHOLE,
         "inductor_cache": "warm" if args.warm else "cold",
         "pytest_exit": p.returncode,
-        "pytest_summary": summary.strip("= "),
+        "pytest_counts": counts,
+        "pytest_s": pytest_s,
         "wall_s": round(wall, 1),
         "load_1min_before": round(load_before, 2),
         "machine_cpu_s": round(cpu_total, 1),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -171,7 +172,25 @@ def test_benchmarks_and_committed_runs_name_the_cpu_by_one_rule(monkeypatch):
 def test_suite_cpu_names_each_process_by_its_kind(cmd, kind, program):
     """benchmarks/suite_cpu.py's kinds, on command lines as /proc shows them: a trial process names the raylet's
     socket and a driver pytest's tmp folder, and neither may be counted as a server or as pytest."""
-    spec = importlib.util.spec_from_file_location("suite_cpu", ROOT / "benchmarks" / "suite_cpu.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    assert (mod.kind(cmd), mod.program(cmd)) == (kind, program)
+    from benchmarks import suite_cpu  # imported once for every case
+
+    assert (suite_cpu.kind(cmd), suite_cpu.program(cmd)) == (kind, program)
+
+
+def test_suite_cpu_reads_a_process_cpu_as_the_process_itself_counts_it():
+    """read_stat's CPU seconds of a busy child equal what the child's own clock (time.process_time) says,
+    to /proc's clock tick; once the child has ended and been reaped it is None."""
+    from benchmarks import suite_cpu
+
+    code = ("import sys, time\nt = time.process_time() + 0.3\nwhile time.process_time() < t: pass\n"
+            "print(time.process_time(), flush=True)\ntime.sleep(30)")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        own = float(child.stdout.readline())
+        (key, cpu) = suite_cpu.read_stat(str(child.pid))
+        assert key[0] == child.pid and cpu == pytest.approx(own, abs=0.05)
+        assert suite_cpu.processes()[key] == cpu
+    finally:
+        child.kill()
+        child.wait()
+    assert suite_cpu.read_stat(str(child.pid)) is None
