@@ -135,7 +135,9 @@ def compile_for_training(mode: str, student: nn.Module, teacher: nn.Module | Non
            train_step drops the last step's gradients (zero_grad) before the forward and never
            keeps a returned tensor across steps (it keeps copies: the NaN check's stack, the sums).
            Eager between graphs: batch gathering and augmentation, the coefficient sum, SGD's and
-           the EMA's multi-tensor updates. On the CPU there is nothing to record: it is step.
+           the EMA's multi-tensor updates. On the CPU there is nothing to record: it is step, compiled
+           with step's options (reduce-overhead would only add inductor's CUDA-graph flag, which the
+           CPU ignores, and a second entry in its compile caches for the same kernels).
     Random numbers: compiled code draws Gaussian noise, VD's local-reparameterisation noise and
     dropout masks with inductor's own generator, seeded from torch's global generator: the same
     distributions as eager, other draws; a compiled CPU run is still reproducible and its checkpoint
@@ -155,7 +157,8 @@ def compile_for_training(mode: str, student: nn.Module, teacher: nn.Module | Non
                 torch.compile(teacher, dynamic=False) if teacher is not None else None, loss_terms)
     if mode not in ("step", "graphs"):
         raise ValueError(f"unknown compile mode {mode!r}; choose none, model, step or graphs")
-    compiled = torch.compile(loss_terms, dynamic=False, mode="reduce-overhead" if mode == "graphs" else None)
+    on_cuda = any(p.is_cuda for p in student.parameters())
+    compiled = torch.compile(loss_terms, dynamic=False, mode="reduce-overhead" if mode == "graphs" and on_cuda else None)
     trace_grad = {"trace_autograd_ops": True} if hasattr(torch._dynamo.config, "trace_autograd_ops") else {}
 
     def compiled_loss_terms(cfg, student_fn, teacher_fn, v, gen):
