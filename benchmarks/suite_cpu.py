@@ -18,7 +18,8 @@ driver (`python -m sweeper.run`), ray cli (`ray job`, `ray status`), mlflow, chr
 within each kind, by program (a Python script's or module's name, else the executable's). What the
 sampling misses (a process shorter than a look, such as a C++ compiler of inductor's kernels, and the
 kernel's own threads) is the machine's total less the sum of the kinds ("unattributed").
-Writes benchmarks/results/suite_cpu.json.
+pytest runs with --durations=0: its test time by file and its slowest tests are kept beside the CPU, so
+that a cut can be set against both. Writes benchmarks/results/suite_cpu.json.
 """
 from __future__ import annotations
 
@@ -77,6 +78,14 @@ def program(cmd: str) -> str:
     return exe
 
 
+DURATION = re.compile(r"^(?P<s>[0-9.]+)s (?P<phase>setup|call|teardown) +(?P<test>\S+)$", re.M)
+
+
+def durations(text: str) -> list[tuple[float, str, str]]:
+    """(seconds, phase, test id) of each line of pytest's --durations report."""
+    return [(float(m["s"]), m["phase"], m["test"]) for m in DURATION.finditer(text)]
+
+
 def kind(cmd: str) -> str:
     return next((k for k, pat in KINDS if re.search(pat, cmd)), "other")
 
@@ -126,7 +135,7 @@ def main() -> None:
     sampler = threading.Thread(target=sample, args=(seen, stop), daemon=True)
     load_before, cpu0, t0 = os.getloadavg()[0], machine_cpu_s(), time.monotonic()
     sampler.start()
-    p = subprocess.run([sys.executable, *WHOLE.split()[1:]], cwd=ROOT, capture_output=True, text=True)
+    p = subprocess.run([sys.executable, *WHOLE.split()[1:], "--durations=0"], cwd=ROOT, capture_output=True, text=True)
     wall, cpu_total = time.monotonic() - t0, machine_cpu_s() - cpu0
     stop.set()
     sampler.join()
@@ -144,6 +153,11 @@ def main() -> None:
     for (k, _), (c, n) in programs.items():
         row = by_kind.setdefault(k, {"cpu_s": 0.0, "processes": 0})
         row["cpu_s"], row["processes"] = row["cpu_s"] + c, row["processes"] + n
+    tests = durations(p.stdout)
+    by_file: dict[str, float] = {}
+    for t, _, name in tests:
+        f = name.split("::")[0]
+        by_file[f] = round(by_file.get(f, 0.0) + t, 1)
     attributed = sum(r["cpu_s"] for r in by_kind.values())
     out = {
         "benchmark": "suite_cpu",
@@ -164,6 +178,8 @@ def main() -> None:
         "unattributed_cpu_s": round(cpu_total - attributed, 1),
         "programs": [{"kind": k, "program": prog, "cpu_s": round(c, 1), "processes": n}
                      for (k, prog), (c, n) in sorted(programs.items(), key=lambda kv: -kv[1][0])[:40]],
+        "test_s_by_file": dict(sorted(by_file.items(), key=lambda kv: -kv[1])),
+        "slowest_tests": [{"s": t, "phase": ph, "test": name} for t, ph, name in sorted(tests, reverse=True)[:25]],
         "top_processes": [{"cpu_s": round(c, 1), "kind": k, "command": cmd} for c, k, cmd in sorted(top, reverse=True)[:15]],
     }
     OUT.write_text(json.dumps(out, indent=1) + "\n")

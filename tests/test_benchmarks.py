@@ -194,3 +194,19 @@ def test_suite_cpu_reads_a_process_cpu_as_the_process_itself_counts_it():
         child.kill()
         child.wait()
     assert suite_cpu.read_stat(str(child.pid)) is None
+
+
+def test_suite_cpu_reads_each_line_of_pytests_durations_report():
+    """Lines as pytest 9 prints them after `-q --durations=0`: the header and the summary are not tests."""
+    from benchmarks import suite_cpu
+
+    text = ("============================= slowest durations ==============================\n"
+            "149.97s call     tests/test_reliability.py::test_killed_driver_resumes_without_rerunning_finished_trials\n"
+            "94.68s setup    tests/test_s3.py::test_sweep_on_s3_stops_resumes_and_reports_from_the_bucket_alone\n"
+            "0.01s teardown tests/test_compile.py::test_compiled_step_matches_eager[step-cpu]\n"
+            "\n(2170 durations < 0.005s hidden.  Use -vv to show these durations.)\n"
+            "1502 passed, 12 skipped, 1 warning in 1379.06s (0:22:59)\n")
+    assert suite_cpu.durations(text) == [
+        (149.97, "call", "tests/test_reliability.py::test_killed_driver_resumes_without_rerunning_finished_trials"),
+        (94.68, "setup", "tests/test_s3.py::test_sweep_on_s3_stops_resumes_and_reports_from_the_bucket_alone"),
+        (0.01, "teardown", "tests/test_compile.py::test_compiled_step_matches_eager[step-cpu]")]
