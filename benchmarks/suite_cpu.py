@@ -49,6 +49,7 @@ KINDS = [  # (kind, pattern on the command line), first match wins
     ("driver", r"-m sweeper\.run"),  # before pytest: a driver's --storage is often under pytest's tmp folder
     ("pytest", r"-m pytest\b|exec\(eval\(sys\.stdin"),  # the main process and xdist's workers
     ("ray cli", r"/ray (job|status)\b"),
+    ("ray server", r"/raylet/raylet "),  # its command line names default_worker.py, the workers it starts
     # a trial process starts as setup_worker.py (its runtime env), which execs default_worker.py; both name the
     # raylet's socket on their command line, so they come before the servers
     ("trial", r"setup_worker\.py|default_worker\.py|^ray::(?!DashboardAgent|RuntimeEnvAgent|JobSupervisor)"),
@@ -178,6 +179,7 @@ def main() -> None:
         "unattributed_cpu_s": round(cpu_total - attributed, 1),
         "programs": [{"kind": k, "program": prog, "cpu_s": round(c, 1), "processes": n}
                      for (k, prog), (c, n) in sorted(programs.items(), key=lambda kv: -kv[1][0])[:40]],
+        "failed_tests": re.findall(r"^FAILED (\S+)", p.stdout, re.M),
         "test_s_by_file": dict(sorted(by_file.items(), key=lambda kv: -kv[1])),
         "slowest_tests": [{"s": t, "phase": ph, "test": name} for t, ph, name in sorted(tests, reverse=True)[:25]],
         "top_processes": [{"cpu_s": round(c, 1), "kind": k, "command": cmd} for c, k, cmd in sorted(top, reverse=True)[:15]],

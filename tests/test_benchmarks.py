@@ -162,7 +162,10 @@ def test_benchmarks_and_committed_runs_name_the_cpu_by_one_rule(monkeypatch):
      "site-packages/ray/_private/workers/default_worker.py --raylet-name=/tmp/r/sockets/raylet", "trial", "setup_worker.py"),
     ("ray::ImplicitFunc.train", "trial", "ray::ImplicitFunc.train"),
     ("ray::DashboardAgent", "ray server", "ray::DashboardAgent"),
-    ("/v/lib/python3.11/site-packages/ray/core/src/ray/raylet/raylet --raylet_socket_name=/tmp/r/raylet", "ray server", "raylet"),
+    ("/v/lib/python3.11/site-packages/ray/core/src/ray/raylet/raylet --raylet_socket_name=/tmp/r/raylet "
+     "--python_worker_command=/v/bin/python /v/lib/python3.11/site-packages/ray/_private/workers/setup_worker.py "
+     "/v/lib/python3.11/site-packages/ray/_private/workers/default_worker.py --raylet-name=/tmp/r/sockets/raylet",
+     "ray server", "raylet"),  # the raylet names the worker command it starts
     ("/v/bin/python -u /v/lib/python3.11/site-packages/ray/_private/log_monitor.py --session-dir=/tmp/r", "ray server",
      "log_monitor.py"),
     ("/v/bin/python /v/bin/ray job submit --address http://127.0.0.1:1 -- echo hi", "ray cli", "ray"),

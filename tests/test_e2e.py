@@ -83,14 +83,14 @@ def test_ray_job_submit_to_local_head_succeeds(job_head, tmp_path):
 
 
 def _stop(job, job_id: str, storage: Path) -> float:
-    """`ray job stop --no-wait`, then wait until the job's driver (every process naming `storage`) has ended
-    and the job is STOPPED; returns the seconds from the SIGTERM to the driver's end. The SIGTERM's moment
-    is when the driver's signal handler wrote its first line ("stopping: ...") to the job's log file, which
-    the head keeps in its session's logs folder (the `ray job stop` call itself returns later)."""
+    """The stop `ray job stop --no-wait` sends (the Job API's stop request, from this process), then wait
+    until the job's driver (every process naming `storage`) has ended and the job is STOPPED; returns the
+    seconds from the SIGTERM to the driver's end. The SIGTERM's moment is when the driver's signal handler
+    wrote its first line ("stopping: ...") to the job's log file, which the head keeps in its session's logs
+    folder."""
     log = job.temp / "session_latest" / "logs" / f"job-driver-{job_id}.log"
     assert "stopping:" not in log.read_text()
-    stop = subprocess.Popen([str(Path(sys.executable).parent / "ray"), "job", "stop", "--no-wait", "--address",
-                             job.dashboard, job_id], cwd=ROOT, env=job.env, stdout=subprocess.DEVNULL)
+    assert _client(job).stop_job(job_id)  # True: the job was running and its stop is under way
     t0 = time.monotonic()
     while "stopping:" not in log.read_text():
         assert time.monotonic() - t0 < 120, "no SIGTERM reached the driver in 2 minutes"
@@ -100,7 +100,6 @@ def _stop(job, job_id: str, storage: Path) -> float:
         assert time.monotonic() - signalled < 120, "the driver outlived its SIGTERM by 2 minutes"
         time.sleep(0.1)
     stop_s = time.monotonic() - signalled
-    assert stop.wait(60) == 0
     from ray.job_submission import JobStatus
 
     client, deadline = _client(job), time.time() + 60
