@@ -571,9 +571,10 @@ def test_a_stop_signal_ends_the_sweep_gracefully_and_resume_finishes_it(ray_head
     run of it ends with 0 and removes resume.txt. Ctrl+C: test_ctrl_c_before_tune_created_every_trial_..."""
     sig = signal.SIGTERM
     temp, storage = short_tmp("rrterm"), tmp_path / "results"
-    # 100 steps: the LabelSpreading row ends at once, so MT and MT + MUR must run long enough to be stopped
+    # 100 steps: the LabelSpreading row ends at once, so MT and MT + MUR must run long enough to be stopped;
+    # one trial at a time, so that each run starts one trial process (Tune reuses it for the next trial)
     argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *THREE, *TINY, "--set", "steps=100",
-            "--storage", str(storage)]
+            "--max-concurrent", "1", "--storage", str(storage)]
     exp_of = lambda: next(storage.glob("ablation_radius-*"), None)
     d = None
     try:
@@ -682,7 +683,7 @@ def test_a_drivers_own_ray_ends_with_a_group_sigterm_and_with_a_sigkill_of_the_d
        it joins the pytest process's head (`ray_head`)."""
     temp, storage = short_tmp("rrown"), tmp_path / "results"
     argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *THREE, *TINY, "--set", "steps=100",
-            "--storage", str(storage)]
+            "--max-concurrent", "1", "--storage", str(storage)]  # one trial process a run
     exp_of = lambda: next(storage.glob("ablation_radius-*"), None)
     agents = (b"ray::DashboardAgent", b"ray::RuntimeEnvAgent")
     d, ray_procs, left = None, {}, None
