@@ -329,8 +329,10 @@ def test_lease_seconds_must_be_a_number(monkeypatch):
 
 # ---------------------------------------------------------------- two real drivers on one local experiment
 
+# one trial at a time: each driver starts one trial process (Tune reuses it for the next trial); what these tests
+# check is the driver's lease and Tune's saved state, not two trials at once
 TINY = ["--seeds", "1", "--set", "steps=40", "--set", "eval_every=10", "--set", "lr_rampdown=10",
-        "--set", "checkpoint_every_s=0", "--set", "sensitivity_samples=20", "--live-every", "0"]
+        "--set", "checkpoint_every_s=0", "--set", "sensitivity_samples=20", "--live-every", "0", "--max-concurrent", "1"]
 # the three cells of ablation_radius at r = 1 (LabelSpreading, MT, MT + MUR): a run that ends and is resumed
 THREE = ["--cells", "mur_radius=1.0"]
 
