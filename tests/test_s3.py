@@ -440,16 +440,15 @@ def trial_reports(s3, prefix: str) -> dict[str, list[dict]]:
 STEPS = 60  # the stopped sweep's trials: 6 evaluations each, a checkpoint at every one
 
 
-def mid_sweep(keys, n_evals: int = STEPS // 10) -> bool:
-    """A trial has all its n_evals checkpoints in the bucket (finished) and another its second or a later
-    one but not its last (mid-run: it can lose its newest to the stop and still resume past its first
-    evaluation)."""
-    ckpts = {}
-    for k in keys:
-        if k.endswith("/trainer.pt"):
-            ckpts.setdefault(k.split("/")[-3], set()).add(int(k.split("/")[-2].removeprefix("checkpoint_")))
-    last = n_evals - 1
-    return any(last in c for c in ckpts.values()) and any(1 <= max(c) < last for c in ckpts.values())
+def mid_sweep(temp: Path) -> bool:
+    """In the driver's staging copy of its results (Tune writes each report there once the driver has it; the
+    bucket's result.json follows at Tune's next sync), a trial has reported its last evaluation (finished) and
+    another its second or a later one but not its last (mid-run: it can lose its newest checkpoint to the stop
+    and still resume past its first evaluation). A checkpoint in the bucket is not enough: the worker uploads it
+    before the driver has the report, and a stop in between leaves that trial unfinished."""
+    steps = [[json.loads(s)["step"] for s in f.read_text().splitlines() if s.endswith("}")]
+             for f in temp.glob("ray/session_*/artifacts/*/ablation_radius-*/driver_artifacts/trial_*/result.json")]
+    return any(s and s[-1] == STEPS for s in steps) and any(len(s) >= 2 and s[-1] < STEPS for s in steps)
 
 
 @pytest.fixture(scope="module")
@@ -479,9 +478,8 @@ def stopped_and_resumed(s3, tmp_path_factory):
         log1 = tmp / "driver1.log"
         proc = subprocess.Popen(argv, cwd=run["work"], env=env, stdout=log1.open("w"), stderr=subprocess.STDOUT)
         deadline = time.time() + 240
-        # stop once a trial has finished (its last checkpoint is in the bucket: workers upload checkpoints
-        # directly) and another is mid-run (its second checkpoint or a later one, not its last)
-        while not mid_sweep(objects(s3, prefix="results/")):
+        # stop once the driver has a trial's last report (finished) and another's second or a later one
+        while not mid_sweep(temp):
             assert proc.poll() is None, log1.read_text()[-3000:]
             assert time.time() < deadline, "the sweep did not reach a finished and a half-run trial in time"
             time.sleep(0.3)
