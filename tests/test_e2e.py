@@ -90,7 +90,8 @@ def _stop(job, job_id: str, storage: Path) -> float:
     folder."""
     log = job.temp / "session_latest" / "logs" / f"job-driver-{job_id}.log"
     assert "stopping:" not in log.read_text()
-    assert _client(job).stop_job(job_id)  # True: the job was running and its stop is under way
+    client = _client(job)
+    assert client.stop_job(job_id)  # True: the job was running and its stop is under way
     t0 = time.monotonic()
     while "stopping:" not in log.read_text():
         assert time.monotonic() - t0 < 120, "no SIGTERM reached the driver in 2 minutes"
@@ -102,7 +103,7 @@ def _stop(job, job_id: str, storage: Path) -> float:
     stop_s = time.monotonic() - signalled
     from ray.job_submission import JobStatus
 
-    client, deadline = _client(job), time.time() + 60
+    deadline = time.time() + 60
     while (status := client.get_job_status(job_id)) != JobStatus.STOPPED:
         assert time.time() < deadline, status
         time.sleep(0.1)
