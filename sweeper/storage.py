@@ -4,8 +4,9 @@ A results root or an experiment folder is a `Path` (local) or a `Location` (file
 scheme-less path, scheme). Ray Tune gets the Location's file system and path (`ray_storage`,
 `prepare_restore`) and writes trials, checkpoints and experiment state there itself; sweeper.run
 writes sweep.json through `create_experiment`. The report code reads local files, so `report_inputs`
-copies an experiment's small files (REPORT_INPUTS: sweep.json, experiment_state-*.json, params.json,
-result.json, error.*, the virtual_points.npz of MUR checkpoints, live.json; never the weights) into
+copies an experiment's small files (REPORT_INPUTS: sweep.json, experiment_state-*.json, a grid's
+trials.json, params.json, result.json, error.*, the virtual_points.npz of MUR checkpoints, live.json;
+never the weights) into
 a local cache folder (sweeper.report.report_at builds the report there and uploads what it wrote
 with `push`). Endpoint and credentials: the standard settings of each file system (AWS: environment,
 profile, instance role, AWS_ENDPOINT_URL_S3 for S3-compatible servers; GCS: application default
@@ -534,7 +535,8 @@ def pull(exp: Location, dest: Path) -> int:
         inside(dest, r, exp)
     for r, info in rel.items():
         name = r.rsplit("/", 1)[-1]
-        if name in REPORT_INPUTS or (EXPERIMENT_STATE.fullmatch(name) and "/" not in r):
+        # trials.json: the plan that the summary's n_planned and n_missing count against (analysis/planned.py)
+        if name in REPORT_INPUTS or ("/" not in r and (EXPERIMENT_STATE.fullmatch(name) or name == TRIALS_FILE)):
             try:
                 pull_file(exp / r, dest / r, info)
             except FileNotFoundError:

@@ -565,82 +565,21 @@ def test_a_driver_killed_with_the_default_checkpoint_period_resumes_from_each_la
 
 @pytest.mark.slow
 def test_a_stop_signal_ends_the_sweep_gracefully_and_resume_finishes_it(ray_head, tmp_path):
-    """SIGTERM (what `ray job stop` sends the driver) mid-sweep: Tune stops the trials and saves its
-    state, the report of what finished is written, exit status 3 names the --resume command; the
-    resumed run re-runs no finished trial, continues the stopped ones from their checkpoints and ends
-    with every trial finished; SIGHUP after its fit() ends it with exit 3 and resume.txt too, and a third
-    run of it ends with 0 and removes resume.txt. Ctrl+C: test_ctrl_c_before_tune_created_every_trial_..."""
-    sig = signal.SIGTERM
+    """Four runs of one sweep, each stop ending gracefully: exit 3, the report of what finished, the
+    --resume command, and no finished trial run again.
+    1. Ctrl+C (SIGINT) once a trial finished and another runs. Tune creates a grid's trials lazily (here one
+       at a time: --max-concurrent 1), so the stop comes before some exist; --resume rebuilds the grid from
+       trials.json and those trials run their own configs, not Tune's stored placeholders (which the
+       trainable refuses).
+    2. `--resume`, then SIGTERM (what `ray job stop` sends the driver) right after a running trial reports:
+       Tune stops the trials and saves its state, resume.txt holds the --resume command, and the stopped
+       trials continue from their checkpoints.
+    3. `--resume` trains to the end, then SIGHUP after its fit(): exit 3 and resume.txt too.
+    4. `--resume` ends with 0, every trial finished, and removes resume.txt."""
     temp, storage = short_tmp("rrterm"), tmp_path / "results"
     # 100 steps: the LabelSpreading row ends at once, so MT and MT + MUR must run long enough to be stopped;
     # one trial at a time, so that each run starts one trial process (Tune reuses it for the next trial)
     argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *THREE, *TINY, "--set", "steps=100",
-            "--max-concurrent", "1", "--storage", str(storage)]
-    exp_of = lambda: next(storage.glob("ablation_radius-*"), None)
-    d = None
-    try:
-        d = Driver(argv, temp, tmp_path / "driver1.log", head=ray_head)
-        d.wait_until(lambda: len(done(sweep_state(exp_of()))) >= 1 and partial(sweep_state(exp_of())), timeout=600)
-        # the signal right after a running trial reports a checkpoint (its line in result.json): the
-        # driver has the result then, and registers the checkpoint only after one more call to the trial
-        before = sweep_state(exp_of())
-        d.wait_until(lambda: any(len(r) > len(before.get(t, [])) for t, r in sweep_state(exp_of()).items()
-                                 if r and not r[-1]["done"]), timeout=300)
-        at_stop = sweep_state(exp_of())
-        d.proc.send_signal(sig)
-        rc = d.finish(timeout=300)  # seconds, unless a machine is loaded many times over (timeouts: headroom)
-        log = d.log.read_text()
-        assert rc == 3, log[-3000:]
-        exp = exp_of()
-        assert f"--resume {exp}" in log and "interrupted:" in log and (exp / "trials.parquet").is_file()
-        assert (exp / "resume.txt").read_text() == f"{sweeper_run.resume_command('ablation_radius', exp, THREE[1:])}\n"
-        waited = "stopping once" in log  # a checkpoint was being registered when the signal came
-        stopped = sweep_state(exp)
-        # the resumed run trains to the end, then gets SIGHUP (a closed terminal) once fit() is over and the
-        # graceful stop's handlers are gone (the test-only pause point): exit 3 and the line kept again
-        d = Driver([*argv, "--resume", str(exp)], temp, tmp_path / "driver2.log", head=ray_head,
-                   env={"VBI_MUR_PAUSE_AT": "fit_done"})
-        d.wait_until(lambda: "paused at fit_done" in d.log.read_text(), timeout=900)
-        (exp / "resume.txt").unlink()
-        d.proc.send_signal(signal.SIGHUP)
-        assert d.finish(timeout=300) == 3, d.log.read_text()[-3000:]
-        # the driver's own traceback starts a line; Ray's trial workers' log lines (an actor's teardown may
-        # print one) come prefixed with "(train_tune pid=...)"
-        assert not [ln for ln in d.log.read_text().splitlines() if ln.startswith("Traceback")], d.log.read_text()[-3000:]
-        assert (exp / "resume.txt").is_file()
-        d = Driver([*argv, "--resume", str(exp)], temp, tmp_path / "driver3.log", head=ray_head)
-        assert d.finish(timeout=900) == 0, d.log.read_text()[-3000:]
-        assert not (exp / "resume.txt").exists()  # a run of it that ended with 0 removes it
-    finally:
-        end_driver(d, temp)
-    # finished = reached its 100 steps (Tune marks the trials it stopped on the signal done=True too)
-    finished = lambda state: {t for t, r in state.items() if r and r[-1]["step"] == 100}
-    final = sweep_state(exp)
-    assert len(final) == 3 and finished(final) == set(final)  # LabelSpreading, MT, MT + MUR
-    assert finished(at_stop) <= finished(stopped) and len(finished(stopped)) < 3
-    for t in finished(stopped):  # finished before the resume: not run again
-        assert final[t] == stopped[t], f"{t} ran again after it finished"
-    for t in {t for t, r in stopped.items() if r} - finished(stopped):  # stopped mid-run (Tune marks them done):
-        # continued from a checkpoint no older than the last one it reported before the signal
-        last = starts(final[t])[-1]
-        assert final[t][last]["step"] > 10, f"{t} restarted from scratch"  # TINY: eval_every=10
-        if at_stop.get(t):
-            assert final[t][last]["step"] > at_stop[t][-1]["step"], \
-                f"{t} lost its checkpoint at step {at_stop[t][-1]['step']}: resumed at {final[t][last]['step']}"
-        assert [r["step"] for r in final[t][last:]] == list(range(final[t][last]["step"], 101, 10))
-    print(json.dumps({"test": f"{sig.name} + resume", "stop_waited_for_a_save": waited,
-                      "resumed_mid_run": len({t for t, r in stopped.items() if r} - finished(stopped))}))
-
-
-@pytest.mark.slow
-def test_ctrl_c_before_tune_created_every_trial_ends_gracefully_and_resume_runs_their_own_configs(ray_head, tmp_path):
-    """Ctrl+C (SIGINT) mid-sweep ends like SIGTERM: exit 3, the report of what finished, the --resume
-    command, and the resumed run re-runs no finished trial. Tune creates a grid's trials lazily (here one at
-    a time: --max-concurrent 1), so the stop comes before some exist; --resume rebuilds the grid from
-    trials.json and those trials run their own configs, not Tune's stored placeholders (which the
-    trainable refuses)."""
-    temp, storage = short_tmp("rrlazy"), tmp_path / "results"
-    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *THREE, *TINY, "--set", "steps=60",
             "--max-concurrent", "1", "--storage", str(storage)]
     exp_of = lambda: next(storage.glob("ablation_radius-*"), None)
     d = None
@@ -652,21 +591,64 @@ def test_ctrl_c_before_tune_created_every_trial_ends_gracefully_and_resume_runs_
         exp = exp_of()
         log = d.log.read_text()
         assert f"--resume {exp}" in log and "interrupted:" in log and (exp / "trials.parquet").is_file(), log[-3000:]
-        stopped = sweep_state(exp)
-        created = set(stopped)
+        interrupted = sweep_state(exp)
+        created = set(interrupted)
         assert len(created) < 3, created  # the stop came before Tune had created every trial
+
         d = Driver([*argv, "--resume", str(exp)], temp, tmp_path / "driver2.log", head=ray_head)
+        # the signal right after a running trial reports a checkpoint (its line in result.json): the
+        # driver has the result then, and registers the checkpoint only after one more call to the trial
+        d.wait_until(lambda: any(len(r) > len(interrupted.get(t, [])) for t, r in sweep_state(exp).items()
+                                 if r and not r[-1]["done"]), timeout=300)
+        at_stop = sweep_state(exp)
+        d.proc.send_signal(signal.SIGTERM)
+        rc = d.finish(timeout=300)  # seconds, unless a machine is loaded many times over (timeouts: headroom)
+        log = d.log.read_text()
+        assert rc == 3, log[-3000:]
+        assert f"--resume {exp}" in log and "interrupted:" in log and (exp / "trials.parquet").is_file()
+        assert (exp / "resume.txt").read_text() == f"{sweeper_run.resume_command('ablation_radius', exp, THREE[1:])}\n"
+        waited = "stopping once" in log  # a checkpoint was being registered when the signal came
+        stopped = sweep_state(exp)
+        # the resumed run trains to the end, then gets SIGHUP (a closed terminal) once fit() is over and the
+        # graceful stop's handlers are gone (the test-only pause point): exit 3 and the line kept again
+        d = Driver([*argv, "--resume", str(exp)], temp, tmp_path / "driver3.log", head=ray_head,
+                   env={"VBI_MUR_PAUSE_AT": "fit_done"})
+        d.wait_until(lambda: "paused at fit_done" in d.log.read_text(), timeout=900)
+        (exp / "resume.txt").unlink()
+        d.proc.send_signal(signal.SIGHUP)
+        assert d.finish(timeout=300) == 3, d.log.read_text()[-3000:]
+        # the driver's own traceback starts a line; Ray's trial workers' log lines (an actor's teardown may
+        # print one) come prefixed with "(train_tune pid=...)"
+        assert not [ln for ln in d.log.read_text().splitlines() if ln.startswith("Traceback")], d.log.read_text()[-3000:]
+        assert (exp / "resume.txt").is_file()
+        d = Driver([*argv, "--resume", str(exp)], temp, tmp_path / "driver4.log", head=ray_head)
         assert d.finish(timeout=900) == 0, d.log.read_text()[-3000:]
+        assert not (exp / "resume.txt").exists()  # a run of it that ended with 0 removes it
     finally:
         end_driver(d, temp)
+    # finished = reached its 100 steps (Tune marks the trials it stopped on the signal done=True too)
+    finished = lambda state: {t for t, r in state.items() if r and r[-1]["step"] == 100}
     final = sweep_state(exp)
-    assert len(final) == 3 and all(r and r[-1]["step"] == 60 for r in final.values()), final
-    ended = {t for t, r in stopped.items() if r and r[-1]["step"] == 60}
-    assert ended and all(final[t] == stopped[t] for t in ended)  # finished before the stop: not run again
+    assert len(final) == 3 and finished(final) == set(final)  # LabelSpreading, MT, MT + MUR
+    ended = finished(interrupted)
+    assert ended and all(final[t] == interrupted[t] for t in ended)  # finished before Ctrl+C: not run again
     planned = json.loads((exp / TRIALS_FILE).read_text())
     ran = sorted((json.loads((exp / t / "params.json").read_text()) for t in final), key=lambda c: c["trial_index"])
-    assert ran == [{"trial_index": i, **t} for i, t in enumerate(planned)]
-    print(json.dumps({"test": "resume of a grid Tune had not created whole", "created_at_stop": len(created)}))
+    assert ran == [{"trial_index": i, **t} for i, t in enumerate(planned)]  # their own configs, not placeholders
+    assert finished(at_stop) <= finished(stopped) and len(finished(stopped)) < 3
+    for t in finished(stopped):  # finished before the SIGTERM's resume: not run again
+        assert final[t] == stopped[t], f"{t} ran again after it finished"
+    for t in {t for t, r in stopped.items() if r} - finished(stopped):  # stopped mid-run (Tune marks them done):
+        # continued from a checkpoint no older than the last one it reported before the signal
+        last = starts(final[t])[-1]
+        assert final[t][last]["step"] > 10, f"{t} restarted from scratch"  # TINY: eval_every=10
+        if at_stop.get(t):
+            assert final[t][last]["step"] > at_stop[t][-1]["step"], \
+                f"{t} lost its checkpoint at step {at_stop[t][-1]['step']}: resumed at {final[t][last]['step']}"
+        assert [r["step"] for r in final[t][last:]] == list(range(final[t][last]["step"], 101, 10))
+    print(json.dumps({"test": "SIGINT + resume + SIGTERM + resume", "created_at_sigint": len(created),
+                      "stop_waited_for_a_save": waited,
+                      "resumed_mid_run": len({t for t, r in stopped.items() if r} - finished(stopped))}))
 
 
 @pytest.mark.slow

@@ -206,6 +206,23 @@ def test_pull_skips_a_checkpoint_deleted_between_listing_and_copy(s3, tmp_path, 
     assert not list(dest.glob("trial_0/checkpoint_*/trainer.pt"))
 
 
+def test_a_report_from_the_bucket_counts_the_planned_trials_as_a_local_one_does(s3, tmp_path, monkeypatch):
+    """The report rebuilt from the bucket alone reads the grid's trials.json, as the local report does: a trial
+    gone from the bucket is counted missing in its cell, which is not silently short."""
+    from test_planned import make_exp
+
+    exp, dirs = make_exp(tmp_path / "local")
+    shutil.move(str(dirs[1]), str(tmp_path / "aside"))  # one trial of the mur=none cell gone
+    for f in exp.rglob("*"):
+        if f.is_file():
+            s3.put_object(Bucket=BUCKET, Key=f"planned/{exp.name}/{f.relative_to(exp).as_posix()}", Body=f.read_bytes())
+    monkeypatch.setenv("VBI_MUR_CACHE", str(tmp_path / "cache"))
+    got = pd.read_csv(report.report_at(f"s3://{BUCKET}/planned/{exp.name}")["summary.csv"])
+    want = pd.read_csv(report.report_at(str(exp))["summary.csv"])
+    assert got.set_index("mur").loc["none", ["n_planned", "n_missing"]].tolist() == [4, 1]
+    pd.testing.assert_frame_equal(got, want)
+
+
 @pytest.mark.parametrize("key", ["../../outside/params.json", "trial_0/../../../outside/result.json",
                                  "/abs/result.json", "trial_0//result.json"])
 def test_pull_refuses_a_key_that_would_land_outside_the_cache(key, s3, tmp_path):
