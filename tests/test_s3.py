@@ -209,7 +209,7 @@ def test_pull_skips_a_checkpoint_deleted_between_listing_and_copy(s3, tmp_path, 
 def test_a_report_from_the_bucket_counts_the_planned_trials_as_a_local_one_does(s3, tmp_path, monkeypatch):
     """The report rebuilt from the bucket alone reads the grid's trials.json, as the local report does: a trial
     gone from the bucket is counted missing in its cell, which is not silently short."""
-    from test_planned import make_exp
+    from test_planned import make_exp, summary_of
 
     exp, dirs = make_exp(tmp_path / "local")
     shutil.move(str(dirs[1]), str(tmp_path / "aside"))  # one trial of the mur=none cell gone
@@ -217,8 +217,8 @@ def test_a_report_from_the_bucket_counts_the_planned_trials_as_a_local_one_does(
         if f.is_file():
             s3.put_object(Bucket=BUCKET, Key=f"planned/{exp.name}/{f.relative_to(exp).as_posix()}", Body=f.read_bytes())
     monkeypatch.setenv("VBI_MUR_CACHE", str(tmp_path / "cache"))
-    got = pd.read_csv(report.report_at(f"s3://{BUCKET}/planned/{exp.name}")["summary.csv"])
-    want = pd.read_csv(report.report_at(str(exp))["summary.csv"])
+    _, cache = storage.report_inputs(f"s3://{BUCKET}/planned/{exp.name}")  # what sweeper.report URI reads
+    got, want = summary_of(cache), summary_of(exp)
     assert got.set_index("mur").loc["none", ["n_planned", "n_missing"]].tolist() == [4, 1]
     pd.testing.assert_frame_equal(got, want)
 
