@@ -4,13 +4,12 @@ A results root or an experiment folder is a `Path` (local) or a `Location` (file
 scheme-less path, scheme). Ray Tune gets the Location's file system and path (`ray_storage`,
 `prepare_restore`) and writes trials, checkpoints and experiment state there itself; sweeper.run
 writes sweep.json through `create_experiment`. The report code reads local files, so `report_inputs`
-copies an experiment's small files (REPORT_INPUTS: sweep.json, experiment_state-*.json, a grid's
-trials.json, params.json, result.json, error.*, the virtual_points.npz of MUR checkpoints, live.json;
-never the weights) into
-a local cache folder (sweeper.report.report_at builds the report there and uploads what it wrote
-with `push`). Endpoint and credentials: the standard settings of each file system (AWS: environment,
-profile, instance role, AWS_ENDPOINT_URL_S3 for S3-compatible servers; GCS: application default
-credentials); nothing here.
+copies an experiment's small files (REPORT_INPUTS: sweep.json, a grid's trials.json, params.json,
+result.json, error.*, the virtual_points.npz of MUR checkpoints, live.json; with them Tune's
+experiment_state-*.json; never the weights) into a local cache folder (sweeper.report.report_at
+builds the report there and uploads what it wrote with `push`). Endpoint and credentials: the
+standard settings of each file system (AWS: environment, profile, instance role, AWS_ENDPOINT_URL_S3
+for S3-compatible servers; GCS: application default credentials); nothing here.
 
 `check` is the pre-flight check before Ray starts: an unknown scheme, a missing bucket or refused
 credentials is a StorageError whose one-line message names the fix; nothing is written then.
@@ -36,12 +35,14 @@ from trainables import remote
 from trainables.files import VIRTUAL_POINTS, atomic_write, one_line
 from trainables.remote import is_uri
 
-# What the report reads from an experiment folder (sweeper/analysis/aggregate.py, sweeper/report.py).
-REPORT_INPUTS = ("sweep.json", "params.json", "result.json", "error.txt", "error.pkl", VIRTUAL_POINTS, "live.json")
+TRIALS_FILE = "trials.json"        # a grid's trial configs, in order (trial_index): what --resume rebuilds the grid from
+# What the report reads from an experiment folder (sweeper/analysis/aggregate.py, sweeper/report.py);
+# trials.json is the plan that the summary's n_planned and n_missing count against (analysis/planned.py)
+REPORT_INPUTS = ("sweep.json", TRIALS_FILE, "params.json", "result.json", "error.txt", "error.pkl", VIRTUAL_POINTS,
+                 "live.json")
 EXPERIMENT_STATE = re.compile(r"experiment_state-(.*)\.json")  # Tune's state of one driver run; group 1: its start time
 TRIAL_DIR_PREFIX = "trial_"  # a trial's folder: trial_<Tune's trial id> (sweeper/driver/tuner.py's trial_dirname)
 TUNER_STATE = "tuner.pkl"          # what Tuner.restore needs (Tune writes it when the Tuner is built)
-TRIALS_FILE = "trials.json"        # a grid's trial configs, in order (trial_index): what --resume rebuilds the grid from
 OPTUNA_DB = "optuna.db"            # hpo's study: SQLite, so on the driver's disk, copied beside the results
 PREFLIGHT_RETRY_S = 5.0            # check()'s retry budget (the run's: remote.retry_budget())
 
@@ -535,8 +536,7 @@ def pull(exp: Location, dest: Path) -> int:
         inside(dest, r, exp)
     for r, info in rel.items():
         name = r.rsplit("/", 1)[-1]
-        # trials.json: the plan that the summary's n_planned and n_missing count against (analysis/planned.py)
-        if name in REPORT_INPUTS or ("/" not in r and (EXPERIMENT_STATE.fullmatch(name) or name == TRIALS_FILE)):
+        if name in REPORT_INPUTS or (EXPERIMENT_STATE.fullmatch(name) and "/" not in r):
             try:
                 pull_file(exp / r, dest / r, info)
             except FileNotFoundError:

@@ -773,8 +773,8 @@ def test_the_step_count_reader_finds_a_planted_count_but_not_a_power():
 
 
 def test_the_report_cache_usage_lists_is_what_storage_copies():
-    """USAGE names the files `sweeper.report URI` copies into its cache: exactly storage.REPORT_INPUTS,
-    Tune's experiment state and a grid's trials.json, and no model weights, which it never copies."""
+    """USAGE names the files `sweeper.report URI` copies into its cache: exactly storage.REPORT_INPUTS and
+    Tune's experiment state, and no model weights, which it never copies."""
     from sweeper import storage
     from trainables.files import CKPT
 
@@ -784,7 +784,7 @@ def test_the_report_cache_usage_lists_is_what_storage_copies():
     listed = set(re.findall(r"`([^`]+)`", copied))
     if "error.*" in listed:
         listed = listed - {"error.*"} | {"error.txt", "error.pkl"}
-    assert listed == set(storage.REPORT_INPUTS) | {"experiment_state-*.json", storage.TRIALS_FILE}
+    assert listed == set(storage.REPORT_INPUTS) | {"experiment_state-*.json"}
     weights = re.search(r"(never )?the model weights", copied)
     assert CKPT not in storage.REPORT_INPUTS and (weights is None or weights.group(1)), copied
 

@@ -235,8 +235,13 @@ def driver_env(temp: Path, cache: Path, **extra) -> dict:
 
 def argv(prefix: str, *more) -> list[str]:
     """The sweep's driver on the bucket's `prefix`, the live report off (the report is built at the end)."""
+    return sweep_argv(f"s3://{BUCKET}/{prefix}", *more)
+
+
+def sweep_argv(storage: str, *more) -> list[str]:
+    """The sweep's driver on `storage` (a bucket URI or a local folder)."""
     return [sys.executable, "-m", "sweeper.run", "quick_settings", "--preset", "quick", *TINY, "--live-every", "0",
-            "--storage", f"s3://{BUCKET}/{prefix}", *more]
+            "--storage", storage, *more]
 
 
 def experiment(client, prefix: str) -> str:
@@ -313,7 +318,7 @@ def uninterrupted(ray_head, tmp_path_factory):
     """The report of the same sweep run without an outage. Its property is not the bucket's: it runs on a
     local folder, joining the test process's Ray head (no local Ray of its own to start)."""
     tmp = tmp_path_factory.mktemp("reference")
-    p = subprocess.run([*argv("reference")[:-1], str(tmp / "results"), "--address", ray_head.address], cwd=ROOT,
+    p = subprocess.run(sweep_argv(str(tmp / "results"), "--address", ray_head.address), cwd=ROOT,
                        env={**ray_head.env, "VBI_MUR_CACHE": str(tmp / "driver-cache")}, capture_output=True,
                        text=True, timeout=600)
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
