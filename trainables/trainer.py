@@ -24,7 +24,6 @@ import torch
 from torch import nn
 
 from trainables import schedules
-from trainables.augment_strong import strong_augment
 from trainables.config import NOT_COMPARED, ConfigError, TrainConfig, applies
 from trainables.data import (Batcher, Dataset, augment, labeled_split, load_dataset, unlabeled_with_labeled,
                               validation_indices)
@@ -254,6 +253,9 @@ class Trainer:
                   x2=augment(x, cfg.translate, cfg.flip, self.gen, cfg.translate_pad),
                   y_l=d.y_train[idx[: len(idx_l)]], x0=x if cfg.bn_clean_pass or "x0" in cfg.spec.views else None)
         if "strong" in cfg.spec.views:  # the strong view A(x_u), drawn after the weak views: they never see it
+            # imported here: torchvision's transforms import torch._dynamo, seconds of every trial process's start
+            from trainables.augment_strong import strong_augment
+
             x_u = augment(x[len(idx_l):], cfg.translate, cfg.flip, self.gen, cfg.translate_pad)  # (U, C, H, W)
             v.xs = strong_augment(x_u, self.gen, cfg.fm_ops, cfg.fm_cutout, cfg.fm_groups, per_image=cfg.fm_published,
                                   pixels=d.pixels)
