@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from search_spaces import get_sweep
 from search_spaces.common import QUICK
-from trainables import trainer as trainer_module
+from trainables import augment_strong
 from trainables.augment_strong import GEOMETRIC, OPS, magnitude, apply_op, cutout, strong_augment
 from trainables.config import ConfigError, TrainConfig
 from trainables.data import augment, load_dataset
@@ -208,7 +208,7 @@ def test_strong_view_is_only_on_the_strong_branch(monkeypatch, digits):
     def other_strong(x, gen, *args, **kw):
         torch.rand(1000, generator=gen)
         return torch.full_like(x, 7.0)
-    monkeypatch.setattr(trainer_module, "strong_augment", other_strong)
+    monkeypatch.setattr(augment_strong, "strong_augment", other_strong)  # the trainer imports it per call
     tr.gen.set_state(gen_state)
     tr.batcher.load_state_dict(batcher_state)
     w = tr._views()

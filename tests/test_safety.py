@@ -511,6 +511,26 @@ def test_the_stop_handlers_come_back_after_ray_takes_sigterm(monkeypatch):
     assert signal.getsignal(signal.SIGTERM) is old
 
 
+def test_a_trial_actor_carries_no_aws_key_and_no_runtime_env_it_does_not_need(monkeypatch):
+    """Inside credentials_from_each_node the actor class Tune makes for the trainable has an empty runtime
+    env (Ray then runs it in a worker it keeps started) unless the driver's environment sets a variable
+    Tune carries; an AWS key is never carried; after the block, Tune's own defaults are back."""
+    from ray.tune.execution.class_cache import _ActorClassCache
+
+    class Trainable:
+        pass
+
+    env_of = lambda: _ActorClassCache().get(Trainable)._default_options["runtime_env"]
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t-key")
+    monkeypatch.delenv("RAY_CHDIR_TO_TRIAL_DIR", raising=False)
+    with ray_session.credentials_from_each_node():
+        assert env_of() == {}
+        monkeypatch.setenv("RAY_CHDIR_TO_TRIAL_DIR", "0")
+        assert env_of() == {"env_vars": {"RAY_CHDIR_TO_TRIAL_DIR": "0"}}
+    assert env_of()["env_vars"] == {"PL_DISABLE_FORK": "1", "RAY_CHDIR_TO_TRIAL_DIR": "0",
+                                    "AWS_SECRET_ACCESS_KEY": "s3cr3t-key"}
+
+
 @pytest.mark.parametrize("env, gpus", [({"CUDA_VISIBLE_DEVICES": ""}, 0), ({"CUDA_VISIBLE_DEVICES": "-1"}, 0),
                                        ({"CUDA_VISIBLE_DEVICES": "0,1"}, 2), ({"CUDA_VISIBLE_DEVICES": "GPU-5f2e"}, 1)])
 def test_device_cuda_is_checked_against_the_gpus_a_local_ray_would_give(env, gpus):

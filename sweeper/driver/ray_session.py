@@ -107,15 +107,24 @@ def credentials_from_each_node():
     runtime env, where Ray's runtime env agent logs them in plain text (runtime_env_agent.log) and
     its GCS keeps them (actor table, dashboard). Inside this block it copies none: storage
     credentials come from each node's own settings (environment, profile, instance role; see the
-    README), and a local Ray's workers inherit the driver's environment anyway."""
+    README), and a local Ray's workers inherit the driver's environment anyway.
+
+    Nor does it add its one default variable (PL_DISABLE_FORK, for PyTorch Lightning, which no trial
+    imports). A trial actor with no variable to carry then has an empty runtime env, and Ray runs it in
+    one of the workers it keeps started, instead of starting a new process through its runtime env agent
+    for every trial process (and leaving the started ones idle). A variable Tune carries when the
+    driver's environment sets it (RAY_CHDIR_TO_TRIAL_DIR, Ray Train's) still goes with the actor."""
     from ray.tune.execution import class_cache
 
     keys = {k for k in class_cache.ENV_VARS_TO_PROPAGATE if k.startswith("AWS_")}
+    defaults = dict(class_cache.DEFAULT_ENV_VARS)
     class_cache.ENV_VARS_TO_PROPAGATE -= keys
+    class_cache.DEFAULT_ENV_VARS.clear()
     try:
         yield
     finally:
         class_cache.ENV_VARS_TO_PROPAGATE |= keys
+        class_cache.DEFAULT_ENV_VARS.update(defaults)
 
 
 @contextlib.contextmanager
