@@ -51,7 +51,7 @@ from sweeper.driver.lease import DriverLease
 from sweeper.driver.preflight import (InputError, check_address, check_baseline, check_cache, check_credentials,
                                       check_data_dir, check_device, check_paths, check_resources, check_search,
                                       select_cells, trial_configs)
-from sweeper.driver.ray_session import credentials_from_each_node, env_set, start_ray, use_token_if_available
+from sweeper.driver.ray_session import env_set, start_ray, trial_actor_env, use_token_if_available
 from sweeper.driver.signals import STOP_SIGNALS, pause_point, signals_interrupt
 from sweeper.driver.stopping import GracefulStop, job_stop_note
 from sweeper.driver.stalls import FACTOR as STALL_FACTOR, MIN_PACE_S
@@ -373,7 +373,7 @@ def run_sweep(args, sweep: Sweep, trials: list[dict], exp_dir, address: str | No
     # sweep.json is written, so that a signal from then on stops the sweep at fit()'s first step, state saved
     with env_set(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1", TUNE_DISABLE_SIGINT_HANDLER="1"), \
             GracefulStop(resume_command(sweep.name, exp_dir, args.cells, args.cells_only), exp_dir) as stop, \
-            credentials_from_each_node():
+            trial_actor_env():
         try:
             resources = start_ray(address, args, stop)
             pause_point("ray_up")

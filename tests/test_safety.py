@@ -512,7 +512,7 @@ def test_the_stop_handlers_come_back_after_ray_takes_sigterm(monkeypatch):
 
 
 def test_a_trial_actor_carries_no_aws_key_and_no_runtime_env_it_does_not_need(monkeypatch):
-    """Inside credentials_from_each_node the actor class Tune makes for the trainable has an empty runtime
+    """Inside trial_actor_env the actor class Tune makes for the trainable has an empty runtime
     env (Ray then runs it in a worker it keeps started) unless the driver's environment sets a variable
     Tune carries; an AWS key is never carried; after the block, Tune's own defaults are back."""
     from ray.tune.execution.class_cache import _ActorClassCache
@@ -523,7 +523,7 @@ def test_a_trial_actor_carries_no_aws_key_and_no_runtime_env_it_does_not_need(mo
     env_of = lambda: _ActorClassCache().get(Trainable)._default_options["runtime_env"]
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t-key")
     monkeypatch.delenv("RAY_CHDIR_TO_TRIAL_DIR", raising=False)
-    with ray_session.credentials_from_each_node():
+    with ray_session.trial_actor_env():
         assert env_of() == {}
         monkeypatch.setenv("RAY_CHDIR_TO_TRIAL_DIR", "0")
         assert env_of() == {"env_vars": {"RAY_CHDIR_TO_TRIAL_DIR": "0"}}

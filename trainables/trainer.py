@@ -253,7 +253,7 @@ class Trainer:
                   x2=augment(x, cfg.translate, cfg.flip, self.gen, cfg.translate_pad),
                   y_l=d.y_train[idx[: len(idx_l)]], x0=x if cfg.bn_clean_pass or "x0" in cfg.spec.views else None)
         if "strong" in cfg.spec.views:  # the strong view A(x_u), drawn after the weak views: they never see it
-            # imported here: torchvision's transforms import torch._dynamo, seconds of every trial process's start
+            # imported here: only FixMatch and UDA need torchvision, whose import every other trial's start would pay
             from trainables.augment_strong import strong_augment
 
             x_u = augment(x[len(idx_l):], cfg.translate, cfg.flip, self.gen, cfg.translate_pad)  # (U, C, H, W)

@@ -2,8 +2,8 @@
 
 `start_ray` connects and says what one trial asks of a node (a trial no node fits: exit 2 on a local
 Ray, a warning on a cluster, whose autoscaler may add one); `use_token_if_available` turns on token
-auth for a head; `credentials_from_each_node` keeps the driver's AWS keys out of the trial actors;
-`env_set` sets Tune's switches for the block around fit().
+auth for a head; `trial_actor_env` keeps the driver's AWS keys and Tune's default variable out of the
+trial actors; `env_set` sets Tune's switches for the block around fit().
 
     python -m sweeper.run ablation_radius --preset quick --address 127.0.0.1:6379
 """
@@ -102,8 +102,10 @@ def use_token_if_available(env=os.environ) -> bool:
 
 
 @contextlib.contextmanager
-def credentials_from_each_node():
-    """Tune copies the driver's AWS keys (the secret key, session tokens) into every trial actor's
+def trial_actor_env():
+    """What Tune puts into each trial actor's runtime env while this block is open.
+
+    Tune copies the driver's AWS keys (the secret key, session tokens) into every trial actor's
     runtime env, where Ray's runtime env agent logs them in plain text (runtime_env_agent.log) and
     its GCS keeps them (actor table, dashboard). Inside this block it copies none: storage
     credentials come from each node's own settings (environment, profile, instance role; see the
