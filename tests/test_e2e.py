@@ -58,30 +58,6 @@ def test_tiny_sweep_runs_end_to_end_and_writes_results(tmp_path):
     assert not list(exp.glob("trial_*/events.out.tfevents*"))  # TensorBoard files only with --tensorboard
 
 
-def test_ray_job_submit_to_local_head_succeeds(job_head, tmp_path):
-    """`ray job submit --working-dir . -- python -m sweeper.run ...` against a head on 127.0.0.1: the job's log
-    streams back, the SDK reports it SUCCEEDED, and its two trials (LabelSpreading and MT, one after the
-    other in one trial process) each wrote their results and a TensorBoard file."""
-    job = job_head
-    p = job("submit", "--working-dir", ".", "--", "python", "-m", "sweeper.run", "ablation_radius",
-            "--preset", "quick", *TINY, *MT_CELLS, "--max-concurrent", "1", "--live-every", "0", "--tensorboard",
-            "--storage", str(tmp_path / "results"))
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
-    assert "results:" in p.stdout  # the job's own log (the CLI's output) streams back
-    assert "note: `ray job stop`" in p.stdout  # Ray's default stop wait (3 s) is too short: the fix is named
-    job_id = re.search(r"Job '(raysubmit_\w+)' succeeded", p.stdout).group(1)
-    status = subprocess.run(  # the SDK reads RAY_AUTH_MODE when Ray loads: ask from a fresh process
-        [sys.executable, "-c", ("import sys; from ray.job_submission import JobSubmissionClient as C; "
-                                "print(C(sys.argv[1]).get_job_status(sys.argv[2]))"), job.dashboard, job_id],
-        check=False, env=job.env, capture_output=True, text=True)
-    assert status.stdout.strip().endswith("SUCCEEDED"), status.stdout + status.stderr[-2000:]
-    exp = next((tmp_path / "results").glob("ablation_radius-*"))
-    df = pd.read_parquet(exp / "trials.parquet")
-    assert sorted(df["method"]) == ["labelspreading", "mt"] and set(df["status"]) == {"finished"}
-    # --tensorboard: one file in each trial's folder
-    assert sorted(len(list(t.glob("events.out.tfevents*"))) for t in exp.glob("trial_*")) == [1, 1]
-
-
 def _stop(job, job_id: str, storage: Path) -> float:
     """The stop `ray job stop --no-wait` sends (the Job API's stop request, from this process), then wait
     until the job's driver (every process naming `storage`) has ended and the job is STOPPED; returns the
@@ -127,9 +103,12 @@ def test_ray_job_stop_keeps_what_finished_and_resume_finishes_every_trial(job_he
     """`ray job stop` mid-sweep, twice: with Ray's default stop wait (3 s, then SIGKILL) the job's log still
     holds the --resume command and trials.parquet what had finished; submitted with the stop wait that
     docs/USAGE.md gives, the stop ends in time, its log ends with the --resume line and trials.parquet
-    and summary.csv are written. A third job, the logged --resume command, finishes every trial. The sweep
-    is ablation_radius's LabelSpreading, which ends at once, and plain MT, long enough that each stop
-    lands while it trains, in one trial process."""
+    and summary.csv are written. A third job, the logged --resume command submitted as the docs submit a
+    sweep (`ray job submit --working-dir . -- python -m sweeper.run ...`, waiting for it against a head on
+    127.0.0.1), finishes every trial: its log streams back, the SDK reports it SUCCEEDED, and each trial
+    wrote a TensorBoard file (`--tensorboard` at the start, kept by the resumes). The sweep is
+    ablation_radius's LabelSpreading, which ends at once, and plain MT, long enough that each stop lands
+    while it trains, in one trial process."""
     from sweeper.driver.stopping import JOB_STOP_WAIT_S
 
     storage = tmp_path / "stopped"
@@ -145,8 +124,8 @@ def test_ray_job_stop_keeps_what_finished_and_resume_finishes_every_trial(job_he
     stops, exp = [], None
     job = job_head
     for i, extra in enumerate(([], ["--runtime-env-json", wait_env])):
-        resume = ["--resume", str(exp)] if i else []
-        p = job("submit", "--no-wait", *extra, "--working-dir", ".", "--", *argv, *resume)
+        more = ["--resume", str(exp)] if i else ["--tensorboard"]  # a resume keeps the run's loggers
+        p = job("submit", "--no-wait", *extra, "--working-dir", ".", "--", *argv, *more)
         job_id = re.search(r"raysubmit_\w+", p.stdout).group(0)
         exp_of = lambda: next(storage.glob("ablation_radius-*"), None)
         before = _reports(exp_of()) if i else {}
@@ -176,9 +155,17 @@ def test_ray_job_stop_keeps_what_finished_and_resume_finishes_every_trial(job_he
                       "ended": "on its own" if "interrupted:" in log else "SIGKILLed"})
     p = job("submit", "--working-dir", ".", "--", *resume_cmd.split())
     assert p.returncode == 0 and f"resuming {exp}" in p.stdout, p.stdout[-3000:] + p.stderr[-2000:]
+    assert "results:" in p.stdout  # the job's own log (the CLI's output) streams back
+    assert "note: `ray job stop`" in p.stdout  # Ray's default stop wait (3 s) is too short: the fix is named
+    job_id = re.search(r"Job '(raysubmit_\w+)' succeeded", p.stdout).group(1)
+    from ray.job_submission import JobStatus
+
+    assert _client(job).get_job_status(job_id) == JobStatus.SUCCEEDED
     df = pd.read_parquet(exp / "trials.parquet")
     assert sorted(df["method"]) == ["labelspreading", "mt"] and set(df["status"]) == {"finished"}
     assert df["final_step"].eq(steps).all()
+    # --tensorboard: each trial's folder has its events (MT's stopped runs and its resumes may each add a file)
+    assert all(list(t.glob("events.out.tfevents*")) for t in exp.glob("trial_*")) and len(list(exp.glob("trial_*"))) == 2
     print(json.dumps({"test": "ray job stop + resume", "stops": stops}))
 
 

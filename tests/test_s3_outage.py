@@ -6,7 +6,7 @@ is cut mid-sweep and restored on the same port.
   budget of RETRY_BUDGET_S, the default's 60 s in 100 s scaled by a tenth (test_retry_attempts_cover_the_budget
   holds the default's own arithmetic): the sweep finishes (exit 0), every result and kept checkpoint is
   in the bucket, and the report built from the bucket alone equals an uninterrupted run's.
-- refused for longer than a small retry budget (VBI_MUR_STORAGE_RETRY_S=2): exit 4 with one line
+- refused for longer than a small retry budget (VBI_MUR_STORAGE_RETRY_S=1): exit 4 with one line
   naming the storage and the `--resume` command; `--resume` after the outage finishes every trial.
 
     pytest tests/test_s3_outage.py -q -m "not slow"   # the retrying file system and the proxy (~15 s)
@@ -385,7 +385,7 @@ def test_an_outage_within_the_retry_budget_mid_sweep_loses_nothing(s3, uninterru
 
 @pytest.mark.slow
 def test_an_outage_past_the_retries_is_exit_4_with_the_resume_command(s3, uninterrupted, tmp_path):
-    """Refused from the first checkpoint on until the driver has ended, with VBI_MUR_STORAGE_RETRY_S=2:
+    """Refused from the first checkpoint on until the driver has ended, with VBI_MUR_STORAGE_RETRY_S=1:
     the trial fails its uploads (and its restarts), the bucket cannot take Tune's final state, and the
     driver ends with exit 4 and one line naming the storage and the `--resume` command. Restored,
     `--resume` (default retries) finishes every trial and the report equals the uninterrupted one."""
@@ -396,7 +396,7 @@ def test_an_outage_past_the_retries_is_exit_4_with_the_resume_command(s3, uninte
     t0 = time.time()
     try:
         proc = start_until_checkpoint(client, "long",
-                                      driver_env(temp, tmp_path / "driver-cache", VBI_MUR_STORAGE_RETRY_S="2"), log)
+                                      driver_env(temp, tmp_path / "driver-cache", VBI_MUR_STORAGE_RETRY_S="1"), log)
         proxy.cut(refuse=True)
         t_cut = time.time() - t0
         exp = experiment(client, "long")
