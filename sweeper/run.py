@@ -57,7 +57,7 @@ from sweeper.driver.stopping import GracefulStop, job_stop_note
 from sweeper.driver.stalls import FACTOR as STALL_FACTOR, MIN_PACE_S
 from sweeper.storage import StorageError
 from sweeper.driver.tune_state import check_resumable
-from sweeper.driver.tuner import make_tuner, start_points, varying_keys
+from sweeper.driver.tuner import MAX_FAILURES, make_tuner, start_points, varying_keys
 
 
 # The exit status of `python -m sweeper.run`: docs/USAGE.md and docs/ARCHITECTURE.md state the same codes.
@@ -111,6 +111,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus-per-trial", type=float, default=None,
                    help="GPUs per trial, fractions pack trials on one GPU (default 1 if Ray sees a GPU, else 0)")
     p.add_argument("--max-concurrent", type=int, default=0, help="max trials at once (0: as resources allow)")
+    p.add_argument("--max-failures", type=int, default=None, metavar="N",
+                   help=f"restarts of a trial from its last checkpoint after it fails (a lost worker or node, "
+                        f"an upload past the retries) before it counts as failed (default {MAX_FAILURES}; "
+                        f"--resume keeps the experiment's own)")
     p.add_argument("--address", default=None, help="Ray address (default: RAY_ADDRESS, else a local Ray)")
     p.add_argument("--resume", nargs="?", const="latest", default=None, metavar="EXP_DIR",
                    help="continue the latest (or the given) experiment folder of this sweep, unless another live "
@@ -420,6 +424,9 @@ def prepare(args):
         exp_dir, meta = find_experiment(root, args.sweep + ("_confirm" if args.confirm else ""), args.resume)
         store.check_resumable(exp_dir)  # Tune writes into it: a read-only folder ends here, not inside Ray
         args.preset = stored_preset(exp_dir, meta, args.preset)
+        if args.max_failures is not None:  # Tune restores the run's FailureConfig with its state
+            raise InputError(f"{exp_dir} keeps the --max-failures it was started with; resume it without "
+                             f"--max-failures")
     args.preset = args.preset or default_preset(args.sweep)
     sweep = get_sweep(args.sweep, args.preset)
     if args.confirm:  # the search's best trial and its base values, paired over fresh seeds

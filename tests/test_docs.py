@@ -554,9 +554,11 @@ COMPUTED_DEFAULTS = {"--preset", "--data-dir", "--address", "--gpus-per-trial", 
 
 def test_the_defaults_usage_states_are_the_parsers():
     from sweeper import run
+    from sweeper.driver.tuner import MAX_FAILURES
 
     parser = run.parser()
     defaults = {a.option_strings[0]: a.default for a in parser._actions if a.option_strings}
+    defaults["--max-failures"] = MAX_FAILURES  # None in the parser: a resume must tell it apart from a given value
     table = (ROOT / "docs" / "USAGE.md").read_text().split("## Options of", 1)[1].split("\n\n", 2)[1]
     checked = 0
     for line in table.splitlines():

@@ -784,8 +784,10 @@ def test_a_full_disk_is_exit_4_with_one_line_and_the_resume_command(ray_head, tm
         pytest.skip(f"cannot mount a small tmpfs here: {mount.stderr.strip()}")
     temp, storage, d = short_tmp("rrfull"), disk / "results", None
     try:
-        # one trial (its three checkpoints of 0.5 MB fill the disk); its failures there are retried (FailureConfig)
-        d = Driver(["quick_settings", "--preset", "quick", "--seeds", "1", *ONE_CELL, "--set", "steps=200", "--set",
+        # one trial (its three checkpoints of 0.5 MB fill the disk); its failure there is retried once
+        # (--max-failures 1: each restart fails as the first run does, a trial process more)
+        d = Driver(["quick_settings", "--preset", "quick", "--seeds", "1", *ONE_CELL, "--max-failures", "1",
+                    "--set", "steps=200", "--set",
                     "eval_every=10", "--set", "lr_rampdown=10", "--set", "checkpoint_every_s=0", "--live-every", "0",
                     "--storage", str(storage)], temp, tmp_path / "driver.log", head=ray_head)
         rc = d.finish(timeout=480)
@@ -1005,6 +1007,7 @@ BAD_INPUT = {  # name -> (argv after the sweep; {root}, {data}, {file} are fille
     "cpus per trial 0": ([*QUICK, "--cpus-per-trial", "0"], "--cpus-per-trial must be > 0"),
     "gpus per trial < 0": ([*QUICK, "--gpus-per-trial", "-1"], "--gpus-per-trial must be >= 0"),
     "max concurrent < 0": ([*QUICK, "--max-concurrent", "-1"], "--max-concurrent must be >= 0"),
+    "max failures < 0": ([*QUICK, "--max-failures", "-1"], "--max-failures must be >= 0 (0: a failed trial is not"),
     "missing data folder": (["ablation_radius", "--data-dir", "{data}/nothing"], "does not exist; create it"),
     "data set not in the folder": (["ablation_radius", "--data-dir", "{data}/empty"],
                                    "cifar10 files missing in"),
@@ -1018,6 +1021,9 @@ BAD_INPUT = {  # name -> (argv after the sweep; {root}, {data}, {file} are fille
     "resume with nothing to resume": (["ablation_kl", "--preset", "quick", "--resume"], "nothing to resume"),
     "resume with another preset": ([*QUICK, "--resume", "{root}/ablation_radius-20200101-000000"],
                                    "was run with --preset paper, not quick; resume it without --preset"),
+    "resume with max failures": (["ablation_radius", "--max-failures", "0", "--resume",
+                                  "{root}/ablation_radius-20200101-000000"],
+                                 "keeps the --max-failures it was started with; resume it without --max-failures"),
     "resume another sweep's experiment": (["ablation_kl", "--preset", "quick", "--resume",
                                            "{root}/ablation_radius-20200101-000000"],
                                           "holds the sweep 'ablation_radius', not 'ablation_kl'"),
@@ -1043,6 +1049,16 @@ DRY_RUN_REFUSES = [n for n in BAD_INPUT if n.split()[0] in ("lr", "bn_eps", "con
                                                             "steps", "eval_batch", "labeled", "data_dir",
                                                             "--data-dir", "device", "empty", "mistyped")] + [
     "storage URI with one slash", "data URI without slashes"]
+
+
+@pytest.mark.parametrize("given, restarts", [([], 3), (["--max-failures", "0"], 0), (["--max-failures", "5"], 5)])
+def test_max_failures_sets_the_restarts_tune_gives_a_failed_trial(given, restarts, tmp_path):
+    """--max-failures reaches the Tuner the driver builds (no Ray needed to build it); 3 without it."""
+    sweep, args, trials = cli_trials(*QUICK, "--seeds", "1", *given)
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    built = tuner.build_tuner(sweep, trials, args, exp, {"cpu": 1, "gpu": 0})
+    assert built._local_tuner.get_run_config().failure_config.max_failures == restarts
 
 
 @pytest.mark.parametrize("name", sorted(BAD_INPUT))

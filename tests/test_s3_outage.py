@@ -328,9 +328,9 @@ def uninterrupted(ray_head, tmp_path_factory):
     return report_of(str(exp))
 
 
-def start_until_checkpoint(client, prefix: str, env: dict, log: Path) -> subprocess.Popen:
+def start_until_checkpoint(client, prefix: str, env: dict, log: Path, *more) -> subprocess.Popen:
     """The sweep's driver started on the bucket's `prefix`; returns once a checkpoint is stored there."""
-    proc = subprocess.Popen(argv(prefix), cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(argv(prefix, *more), cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
     deadline = time.time() + 400
     try:
         while not any(k.endswith("/trainer.pt") for k in objects(client, f"{prefix}/")):
@@ -386,7 +386,8 @@ def test_an_outage_within_the_retry_budget_mid_sweep_loses_nothing(s3, uninterru
 @pytest.mark.slow
 def test_an_outage_past_the_retries_is_exit_4_with_the_resume_command(s3, uninterrupted, tmp_path):
     """Refused from the first checkpoint on until the driver has ended, with VBI_MUR_STORAGE_RETRY_S=1:
-    the trial fails its uploads (and its restarts), the bucket cannot take Tune's final state, and the
+    the trial fails its uploads (and its one restart, --max-failures 1: a restart fails as the first
+    run does, each one a trial process more), the bucket cannot take Tune's final state, and the
     driver ends with exit 4 and one line naming the storage and the `--resume` command. Restored,
     `--resume` (default retries) finishes every trial and the report equals the uninterrupted one."""
     client, proxy = s3
@@ -396,7 +397,8 @@ def test_an_outage_past_the_retries_is_exit_4_with_the_resume_command(s3, uninte
     t0 = time.time()
     try:
         proc = start_until_checkpoint(client, "long",
-                                      driver_env(temp, tmp_path / "driver-cache", VBI_MUR_STORAGE_RETRY_S="1"), log)
+                                      driver_env(temp, tmp_path / "driver-cache", VBI_MUR_STORAGE_RETRY_S="1"), log,
+                                      "--max-failures", "1")
         proxy.cut(refuse=True)
         t_cut = time.time() - t0
         exp = experiment(client, "long")

@@ -222,6 +222,8 @@ def check_resources(args: argparse.Namespace) -> None:
         raise InputError(f"--cpus-per-trial must be > 0, got {args.cpus_per_trial:g}")
     if args.gpus_per_trial is not None and not args.gpus_per_trial >= 0:
         raise InputError(f"--gpus-per-trial must be >= 0 (fractions share a GPU), got {args.gpus_per_trial:g}")
+    if args.max_failures is not None and args.max_failures < 0:
+        raise InputError(f"--max-failures must be >= 0 (0: a failed trial is not restarted), got {args.max_failures}")
     if args.max_concurrent < 0:
         raise InputError(f"--max-concurrent must be >= 0 (0: as resources allow), got {args.max_concurrent}")
     if not (args.stall_after >= 0 and args.stall_after < float("inf")):
