@@ -165,7 +165,8 @@ def test_ray_job_stop_keeps_what_finished_and_resume_finishes_every_trial(job_he
     assert sorted(df["method"]) == ["labelspreading", "mt"] and set(df["status"]) == {"finished"}
     assert df["final_step"].eq(steps).all()
     # --tensorboard: each trial's folder has its events (MT's stopped runs and its resumes may each add a file)
-    assert all(list(t.glob("events.out.tfevents*")) for t in exp.glob("trial_*")) and len(list(exp.glob("trial_*"))) == 2
+    trial_dirs = list(exp.glob("trial_*"))
+    assert len(trial_dirs) == 2 and all(list(t.glob("events.out.tfevents*")) for t in trial_dirs)
     print(json.dumps({"test": "ray job stop + resume", "stops": stops}))
 
 

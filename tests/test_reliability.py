@@ -1053,12 +1053,16 @@ DRY_RUN_REFUSES = [n for n in BAD_INPUT if n.split()[0] in ("lr", "bn_eps", "con
 
 @pytest.mark.parametrize("given, restarts", [([], 3), (["--max-failures", "0"], 0), (["--max-failures", "5"], 5)])
 def test_max_failures_sets_the_restarts_tune_gives_a_failed_trial(given, restarts, tmp_path):
-    """--max-failures reaches the Tuner the driver builds (no Ray needed to build it); 3 without it."""
+    """--max-failures reaches the Tuner the driver makes (3 without it), and the Tuner a --resume of that
+    experiment makes keeps it (no Ray is needed to make either)."""
+    from types import SimpleNamespace
+
+    lease, resources, exp = SimpleNamespace(acquire=lambda: None), {"cpu": 1, "gpu": 0}, tmp_path / "exp"
     sweep, args, trials = cli_trials(*QUICK, "--seeds", "1", *given)
-    exp = tmp_path / "exp"
-    exp.mkdir()
-    built = tuner.build_tuner(sweep, trials, args, exp, {"cpu": 1, "gpu": 0})
-    assert built._local_tuner.get_run_config().failure_config.max_failures == restarts
+    resumed = sweeper_run.parse_args(["ablation_radius", "--resume", str(exp)])
+    for a in (args, resumed):
+        made = tuner.make_tuner(sweep, trials, a, exp, resources, lease)
+        assert made._local_tuner.get_run_config().failure_config.max_failures == restarts, a.resume
 
 
 @pytest.mark.parametrize("name", sorted(BAD_INPUT))

@@ -24,9 +24,7 @@ from sweeper.driver.provenance import source_commit
 from sweeper.driver.tune_state import created_trials, grid_trials, sha256_hex
 from sweeper.storage import TRIALS_FILE, grid_meta
 
-# restarts of a failed trial (a lost worker or node, an upload past the retries) from its last registered
-# checkpoint, in the shared storage, before it counts as failed (--max-failures)
-MAX_FAILURES = 3
+MAX_FAILURES = 3  # restarts of a failed trial before it counts as failed (--max-failures; build_tuner)
 
 
 def make_tuner(sweep: Sweep, trials: list[dict], args, exp_dir, resources: dict, lease):
@@ -105,9 +103,11 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
     # after it, the save it forces at once naming the newer one.
     run_config = tune.RunConfig(
         **store.ray_storage(exp_dir),  # name, storage_path (+ storage_filesystem for a URI)
-        # a trial whose worker, or whole node (a reclaimed spot instance), is lost starts again from its
-        # last registered checkpoint, in the shared storage; each loss spends one of these retries
-        failure_config=tune.FailureConfig(max_failures=MAX_FAILURES if args.max_failures is None else args.max_failures),
+        # a trial whose worker, or whole node (a reclaimed spot instance), is lost, or whose upload fails past
+        # the retries, starts again from its last registered checkpoint, in the shared storage; each failure
+        # spends one of these restarts (--max-failures; a resume keeps the stored ones: Tune restores them)
+        failure_config=tune.FailureConfig(
+            max_failures=MAX_FAILURES if args.max_failures is None else args.max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
         # hpo in a bucket: the SQLite study goes up after every trial, so another machine can resume it
         callbacks=result_loggers(args.tensorboard)
