@@ -113,8 +113,9 @@ def test_ray_job_stop_keeps_what_finished_and_resume_finishes_every_trial(job_he
 
     storage = tmp_path / "stopped"
     # MT's steps left at each stop outlast it: the trial trains on while `ray job stop` starts, reaches the
-    # driver and the driver ends, and the second stop comes after the first one's steps
-    steps = 1000
+    # driver and the driver ends, and the second stop comes after the first one's steps (each stop lands
+    # tens of steps after its job's first report; the third job trains the rest)
+    steps = 500
     argv = ["python", "-m", "sweeper.run", "ablation_radius", "--preset", "quick", "--seeds", "1", *MT_CELLS,
             "--max-concurrent", "1", "--set", f"steps={steps}", "--set", "eval_every=10", "--set", "lr_rampdown=10",
             "--set", "checkpoint_every_s=0", "--set", "sensitivity_samples=20", "--live-every", "0",
