@@ -751,13 +751,11 @@ def test_a_trial_stopped_with_sigstop_is_named_stalled_and_ended_as_failed(ray_h
         while f"stalled: trial {stopped[0]}" not in d.log.read_text() and time.time() < deadline:
             time.sleep(0.05)
         # Tune copies result.json from the driver's staging folder into --storage now and then, and a look
-        # during a copy can see the file short or empty: count once two looks agree, on no fewer reports
-        # than were already seen (the stopped trial writes no more)
-        seen, deadline, counts = stopped[2], time.time() + 60, [-1]
-        while not (counts[-1] >= seen and counts[-1] == counts[-2]) and time.time() < deadline:
-            counts.append(len(sweep_state(exp_of()).get(stopped[0], [])))
-            time.sleep(0.1)
-        stopped = (*stopped[:2], counts[-1])
+        # during a copy can see the file short or empty: count once the folder has settled, on no fewer
+        # reports than were already seen (the stopped trial writes no more)
+        while (n := len(settled_state(exp_of()).get(stopped[0], []))) < stopped[2]:
+            pass
+        stopped = (*stopped[:2], n)
         rc = d.finish(timeout=300)
     finally:
         if stopped:
