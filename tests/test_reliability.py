@@ -377,6 +377,9 @@ def partial(state) -> set[str]:
     return {t for t, r in state.items() if r and not r[-1]["done"]}
 
 
+SAVES_EACH_SECOND = {"TUNE_GLOBAL_CHECKPOINT_S": "1"}  # a driver's env: Tune saves its experiment state each second
+
+
 class KillPoint:
     """True once >= min_done trials finished and Tune's saved experiment state knows it, and every
     running trial has a checkpoint in that state: a preemption in mid-run that `--resume` can
@@ -399,8 +402,10 @@ class KillPoint:
 def test_killed_driver_resumes_without_rerunning_finished_trials(ray_head, tmp_path):
     temp, storage = short_tmp("rrdrv"), tmp_path / "results"
     # three trials (LabelSpreading, MT, MT + MUR) on two CPUs; LabelSpreading ends at once, so MT + MUR
-    # must run long enough (400 steps) to be killed mid-run twice, after one and after two finished trials
-    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *THREE, *TINY, "--set", "steps=400",
+    # must run long enough (200 steps) to be killed mid-run twice, after one and after two finished trials: the
+    # second kill point comes once MT has finished and Tune's saved state names MT + MUR's checkpoint, which
+    # Tune saves every second here (TUNE_GLOBAL_CHECKPOINT_S; its own period starts at 10 s), not after MT + MUR ended
+    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *THREE, *TINY, "--set", "steps=200",
             "--storage", str(storage)]
     sweep, _, trials = cli_trials(*argv)
     assert len(trials) == 3
@@ -409,7 +414,8 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(ray_head, tmp_p
     kills, t0, d = [], time.time(), None
     try:
         for run, extra, min_done in ((1, [], 1), (2, ["--resume"], 2)):  # 2: the latest experiment
-            d = Driver([*argv, *extra], temp, tmp_path / f"driver{run}.log", head=ray_head)
+            d = Driver([*argv, *extra], temp, tmp_path / f"driver{run}.log", head=ray_head,
+                       env=SAVES_EACH_SECOND)
             d.wait_until(KillPoint(exp_of, min_done))
             n_ray = d.kill()
             state = settled_state(exp_of())  # after the kill, once nothing writes these files any more
@@ -459,7 +465,9 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(ray_head, tmp_p
     print(json.dumps({"test": "driver kill + resume", "trials": len(trials), "driver_kills": len(kills),
                       "resumes": 2, "trial_starts": n_starts, "continued_from_checkpoint": len(restarts),
                       "kills": [{"t_s": k["t_s"], "done": len(done(k["state"])), "running": len(partial(k["state"])),
-                                 "processes_killed": k["ray_processes_killed"]} for k in kills],
+                                 "processes_killed": k["ray_processes_killed"],
+                                 "running_at_step": sorted(k["state"][t][-1]["step"] for t in partial(k["state"]))}
+                                for k in kills],
                       "wall_s": round(wall, 1)}))
 
 
@@ -518,14 +526,17 @@ def test_a_driver_killed_with_the_default_checkpoint_period_resumes_from_each_la
     exp_of = lambda: next(storage.glob("quick_settings-*"), None)
     d, point, t0 = None, SavedCheckpoints(exp_of, len(trials)), time.time()
     try:
-        d = Driver(argv, temp, tmp_path / "driver1.log", new_session=True, head=ray_head)
+        # Tune saves its state every second (TUNE_GLOBAL_CHECKPOINT_S), so that the kill point comes soon after a
+        # checkpoint of the trial's own period rather than after the next of Tune's (10 s at first)
+        d = Driver(argv, temp, tmp_path / "driver1.log", new_session=True, head=ray_head, env=SAVES_EACH_SECOND)
         d.wait_until(point, timeout=600)
         ours = process_tree(d.proc.pid)
         os.killpg(d.proc.pid, signal.SIGKILL)  # the driver's whole group
         d.proc.wait()
         kill_tree(ours)
         killed, killed_saved = sweep_state(exp_of()), saved_state(exp_of())
-        d = Driver([*argv, "--resume", str(exp_of())], temp, tmp_path / "driver2.log", new_session=True, head=ray_head)
+        d = Driver([*argv, "--resume", str(exp_of())], temp, tmp_path / "driver2.log", new_session=True, head=ray_head,
+                   env=SAVES_EACH_SECOND)
         d.wait_until(Retraced(exp_of, killed), timeout=600)
         d.proc.send_signal(signal.SIGTERM)
         assert d.finish(timeout=300) == 3, d.log.read_text()[-3000:]
