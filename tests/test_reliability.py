@@ -402,10 +402,10 @@ class KillPoint:
 def test_killed_driver_resumes_without_rerunning_finished_trials(ray_head, tmp_path):
     temp, storage = short_tmp("rrdrv"), tmp_path / "results"
     # three trials (LabelSpreading, MT, MT + MUR) on two CPUs; LabelSpreading ends at once, so MT + MUR
-    # must run long enough (200 steps) to be killed mid-run twice, after one and after two finished trials: the
+    # must run long enough (250 steps) to be killed mid-run twice, after one and after two finished trials: the
     # second kill point comes once MT has finished and Tune's saved state names MT + MUR's checkpoint, which
     # Tune saves every second here (TUNE_GLOBAL_CHECKPOINT_S; its own period starts at 10 s), not after MT + MUR ended
-    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *THREE, *TINY, "--set", "steps=200",
+    argv = ["ablation_radius", "--preset", "quick", "--seeds", "1", *THREE, *TINY, "--set", "steps=250",
             "--storage", str(storage)]
     sweep, _, trials = cli_trials(*argv)
     assert len(trials) == 3
