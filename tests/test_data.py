@@ -489,11 +489,18 @@ def test_digits_without_scikit_learn_equal_scikit_learns_bit_for_bit(n_val, tmp_
 
 
 @pytest.mark.slow  # a Python that imports torch
-def test_loading_the_digits_imports_no_scikit_learn():
+def test_a_digits_trial_imports_no_scikit_learn_scipy_or_dynamo():
+    """What a digits trial process pays at its start: loading the digits imports neither scikit-learn nor
+    scipy, and training (its optimizer, trainables/sgd.py) does not import torch._dynamo."""
     code = ("import sys; from trainables.data import load_dataset; d = load_dataset('digits'); "
-            "print(len(d.y_train), len(d.y_test), any(m.split('.')[0] in ('sklearn', 'scipy') for m in sys.modules))")
+            "print(len(d.y_train), len(d.y_test), any(m.split('.')[0] in ('sklearn', 'scipy') for m in sys.modules)); "
+            "from search_spaces.common import QUICK; from trainables.config import TrainConfig; "
+            "from trainables.trainer import train; "
+            "cfg = TrainConfig(**{**QUICK, 'method': 'mt', 'vd': True, 'mur': 'direct', 'steps': 4, 'eval_every': 2, "
+            "'lr_rampup': 1, 'lr_rampdown': 2, 'sensitivity_samples': 4}); out = train(cfg, d, log=None); "
+            "print(out['step'], 'torch._dynamo' in sys.modules)")
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert p.stdout.split() == ["1347", "450", "False"], p.stderr[-2000:]
+    assert p.stdout.split() == ["1347", "450", "False", "4", "False"], p.stdout + p.stderr[-2000:]
 
 
 def test_mnist_pickle_train_then_valid_then_test(tmp_path, rng):

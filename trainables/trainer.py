@@ -34,6 +34,7 @@ from trainables.metrics import error_rate, histogram, sensitivity
 from trainables.models import build_model
 from trainables.registry.method import TERMS
 from trainables.selection import improves_on_val
+from trainables.sgd import Sgd
 from trainables.variational import sparsity
 
 
@@ -207,8 +208,9 @@ class Trainer:
             # of host time per step); load_state_dict copies into these same tensors
             self._ema_params = (list(self.teacher.parameters()), list(self.student.parameters()))
             self._ema_buffers = (list(self.teacher.buffers()), list(self.student.buffers()))
-        self.opt = torch.optim.SGD(param_groups(self.student, cfg.weight_decay, cfg.weight_decay_scope), lr=cfg.lr,
-                                   momentum=cfg.momentum, nesterov=cfg.momentum > 0)
+        # torch.optim.SGD's update and state dict, without importing torch._dynamo into every trial (sgd.py)
+        self.opt = Sgd(param_groups(self.student, cfg.weight_decay, cfg.weight_decay_scope), lr=cfg.lr,
+                       momentum=cfg.momentum, nesterov=cfg.momentum > 0)
         # what train_step calls: the plain modules and loss_terms, or their compiled versions
         self.compile_mode = cfg.compile  # none | model | step | graphs
         self._student_fn, self._teacher_fn, self._loss_terms = compile_for_training(self.compile_mode, self.student,
