@@ -1,11 +1,11 @@
 """SGD with Nesterov momentum as `torch.optim.SGD` computes it, without importing torch._dynamo.
 
 Every `torch.optim.Optimizer` imports torch._dynamo on its first call (its constructor's
-`add_param_group` and its `step` are wrapped to keep dynamo out of them): about 1.5 s of CPU in every
-trial process, a fifth of what a trial pays at its start before its first step. This class calls the
+`add_param_group` and its `step` are wrapped to keep dynamo out of them), an import of seconds that
+every trial process would pay before its first step. This class calls the
 same update, `torch.optim.sgd.sgd` (the functional form that `SGD.step` calls, with the same
 arguments), so a step is bit for bit `torch.optim.SGD`'s on every device, and its state dict has
-`SGD`'s layout, so each loads the other's (checkpoints written before stay resumable).
+`SGD`'s layout, so each loads the other's (a checkpoint holding `SGD`'s state resumes).
 tests/test_sgd.py holds both against `torch.optim.SGD`.
 """
 from __future__ import annotations
