@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -121,10 +122,32 @@ def bucket_contents(env: dict) -> dict:
 
 # ---------------------------------------------------------------- the head
 
+HANDED_OUT: set[int] = set()  # the ports free_port gave this process
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on, for a server that binds it seconds later: below the kernel's range of
+    ephemeral ports (net.ipv4.ip_local_port_range; any outgoing connection may take one of those in the
+    meantime, and a node whose agent cannot bind its port loses its raylet) and above Ray's worker ports
+    (10002 to 19999); never the same port twice in this process."""
+    range_file = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    low = int(range_file.read_text().split()[0]) if range_file.is_file() else 0
+    while True:
+        if low > 21000:
+            port = random.randrange(20000, low)
+        else:  # no room below the ephemeral ports: the kernel's pick
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+        if port in HANDED_OUT:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("", port))  # all interfaces: a node's servers listen beyond 127.0.0.1 too
+            except OSError:
+                continue
+        HANDED_OUT.add(port)
+        return port
 
 
 def write_config(dst: Path, gcs_port: int, idle_timeout_minutes: float, max_workers: int) -> dict:

@@ -12,7 +12,6 @@ import math
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -72,11 +71,26 @@ def write_trial(exp, idx, params, reports, error=False, torn=None):
     return d
 
 
+_DEMO = []
+
+
+def demo_module():
+    """cluster/local_autoscale_demo.py (a script, not a package) imported by path, once per process."""
+    if not _DEMO:
+        import importlib.util
+
+        path = Path(__file__).resolve().parents[1] / "cluster" / "local_autoscale_demo.py"
+        spec = importlib.util.spec_from_file_location("local_autoscale_demo", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        _DEMO.append(mod)
+    return _DEMO[0]
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port nothing listens on, safe to hand to a server that binds it seconds later (the demo
+    cluster's picker: below the kernel's ephemeral ports, never the same one twice in this process)."""
+    return demo_module().free_port()
 
 class RayHead:
     """A Ray head on 127.0.0.1 (free ports, its own short temp dir, token auth as Ray 2.60 heads have it

@@ -6,7 +6,6 @@ refuses/accepts job submissions, and the fake-GPU local cluster scales up for a 
     pytest tests/test_cluster.py -q -m slow         # the two real-Ray tests (~1 min on 2 cores)
 """
 import copy
-import importlib.util
 import json
 import os
 import re
@@ -22,6 +21,7 @@ import pytest
 import ray
 import requests
 import yaml
+from conftest import demo_module
 from ray.autoscaler._private.util import prepare_config, validate_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,14 +34,6 @@ PUBLIC = {"0.0.0.0/0", "::/0"}
 
 def load(name: str) -> dict:
     return yaml.safe_load((CLUSTER / name).read_text())
-
-
-def demo_module():
-    """cluster/local_autoscale_demo.py (a script, not a package) imported by path."""
-    spec = importlib.util.spec_from_file_location("local_autoscale_demo", CLUSTER / "local_autoscale_demo.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def ray_validate(cfg: dict, name: str) -> None:

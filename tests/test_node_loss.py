@@ -15,12 +15,10 @@ uninterrupted table, and a later trial on the node that came back.
 import io
 import json
 import os
-import random
 import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -28,37 +26,16 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import demo_module, free_port
 from procs import pids_naming
 
 from sweeper.driver import preflight
 from test_reliability import (EXACT, Driver, KillPoint, alive, cli_trials, done, kill_tree, partial, proc_stat,
                               process_tree, reference, same, short_tmp, starts, sweep_state)
-from test_cluster import demo_module
 from test_s3 import BUCKET, objects, s3, trial_reports  # noqa: F401 (s3: the moto server fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = demo_module()  # cluster/local_autoscale_demo.py: RAY_CLI
-HANDED_OUT: set[int] = set()
-
-
-def free_port() -> int:
-    """A port nothing listens on, for a node's server to bind seconds later: outside the kernel's range of
-    ephemeral ports (net.ipv4.ip_local_port_range, which any process's outgoing connection may take in the
-    meantime: a node's agent then fails to bind and its raylet exits) and above Ray's worker ports (10002 to
-    19999); never the same port twice in this process."""
-    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    while True:
-        port = random.randrange(20000, low) if low > 21000 else DEMO.free_port()
-        if port in HANDED_OUT:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("", port))
-            except OSError:
-                continue
-        HANDED_OUT.add(port)
-        return port
-
 STEPS, EVERY = 150, 50  # 3 checkpoints a trial; an interval long enough to kill the node inside it
 # 3 trials: LabelSpreading (ends at once), MT, MT + MUR (r = 1, and MT, the cell it is compared with): the two MT
 # trials run side by side, one per node; the other radii of the quick start would only add trials to both sweeps

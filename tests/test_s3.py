@@ -640,8 +640,11 @@ def test_two_real_drivers_on_one_bucket_experiment(s3, tmp_path):
     temp = Path(tempfile.mkdtemp(prefix="rr2d", dir="/tmp"))
     env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": str(temp),
            "PYTHONPATH": str(ROOT), "VBI_MUR_CACHE": str(tmp_path / "driver-cache"), "VBI_MUR_LEASE_S": "8"}
+    # no checkpoint before the end (the lease is the property): a SIGKILL then cannot land between Tune's
+    # deletion of the checkpoint its last stored state names and the upload of the state naming a newer one
     argv = [sys.executable, "-m", "sweeper.run", "ablation_radius", "--preset", "quick", *TINY, *BASELINE_CELL,
-            "--set", "steps=40", "--live-every", "0", "--storage", f"s3://{BUCKET}/two-drivers"]
+            "--set", "steps=40", "--set", "checkpoint_every_s=3600", "--live-every", "0",
+            "--storage", f"s3://{BUCKET}/two-drivers"]
     a = None
     try:
         a = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=(tmp_path / "a.log").open("w"), stderr=subprocess.STDOUT)
