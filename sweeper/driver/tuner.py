@@ -100,7 +100,8 @@ def build_tuner(sweep: Sweep, trials: list[dict], args, exp_dir: Path, resources
     # (benchmarks/driver_scale.py); trials checkpoint at most every checkpoint_every_s (10 s), so with
     # 2 the saves keep Tune's period. A killed driver resumes a trial from the checkpoint its last save
     # names (at most one period old): Tune deletes that one only on the trial's second checkpoint
-    # after it, the save it forces at once naming the newer one.
+    # after it, and forces a save naming the newer one; a kill before that save is stored leaves a
+    # state naming the deleted one (docs/RELIABILITY.md, What is not covered).
     run_config = tune.RunConfig(
         **store.ray_storage(exp_dir),  # name, storage_path (+ storage_filesystem for a URI)
         # a trial whose worker, or whole node (a reclaimed spot instance), is lost, or whose upload fails past
