@@ -7,6 +7,7 @@ in the test process, that process can segfault at interpreter exit after every t
 (cause not established). Tests that start Ray in this
 process shut it down themselves; the hook below makes sure no Ray is left running at exit.
 """
+import functools
 import json
 import math
 import os
@@ -71,20 +72,16 @@ def write_trial(exp, idx, params, reports, error=False, torn=None):
     return d
 
 
-_DEMO = []
-
-
+@functools.cache
 def demo_module():
     """cluster/local_autoscale_demo.py (a script, not a package) imported by path, once per process."""
-    if not _DEMO:
-        import importlib.util
+    import importlib.util
 
-        path = Path(__file__).resolve().parents[1] / "cluster" / "local_autoscale_demo.py"
-        spec = importlib.util.spec_from_file_location("local_autoscale_demo", path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        _DEMO.append(mod)
-    return _DEMO[0]
+    path = Path(__file__).resolve().parents[1] / "cluster" / "local_autoscale_demo.py"
+    spec = importlib.util.spec_from_file_location("local_autoscale_demo", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def free_port() -> int:

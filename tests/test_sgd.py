@@ -98,7 +98,7 @@ def test_each_loads_the_others_state_and_continues_identically(direction):
 
 
 def test_a_state_of_other_groups_is_refused():
-    a, ours, _, theirs = _pair()
+    a, ours, _, _ = _pair()
     _step(a, ours, 0, 0.1)
     other = Sgd([{"params": list(a.parameters())}], lr=0.1, momentum=0.9, nesterov=True)
     with pytest.raises(ValueError, match="other parameter groups"):

@@ -14,7 +14,6 @@ import torch
 from torch.optim.sgd import sgd
 
 
-
 class Sgd:
     """param_groups: dicts with "params" and optionally "weight_decay" (the trainer sets each group's
     "lr" before every step, as with torch.optim.SGD)."""
